@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""The local test control plane: real Kubernetes binaries built from Go modules, kwok nodes.
+
+    python3 hack/devcluster.py build   # build (or reuse) the pinned binaries in ~/.cache/cronoq
+    python3 hack/devcluster.py up      # start etcd, apiserver, controller-manager, scheduler, kwok
+    python3 hack/devcluster.py down    # stop everything it started, free the ports, wipe state
+    python3 hack/devcluster.py status  # say what runs
+
+Binaries are built from the build modules in hack/<component>/ (pinned go.mod + go.sum) into
+~/.cache/cronoq/<component>-<hash of the module files>/, so a second build rebuilds nothing and a
+version bump builds afresh. Runtime state (PKI, etcd data, logs, pids, kubeconfig) lives in
+.cluster/ at the repository root. Everything listens on 127.0.0.1 only.
+
+Standard library only: the pytest fixture and the Makefile call it before anything is installed.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HACK = REPO / "hack"
+STATE = Path(os.environ.get("CRONOQ_CLUSTER_DIR", REPO / ".cluster"))
+CACHE = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq"))
+KUBECONFIG = STATE / "kubeconfig"
+NODES = int(os.environ.get("CRONOQ_KWOK_NODES", "2"))
+
+# Ports, all on loopback. Unusual numbers, so a developer's own cluster is left alone.
+ETCD_CLIENT, ETCD_PEER = 32379, 32380
+APISERVER = 36443
+CONTROLLER_MANAGER, SCHEDULER, KWOK = 36257, 36259, 36250
+SERVICE_RANGE = "10.96.0.0/16"
+
+# Each build module and the binaries it provides (its go.mod `tool` lines).
+COMPONENTS = ("controlplane", "etcd", "kwok", "helm")
+
+
+class ClusterError(RuntimeError):
+    """Something kept the cluster from coming up; the message says what and where to look."""
+
+
+def log(msg: str) -> None:
+    print(f"devcluster: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- building the binaries
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+
+    @property
+    def module(self) -> Path:
+        return HACK / self.name
+
+    def tools(self) -> list[str]:
+        """Packages named on the `tool` lines of the build module's go.mod."""
+        tools, inside = [], False
+        for line in (self.module / "go.mod").read_text().splitlines():
+            line = line.split("//")[0].strip()
+            if line == "tool (":
+                inside = True
+            elif inside and line == ")":
+                inside = False
+            elif inside and line:
+                tools.append(line)
+            elif line.startswith("tool "):
+                tools.append(line.split()[1])
+        return tools
+
+    def binaries(self) -> list[str]:
+        # The etcd server package is the module root; its binary is called etcd.
+        return ["etcd" if t.endswith("/server/v3") else t.rsplit("/", 1)[1] for t in self.tools()]
+
+    @property
+    def cache_dir(self) -> Path:
+        digest = hashlib.sha256()
+        for f in ("go.mod", "go.sum"):
+            digest.update((self.module / f).read_bytes())
+        digest.update(go_version().encode())
+        return CACHE / f"{self.name}-{digest.hexdigest()[:12]}"
+
+    def built(self) -> bool:
+        return (self.cache_dir / ".complete").exists()
+
+    def build(self) -> None:
+        if self.built():
+            return
+        out = self.cache_dir
+        tmp = out.with_name(out.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        log(f"building {self.name} ({', '.join(self.binaries())}) into {out}; the first time takes minutes")
+        started = time.monotonic()
+        for tool, binary in zip(self.tools(), self.binaries()):
+            cmd = ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp / binary), tool]
+            subprocess.run(cmd, cwd=self.module, check=True, env={**os.environ, "CGO_ENABLED": "0"})
+        (tmp / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        log(f"built {self.name} in {time.monotonic() - started:.0f}s")
+
+
+_GO_VERSION: str | None = None
+
+
+def go_version() -> str:
+    global _GO_VERSION
+    if _GO_VERSION is None:
+        if shutil.which("go") is None:
+            raise ClusterError("the Go toolchain is needed to build the test control plane; `go` is not on PATH")
+        _GO_VERSION = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout.strip()
+    return _GO_VERSION
+
+
+def build() -> dict[str, Path]:
+    """Build every component once; link the binaries into .cluster/bin; return name -> path."""
+    paths: dict[str, Path] = {}
+    for c in map(Component, COMPONENTS):
+        c.build()
+        paths.update({b: c.cache_dir / b for b in c.binaries()})
+    bindir = STATE / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    for name, path in paths.items():
+        link = bindir / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(path)
+    return paths
+
+
+# ---------------------------------------------------------------- certificates
+
+
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_pki(pki: Path) -> None:
+    """A CA, the apiserver's serving cert, client certs per component, the service-account key."""
+    if (pki / ".complete").exists():
+        return
+    shutil.rmtree(pki, ignore_errors=True)
+    pki.mkdir(parents=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=cronoq-test-ca",
+            "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"))
+    openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
+    openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
+    sans = "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default," \
+           "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    issue(pki, "apiserver", "/CN=kube-apiserver", ["-extfile", _ext(pki, sans + "\nextendedKeyUsage=serverAuth")])
+    client = ["-extfile", _ext(pki, "extendedKeyUsage=clientAuth")]
+    issue(pki, "admin", "/O=system:masters/CN=cronoq-admin", client)
+    issue(pki, "controller-manager", "/CN=system:kube-controller-manager", client)
+    issue(pki, "scheduler", "/CN=system:kube-scheduler", client)
+    (pki / ".complete").write_text("ok\n")
+
+
+def _ext(pki: Path, text: str) -> str:
+    path = pki / f"ext-{hashlib.sha1(text.encode()).hexdigest()[:8]}.cnf"
+    path.write_text(text + "\n")
+    return str(path)
+
+
+def issue(pki: Path, name: str, subject: str, extra: list[str]) -> None:
+    key, csr, crt = (str(pki / f"{name}.{s}") for s in ("key", "csr", "crt"))
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", key, "-out", csr)
+    openssl("x509", "-req", "-in", csr, "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+            "-CAcreateserial", "-days", "3650", "-out", crt, *extra)
+
+
+def write_kubeconfig(path: Path, pki: Path, user: str) -> None:
+    def b64(f: str) -> str:
+        return base64.b64encode((pki / f).read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cronoq-test", "cluster": {
+            "server": f"https://127.0.0.1:{APISERVER}", "certificate-authority-data": b64("ca.crt")}}],
+        "users": [{"name": user, "user": {
+            "client-certificate-data": b64(f"{user}.crt"), "client-key-data": b64(f"{user}.key")}}],
+        "contexts": [{"name": "cronoq-test", "context": {"cluster": "cronoq-test", "user": user}}],
+        "current-context": "cronoq-test",
+    }
+    path.write_text(json.dumps(config, indent=2))  # JSON is YAML: every client reads it
+    path.chmod(0o600)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def pidfile(name: str) -> Path:
+    return STATE / "run" / f"{name}.pid"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); look at its state.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def running(name: str) -> int | None:
+    try:
+        pid = int(pidfile(name).read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if alive(pid) else None
+
+
+def start(name: str, argv: list[str]) -> None:
+    logs = STATE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    pidfile(name).parent.mkdir(parents=True, exist_ok=True)
+    out = open(logs / f"{name}.log", "ab")
+    # A session of its own: the cluster outlives the make or pytest process that started it.
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=STATE)
+    pidfile(name).write_text(str(proc.pid))
+
+
+def wait_for(what: str, check, timeout: float, logname: str | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if logname and running(logname) is None:
+            raise ClusterError(f"{logname} exited while waiting for {what}; see {STATE / 'logs' / (logname + '.log')}")
+        try:
+            if check():
+                return
+        except (OSError, urllib.error.URLError, ssl.SSLError, ValueError):
+            pass
+        time.sleep(0.2)
+    hint = f"; see {STATE / 'logs' / (logname + '.log')}" if logname else ""
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
+
+
+def api_context() -> ssl.SSLContext:
+    pki = STATE / "pki"
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+    return ctx
+
+
+def api_get(path: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    url = f"https://127.0.0.1:{APISERVER}{path}"
+    try:
+        with urllib.request.urlopen(url, context=api_context(), timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=1) as resp:
+        return resp.status == 200
+
+
+def ready_nodes() -> int:
+    status, body = api_get("/api/v1/nodes")
+    if status != 200:
+        return 0
+    count = 0
+    for node in json.loads(body)["items"]:
+        conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+        taints = [t["key"] for t in node.get("spec", {}).get("taints", []) or []]
+        if conds.get("Ready") == "True" and "node.kubernetes.io/not-ready" not in taints:
+            count += 1
+    return count
+
+
+def healthy() -> bool:
+    """Every process alive and the API answering: `up` then has nothing to do."""
+    if not all(running(n) for n in PROCESSES):
+        return False
+    try:
+        return api_get("/readyz")[0] == 200 and ready_nodes() >= NODES
+    except (OSError, urllib.error.URLError, ssl.SSLError):
+        return False
+
+
+PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def node_manifest(i: int) -> dict:
+    name = f"kwok-node-{i}"
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64", "type": "kwok"},
+        },
+        "status": {"capacity": {"cpu": "64", "memory": "256Gi", "pods": "2000", "ephemeral-storage": "1Ti"}},
+    }
+
+
+def up() -> Path:
+    """Start the cluster (or find it running); return the admin kubeconfig's path."""
+    if healthy():
+        log(f"already running; KUBECONFIG={KUBECONFIG}")
+        return KUBECONFIG
+    down(quiet=True)
+    started = time.monotonic()
+    bins = build()
+    pki = STATE / "pki"
+    make_pki(pki)
+    for user in ("admin", "controller-manager", "scheduler"):
+        write_kubeconfig(STATE / f"{user}.kubeconfig", pki, user)
+    shutil.copy(STATE / "admin.kubeconfig", KUBECONFIG)
+    KUBECONFIG.chmod(0o600)
+
+    start("etcd", [str(bins["etcd"]), "--name=cronoq", f"--data-dir={STATE / 'etcd'}",
+                   f"--listen-client-urls=http://127.0.0.1:{ETCD_CLIENT}",
+                   f"--advertise-client-urls=http://127.0.0.1:{ETCD_CLIENT}",
+                   f"--listen-peer-urls=http://127.0.0.1:{ETCD_PEER}",
+                   f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER}",
+                   f"--initial-cluster=cronoq=http://127.0.0.1:{ETCD_PEER}",
+                   "--unsafe-no-fsync",  # a throwaway test store: durability buys nothing here
+                   "--quota-backend-bytes=8589934592", "--log-level=warn"])
+    wait_for("etcd", lambda: http_ok(f"http://127.0.0.1:{ETCD_CLIENT}/health"), 30, "etcd")
+
+    start("kube-apiserver", [
+        str(bins["kube-apiserver"]),
+        f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={APISERVER}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",  # on top of the default set
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-cluster-ip-range={SERVICE_RANGE}",
+        "--allow-privileged=true", "--profiling=false",
+        "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+        *audit_flags(),
+    ])
+    wait_for("kube-apiserver /readyz", lambda: api_get("/readyz")[0] == 200, 90, "kube-apiserver")
+
+    common = ["--bind-address=127.0.0.1", "--leader-elect=false"]
+    cm = STATE / "controller-manager.kubeconfig"
+    start("kube-controller-manager", [
+        str(bins["kube-controller-manager"]), *common, f"--secure-port={CONTROLLER_MANAGER}",
+        f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}", f"--authorization-kubeconfig={cm}",
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+        f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
+        "--controllers=*",
+        # Client limits lifted, so the Job controller never is the bottleneck we measure.
+        "--kube-api-qps=1000", "--kube-api-burst=2000",
+        "--concurrent-job-syncs=50", "--concurrent-gc-syncs=50",
+        f"--service-cluster-ip-range={SERVICE_RANGE}",
+    ])
+    sched_config = STATE / "scheduler-config.yaml"
+    sched_kubeconfig = STATE / "scheduler.kubeconfig"
+    sched_config.write_text(json.dumps({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(sched_kubeconfig), "qps": 1000, "burst": 2000},
+        "leaderElection": {"leaderElect": False},
+    }))
+    start("kube-scheduler", [
+        str(bins["kube-scheduler"]), f"--config={sched_config}", "--bind-address=127.0.0.1",
+        f"--secure-port={SCHEDULER}",
+        f"--authentication-kubeconfig={sched_kubeconfig}", f"--authorization-kubeconfig={sched_kubeconfig}",
+    ])
+    start("kwok", [
+        str(bins["kwok"]), f"--kubeconfig={KUBECONFIG}", f"--config={HACK / 'kwok-stages.yaml'}",
+        "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--node-ip=127.0.0.1", f"--node-port={KWOK}", f"--server-address=127.0.0.1:{KWOK}",
+        "--cidr=10.244.0.1/16", "--node-lease-duration-seconds=40",
+    ])
+    nodes = STATE / "nodes.json"
+    nodes.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                 "items": [node_manifest(i) for i in range(NODES)]}))
+    wait_for("nodes to be created", lambda: kubectl(bins, "apply", "-f", str(nodes)) == 0, 30)
+    wait_for(f"{NODES} Ready kwok nodes", lambda: ready_nodes() >= NODES, 60, "kwok")
+    # Pods need the namespace's default ServiceAccount, which the controller-manager creates.
+    wait_for("the default ServiceAccount",
+             lambda: api_get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 30,
+             "kube-controller-manager")
+    log(f"up in {time.monotonic() - started:.1f}s; export KUBECONFIG={KUBECONFIG} PATH={STATE / 'bin'}:$PATH")
+    return KUBECONFIG
+
+
+def audit_flags() -> list[str]:
+    """With CRONOQ_AUDIT=1 the apiserver logs every request's user and verb (for bench/)."""
+    if os.environ.get("CRONOQ_AUDIT") != "1":
+        return []
+    policy = STATE / "audit-policy.yaml"
+    policy.write_text(json.dumps({"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                                  "omitStages": ["RequestReceived"], "rules": [{"level": "Metadata"}]}))
+    return [f"--audit-policy-file={policy}", f"--audit-log-path={STATE / 'logs' / 'audit.log'}",
+            "--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-maxsize=0"]
+
+
+def kubectl(bins: dict[str, Path], *args: str) -> int:
+    return subprocess.run([str(bins["kubectl"]), f"--kubeconfig={KUBECONFIG}", *args],
+                          capture_output=True).returncode
+
+
+def down(quiet: bool = False) -> None:
+    """Stop what `up` started (newest first), then wipe the cluster state but keep the binaries."""
+    for name in reversed(PROCESSES):
+        pid = running(name)
+        if pid:
+            os.killpg(pid, signal.SIGTERM) if _is_group_leader(pid) else os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            if not quiet:
+                log(f"stopped {name}")
+        pidfile(name).unlink(missing_ok=True)
+    for sub in ("etcd", "run", "pki"):
+        shutil.rmtree(STATE / sub, ignore_errors=True)
+    for f in STATE.glob("*.kubeconfig"):
+        f.unlink()
+    KUBECONFIG.unlink(missing_ok=True)
+
+
+def _is_group_leader(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def status() -> int:
+    for name in PROCESSES:
+        pid = running(name)
+        print(f"{name:24} {'running pid ' + str(pid) if pid else 'stopped'}")
+    ok = healthy()
+    print(f"{'cluster':24} {'healthy, KUBECONFIG=' + str(KUBECONFIG) if ok else 'not healthy'}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[1] if len(argv) > 1 else "status"
+    try:
+        if cmd == "build":
+            for name, path in build().items():
+                print(f"{name:24} {path}")
+        elif cmd == "up":
+            print(up())
+        elif cmd == "down":
+            down()
+        elif cmd == "status":
+            return status()
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+    except ClusterError as err:
+        log(f"error: {err}")
+        return 1
+    except subprocess.CalledProcessError as err:
+        log(f"error: {' '.join(map(str, err.cmd))} exited {err.returncode}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

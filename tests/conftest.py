@@ -1,0 +1,59 @@
+"""Shared fixtures. Integration tests ask for `kubeconfig` (or anything built on it); the real
+test control plane is then started once per session, or reused when CRONOQ_KUBECONFIG names
+one, or when `make cluster-up` already started it. Unit tests never touch it."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.cluster import Kubectl, kubectl_binary, load_devcluster, namespace_name
+from tests.support.waiting import wait_until
+
+
+@pytest.fixture(scope="session")
+def devcluster():
+    return load_devcluster()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(devcluster) -> str:
+    given = os.environ.get("CRONOQ_KUBECONFIG")
+    if given:
+        yield given
+        return
+    already = devcluster.healthy()
+    path = devcluster.up()
+    yield str(path)
+    if not already and os.environ.get("CRONOQ_KEEP_CLUSTER") != "1":
+        devcluster.down(quiet=True)
+
+
+@pytest.fixture(scope="session")
+def kubectl(devcluster, kubeconfig) -> Kubectl:
+    return Kubectl(kubectl_binary(devcluster), kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def api(kubeconfig):
+    """A kubernetes.client.ApiClient for the test cluster (admin)."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def namespace(request, api) -> str:
+    """A fresh namespace per test, with its default ServiceAccount ready; deleted afterwards."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    name = namespace_name(request.node.name)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"cronoq.io/test": "true"})))
+    wait_until(lambda: core.read_namespaced_service_account("default", name), timeout=30,
+               what=f"default ServiceAccount in {name}")
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
