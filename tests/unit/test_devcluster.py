@@ -1,0 +1,35 @@
+"""The pure parts of hack/devcluster.py: which binaries each build module yields, and the cache key."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.support.cluster import load_devcluster, namespace_name
+
+devcluster = load_devcluster()
+
+
+def test_every_build_module_names_the_binaries_the_cluster_runs():
+    binaries = {b for name in devcluster.COMPONENTS for b in devcluster.Component(name).binaries()}
+    assert binaries == {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "kwok", "helm"}
+
+
+def test_the_cache_key_follows_the_pinned_module_files(tmp_path, monkeypatch):
+    shutil.copytree(devcluster.HACK / "kwok", tmp_path / "kwok")
+    monkeypatch.setattr(devcluster, "HACK", tmp_path)
+    component = devcluster.Component("kwok")
+    before = component.cache_dir
+    assert component.cache_dir == before, "stable: a second run finds the same cache"
+    gosum = tmp_path / "kwok" / "go.sum"
+    gosum.write_text(gosum.read_text() + "example.com/bumped v1.0.0 h1:x=\n")
+    assert component.cache_dir != before, "a version bump builds afresh"
+    assert component.cache_dir.name.startswith("kwok-")
+
+
+@pytest.mark.parametrize("test_name", ["test_a[Succeed-1]", "x" * 200, "Test_Upper_CASE"])
+def test_namespace_names_are_valid_dns_labels(test_name):
+    name = namespace_name(test_name)
+    assert len(name) <= 63 and name == name.lower() and name[0].isalpha() and name[-1].isalnum()
+    assert all(c.isalnum() or c == "-" for c in name)
+    assert namespace_name(test_name) != name, "unique per call"
