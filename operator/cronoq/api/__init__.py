@@ -1,0 +1,24 @@
+"""cronoq's API: the Task and TaskPool resources as typed, frozen models.
+
+The models are the single source of truth: crds/ is generated from them
+(`python -m cronoq.api.crdgen`). Parse an object from the API with `Task.model_validate(obj)`
+and write one back with `.to_dict()`.
+"""
+from cronoq.api.common import (
+    API_VERSION, GROUP, VERSION, Condition, ConditionStatus, EnvVar, Jitter, ObjectMeta, PodMetadata, PodSettings,
+    Resources, RetryOverride, RetryPolicy, Toleration,
+)
+from cronoq.api.durations import DurationError
+from cronoq.api.pool import PhaseCounts, PoolTemplate, TaskPool, TaskPoolSpec, TaskPoolStatus
+from cronoq.api.task import (
+    TERMINAL_PHASES, Attempt, AttemptOutcome, AttemptTrigger, Dependency, Edge, PodTemplate, Task, TaskPhase,
+    TaskSpec, TaskStatus,
+)
+
+__all__ = [
+    "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Condition",
+    "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "Jitter", "ObjectMeta", "PhaseCounts",
+    "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "Resources", "RetryOverride", "RetryPolicy",
+    "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
+    "Toleration",
+]

@@ -1,0 +1,367 @@
+"""What Task and TaskPool share: the model base, the retry policy, the pod fields, conditions.
+
+Every model here is the single source of truth for its part of the CRD: field docstrings
+become the descriptions `kubectl explain` prints, pydantic constraints become the schema's
+bounds, and CEL rules (`x-kubernetes-validations`) sit in `json_schema_extra` next to the model
+they guard. `cronoq.api.crdgen` turns the models into crds/*.yaml.
+
+Bounds are chosen so that the API server can estimate the cost of every CEL rule (each string
+has maxLength, each list maxItems, each map maxProperties) and so that no status can grow
+without limit.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Union
+
+from pydantic import (
+    AwareDatetime, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from cronoq.api.durations import cel_valid, duration_type, format as format_duration
+
+GROUP = "cronoq.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class Model(BaseModel):
+    """Base of every cronoq API model: immutable, camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        serialize_by_alias=True,
+        use_attribute_docstrings=True,
+        # Fields the models do not know (say, written by a newer CRD) are dropped, not fatal.
+        extra="ignore",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as Kubernetes stores it: camelCase keys; unset optional fields, and lists
+        and maps that are empty by default, left out (so a dump reads like its manifest)."""
+        return _omit_empty(self, self.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _omit_empty(model: Model, data: dict[str, Any]) -> dict[str, Any]:
+    for name, info in type(model).model_fields.items():
+        key = info.alias or name
+        if key not in data:
+            continue
+        value = getattr(model, name)
+        if isinstance(value, Model):
+            _omit_empty(value, data[key])
+        elif isinstance(value, tuple) and value and all(isinstance(v, Model) for v in value):
+            for item, item_data in zip(value, data[key]):
+                _omit_empty(item, item_data)
+        elif data[key] in ([], {}) and _empty_by_default(info):
+            del data[key]
+    return data
+
+
+def _empty_by_default(info: Any) -> bool:
+    if info.default_factory is not None:
+        return info.default_factory in (dict, list, tuple)
+    return info.default in ((), [], {})
+
+
+def rule(expression: str, message: str, *, field_path: str | None = None,
+         reason: str = "FieldValueInvalid") -> dict[str, str]:
+    """One entry of `x-kubernetes-validations`. `message` should name the field it is about."""
+    entry = {"rule": expression, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    entry["reason"] = reason
+    return entry
+
+
+def validations(*rules: dict[str, str], **extra: Any) -> dict[str, Any]:
+    """`json_schema_extra` carrying CEL rules (and any other x-kubernetes-* keys)."""
+    return {"x-kubernetes-validations": list(rules), **extra} if rules else dict(extra)
+
+
+# --- names and small bounded types ---------------------------------------------------------
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+ObjectName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+"""Task and pool names: DNS labels, because they end up in Job names and label values."""
+
+SubdomainName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+
+Timestamp = Annotated[AwareDatetime, WithJsonSchema({"type": "string", "format": "date-time", "maxLength": 64})]
+"""RFC 3339 time with a zone, as Kubernetes writes it (`2025-01-02T03:04:05Z`)."""
+
+QUANTITY = (r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+            r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+
+Quantity = Annotated[
+    Union[Annotated[int, Field(ge=0, le=2**53)], Annotated[str, Field(min_length=1, max_length=64, pattern=QUANTITY)]],
+    # Structural schemas allow int-or-string only as this exact anyOf; the bounds sit beside it
+    # and apply to whichever of the two the value is.
+    WithJsonSchema({
+        "x-kubernetes-int-or-string": True,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "minimum": 0, "maximum": 2**53, "maxLength": 64, "pattern": QUANTITY,
+    }),
+]
+"""A resource quantity such as `500m`, `1Gi` or `2`, as in a Pod's resources."""
+
+LabelValue = Annotated[str, Field(max_length=63)]
+_KEYS_BOUNDED = rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters (prefix/name)")
+
+
+def _string_map(*, items: int, doc: str) -> Any:
+    """A bounded string → string map (labels, annotations, node selectors)."""
+    return Field(default_factory=dict, max_length=items, description=doc,
+                 json_schema_extra=validations(_KEYS_BOUNDED))
+
+
+# --- conditions ----------------------------------------------------------------------------
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    """One aspect of the object's state, following Kubernetes API conventions (metav1.Condition)."""
+
+    type: str = Field(min_length=1, max_length=316,
+                      pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                              r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+    """Kind of condition, in CamelCase (e.g. `Ready`)."""
+    status: ConditionStatus
+    """Whether the condition holds: True, False or Unknown."""
+    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    """Machine-readable CamelCase reason for the last transition."""
+    message: str = Field("", max_length=32768)
+    """Human-readable details about the last transition."""
+    last_transition_time: Timestamp
+    """When the status last changed (not when reason or message last changed)."""
+    observed_generation: int | None = Field(None, ge=0, le=2**63 - 1)
+    """The metadata.generation the condition was computed from."""
+
+
+Conditions = Annotated[
+    tuple[Condition, ...],
+    Field(max_length=16, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}),
+]
+
+
+# --- retry policy ----------------------------------------------------------------------------
+
+class Jitter(StrEnum):
+    """How the delay before a retry is randomised (DESIGN §4)."""
+
+    FULL = "full"
+    NONE = "none"
+    ADDITIVE = "additive"
+
+
+MaxAttempts = Annotated[int, Field(ge=1, le=100)]
+Backoff = duration_type("0s", "24h")
+Multiplier = Annotated[float, Field(ge=1.0, le=10.0)]
+ExitCode = Annotated[int, Field(ge=1, le=255)]
+PermanentExitCodes = Annotated[tuple[ExitCode, ...], Field(max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"})]
+
+_BACKOFF_ORDER = rule(
+    "!has(self.initialBackoff) || !has(self.maxBackoff) || "
+    f"!{cel_valid('self.initialBackoff')} || !{cel_valid('self.maxBackoff')} || "
+    "duration(self.maxBackoff) >= duration(self.initialBackoff)",
+    "maxBackoff must be at least initialBackoff", field_path=".maxBackoff")
+
+
+def _check_backoff_order(initial: timedelta | None, most: timedelta | None) -> None:
+    if initial is not None and most is not None and most < initial:
+        raise ValueError(f"maxBackoff ({format_duration(most)}) must be at least initialBackoff ({format_duration(initial)})")
+
+
+def _check_unique(codes: tuple[int, ...] | None) -> None:
+    if codes and len(set(codes)) != len(codes):
+        raise ValueError(f"permanentExitCodes has duplicates: {list(codes)}")
+
+
+class RetryPolicy(Model):
+    """How a failed attempt is retried. The delay before attempt n (n ≥ 2) is
+    min(initialBackoff × multiplier^(n−2), maxBackoff), randomised by `jitter`."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_BACKOFF_ORDER))
+
+    max_attempts: MaxAttempts = 3
+    """Most attempts a task gets, counting the first (1 to 100); 1 disables retries. Default 3."""
+    initial_backoff: Backoff = timedelta(seconds=1)
+    """Delay before the second attempt, e.g. `500ms`, `30s`, `1m30s` (0s to 24h). Default 1s."""
+    multiplier: Multiplier = 2.0
+    """Factor the delay grows by with each further attempt (1.0 to 10.0). Default 2.0."""
+    max_backoff: Backoff = timedelta(seconds=60)
+    """Upper bound of the delay between attempts (0s to 24h, at least initialBackoff). Default 60s."""
+    jitter: Jitter = Jitter.FULL
+    """Randomisation of the delay d: `full` (uniform in [0, d], the default), `none` (exactly d),
+    or `additive` (d plus uniform in [0, d], capped at maxBackoff)."""
+    permanent_exit_codes: PermanentExitCodes = ()
+    """Exit codes (1 to 255) that mean a permanent failure: the task fails without retrying."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RetryPolicy:
+        _check_backoff_order(self.initial_backoff, self.max_backoff)
+        _check_unique(self.permanent_exit_codes)
+        return self
+
+    def overlay(self, override: RetryOverride | None) -> RetryPolicy:
+        """This policy with the fields `override` sets replaced. A task's own initialBackoff
+        above the pool's maxBackoff lifts the cap to it: the task's explicit choice wins."""
+        if override is None:
+            return self
+        merged = {**self.model_dump(by_alias=False), **override.model_dump(by_alias=False, exclude_none=True)}
+        if override.max_backoff is None and merged["initial_backoff"] > merged["max_backoff"]:
+            merged["max_backoff"] = merged["initial_backoff"]
+        return RetryPolicy.model_validate(merged)
+
+
+class RetryOverride(Model):
+    """A task's changes to its pool's retry policy: each field set here replaces the pool's;
+    fields left out come from the pool (DESIGN §4 gives the defaults)."""
+
+    model_config = ConfigDict(json_schema_extra=validations(_BACKOFF_ORDER))
+
+    max_attempts: MaxAttempts | None = None
+    """Most attempts, counting the first (1 to 100); 1 disables retries. Unset: the pool's."""
+    initial_backoff: Backoff | None = None
+    """Delay before the second attempt, e.g. `500ms`, `30s`, `1m30s` (0s to 24h). Unset: the pool's."""
+    multiplier: Multiplier | None = None
+    """Factor the delay grows by with each further attempt (1.0 to 10.0). Unset: the pool's."""
+    max_backoff: Backoff | None = None
+    """Upper bound of the delay between attempts (0s to 24h). Unset: the pool's."""
+    jitter: Jitter | None = None
+    """Randomisation of the delay: `full`, `none` or `additive`. Unset: the pool's."""
+    permanent_exit_codes: PermanentExitCodes | None = None
+    """Exit codes (1 to 255) that mean a permanent failure. Unset: the pool's."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RetryOverride:
+        _check_backoff_order(self.initial_backoff, self.max_backoff)
+        _check_unique(self.permanent_exit_codes)
+        return self
+
+
+Timeout = duration_type("1s", "168h")
+"""Per-attempt timeout, counted from container start: 1s to 7 days."""
+
+
+# --- pod fields --------------------------------------------------------------------------------
+
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+RESERVED_ENV_PREFIX = "CRONOQ_"
+
+
+class EnvVar(Model):
+    """An environment variable of the task container."""
+
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        f"!self.name.startsWith('{RESERVED_ENV_PREFIX}')",
+        f"env names starting with {RESERVED_ENV_PREFIX} are reserved for the operator", field_path=".name")))
+
+    name: str = Field(min_length=1, max_length=128, pattern=ENV_NAME)
+    """Variable name; names starting with CRONOQ_ are set by the operator and reserved."""
+    value: str = Field("", max_length=32768)
+    """Variable value (at most 32768 characters)."""
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> EnvVar:
+        if self.name.startswith(RESERVED_ENV_PREFIX):
+            raise ValueError(f"env name {self.name}: names starting with {RESERVED_ENV_PREFIX} are reserved for the operator")
+        return self
+
+
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Toleration(Model):
+    """A toleration of the task pod, as in a Pod spec."""
+
+    key: str | None = Field(None, max_length=317)
+    """Taint key the toleration matches; empty with operator Exists matches every taint."""
+    operator: TolerationOperator | None = None
+    """`Exists` or `Equal` (the Kubernetes default when unset)."""
+    value: str | None = Field(None, max_length=63)
+    """Taint value to match when operator is Equal."""
+    effect: TaintEffect | None = None
+    """Taint effect to match: NoSchedule, PreferNoSchedule or NoExecute; unset matches all."""
+    toleration_seconds: int | None = Field(None, ge=0, le=2**31 - 1)
+    """For NoExecute: how long the pod stays bound after the taint appears."""
+
+
+class Resources(Model):
+    """Compute resources of the task container, as in a Pod spec."""
+
+    limits: dict[str, Quantity] = Field(default_factory=dict, max_length=16)
+    """Most of each resource the container may use, e.g. `{cpu: 500m, memory: 256Mi}`."""
+    requests: dict[str, Quantity] = Field(default_factory=dict, max_length=16)
+    """Resources the scheduler reserves for the container."""
+
+
+class PodMetadata(Model):
+    """Labels and annotations put on the task pod (in the test cluster, `kwok.cronoq.io/*`
+    annotations choose the simulated outcome)."""
+
+    labels: dict[str, LabelValue] = _string_map(items=64, doc="Labels of the pod (at most 64).")
+    annotations: dict[str, Annotated[str, Field(max_length=8192)]] = _string_map(
+        items=64, doc="Annotations of the pod (at most 64).")
+
+
+class PodSettings(Model):
+    """The pod fields cronoq knows by name. Anything else about the pod goes in a Task's
+    `template`. When a task is run its own fields win over its pool's `template`."""
+
+    image: str | None = Field(None, min_length=1, max_length=512, pattern=r"^\S+$")
+    """Container image of the task, e.g. `ghcr.io/acme/worker:1.4`."""
+    command: tuple[Annotated[str, Field(max_length=4096)], ...] | None = Field(None, max_length=64)
+    """Entrypoint of the container (replaces the image's ENTRYPOINT)."""
+    args: tuple[Annotated[str, Field(max_length=8192)], ...] | None = Field(None, max_length=128)
+    """Arguments to the entrypoint (replace the image's CMD)."""
+    env: tuple[EnvVar, ...] = Field((), max_length=64, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    """Environment variables of the container, besides the CRONOQ_* ones the operator sets."""
+    resources: Resources | None = None
+    """CPU, memory and other resources of the container."""
+    service_account_name: SubdomainName | None = None
+    """ServiceAccount the pod runs as."""
+    node_selector: dict[str, LabelValue] = _string_map(items=32, doc="Node labels the pod must be scheduled on.")
+    tolerations: tuple[Toleration, ...] = Field((), max_length=32)
+    """Taints the pod tolerates."""
+    priority_class_name: SubdomainName | None = None
+    """PriorityClass of the pod (scheduling priority between pods, not the task's queue priority)."""
+    pod_metadata: PodMetadata | None = None
+    """Labels and annotations of the pod."""
+
+
+# --- object metadata (Python side only: the API server owns its schema) -----------------------
+
+class ObjectMeta(Model):
+    """The parts of Kubernetes object metadata cronoq reads."""
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()

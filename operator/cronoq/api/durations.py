@@ -1,0 +1,109 @@
+"""Durations as Kubernetes users write them: `500ms`, `30s`, `2m`, `1h`, `1m30s`.
+
+The same text has to mean the same thing in three places: the CRD's `pattern` (checked by the
+API server), CEL's `duration()` (used by validation rules such as maxBackoff ≥ initialBackoff),
+and Python (the engine works with `timedelta`). So the grammar is deliberately a strict subset
+of Go's `time.ParseDuration`, which CEL uses: whole numbers of `h`, `m`, `s` and `ms`, each unit
+at most once and in that order, at most six digits each (so no value can overflow Go's int64
+nanoseconds), or a bare `0`. `1.5s`, `90s1m` and `1d` are refused everywhere alike.
+
+`duration_type()` builds the pydantic type of a bounded duration field: it parses to
+`timedelta`, serialises back to the canonical text, and carries the pattern and a CEL range
+rule into the generated CRD.
+"""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+
+PATTERN = r"^(0|([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?([0-9]{1,6}ms)?)$"
+"""The grammar, as a regular expression valid in both Python and Go (RE2)."""
+
+MAX_LENGTH = 32
+"""Longest text the grammar admits is 29 characters (`999999h999999m999999s999999ms`)."""
+
+_COMPILED = re.compile(PATTERN)
+_UNITS_MS = (("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
+
+
+class DurationError(ValueError):
+    """The text is not a duration in cronoq's grammar."""
+
+
+def parse(text: str) -> timedelta:
+    """`"1m30s"` → `timedelta(seconds=90)`; raises DurationError on anything outside the grammar."""
+    if not isinstance(text, str):
+        raise DurationError(f"a duration is a string such as '30s' or '1m30s', not {type(text).__name__}")
+    match = _COMPILED.match(text)
+    if not text or match is None:
+        raise DurationError(f"{text!r} is not a duration: use whole numbers of h, m, s, ms in that order, e.g. '1m30s' or '500ms'")
+    hours, minutes, seconds, millis = (int(g[: -len(u)]) if g else 0 for g, (u, _) in zip(match.groups()[1:], _UNITS_MS))
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds, milliseconds=millis)
+
+
+def format(delta: timedelta) -> str:  # noqa: A001 - the natural name next to parse()
+    """`timedelta(seconds=90)` → `"1m30s"`: the shortest text in the grammar, `0s` for zero."""
+    total_ms, rest = divmod(delta // timedelta(microseconds=1), 1000)
+    if rest or total_ms < 0:
+        raise DurationError(f"{delta!r} is not a whole, non-negative number of milliseconds")
+    parts = []
+    for unit, size in _UNITS_MS:
+        count, total_ms = divmod(total_ms, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def seconds(text: str) -> float:
+    """`"1m30s"` → `90.0`."""
+    return parse(text).total_seconds()
+
+
+def cel_valid(expression: str) -> str:
+    """CEL that is true when `expression` (a string) is in the grammar. Rules calling
+    `duration()` test it first: the pattern already reports bad text, and `duration()` on it
+    would add a second, confusing error."""
+    return f"{expression}.matches('{PATTERN}')"
+
+
+def _coerce(value: Any) -> timedelta:
+    return value if isinstance(value, timedelta) else parse(value)
+
+
+def duration_type(minimum: str, maximum: str, *, off: bool = False) -> Any:
+    """The pydantic type of a duration field allowed between `minimum` and `maximum`
+    (inclusive), and also `0s` when `off` is true (zero then means "disabled").
+
+    In the CRD the field is a string with PATTERN, and a CEL rule checks the range with
+    `duration()`, so the API server refuses the same values Python does.
+    """
+    low, high = parse(minimum), parse(maximum)
+    in_range = f"duration(self) >= duration('{minimum}') && duration(self) <= duration('{maximum}')"
+    in_range = f"duration(self) == duration('0s') || ({in_range})" if off else in_range
+    rule = f"!{cel_valid('self')} || {in_range}"
+    message = f"must be between {minimum} and {maximum}" + (", or 0s to turn it off" if off else "")
+
+    def check(value: Any) -> timedelta:
+        delta = _coerce(value)
+        if delta % timedelta(milliseconds=1):
+            raise DurationError(f"{delta!r} is finer than a millisecond")
+        if not (low <= delta <= high or (off and delta == timedelta(0))):
+            raise DurationError(f"{format(delta)}: {message}")
+        return delta
+
+    schema = {
+        "type": "string",
+        "pattern": PATTERN,
+        "minLength": 1,
+        "maxLength": MAX_LENGTH,
+        "x-kubernetes-validations": [{"rule": rule, "message": message, "reason": "FieldValueInvalid"}],
+    }
+    return Annotated[
+        timedelta,
+        BeforeValidator(check),
+        PlainSerializer(format, return_type=str),
+        WithJsonSchema(schema),
+    ]

@@ -1,0 +1,107 @@
+"""The TaskPool resource: where tasks run, how many at once, and the defaults they inherit.
+
+Unlike a Task, a pool's spec may change at any time (raise concurrency, change the defaults);
+the change applies to attempts started afterwards. Its retry policy is complete — the API
+server fills in DESIGN's defaults — so a task's `retry` only has to say what differs.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from cronoq.api.common import (
+    API_VERSION, Conditions, Model, ObjectMeta, PodSettings, RetryPolicy, Timeout, rule, validations,
+)
+from cronoq.api.durations import duration_type
+
+LeaseTTL = duration_type("2s", "1h", off=True)
+KeyRetention = duration_type("0s", "720h")
+
+Count = Annotated[int, Field(ge=0, le=10**9)]
+
+
+class PoolTemplate(PodSettings):
+    """Pod settings every task of the pool starts from; a task's own fields win."""
+
+
+class TaskPoolSpec(Model):
+    """How many attempts the pool runs at once and the defaults its tasks inherit."""
+
+    concurrency: int = Field(10, ge=0, le=10_000)
+    """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
+    retry: RetryPolicy = Field(default_factory=RetryPolicy, json_schema_extra={"default": {}})
+    """Retry policy of the pool's tasks; a task's own `retry` fields win."""
+    timeout: Timeout | None = None
+    """Default per-attempt timeout, counted from container start (1s to 168h). Unset: none."""
+    lease_ttl: LeaseTTL = Field(timedelta(seconds=30), alias="leaseTTL")
+    """Heartbeat lease TTL of each attempt: an attempt whose lease is not renewed within it is
+    aborted and retried (2s to 1h; 0s turns heartbeats off). Default 30s."""
+    key_retention: KeyRetention = timedelta(hours=1)
+    """How long a finished keyed task keeps deduplicating new tasks with its key (0s to 720h). Default 1h."""
+    template: PoolTemplate | None = None
+    """Pod settings the pool's tasks inherit (image, serviceAccountName, resources, nodeSelector,
+    tolerations, priorityClassName, ...)."""
+
+
+class PhaseCounts(Model):
+    """How many of the pool's tasks are in each phase."""
+
+    blocked: Count = 0
+    """Tasks waiting on dependencies."""
+    queued: Count = 0
+    """Tasks ready and waiting for a slot."""
+    running: Count = 0
+    """Tasks with a running attempt."""
+    retrying: Count = 0
+    """Tasks waiting out a backoff."""
+    succeeded: Count = 0
+    """Tasks that succeeded."""
+    failed: Count = 0
+    """Tasks that failed permanently."""
+    dead_lettered: Count = 0
+    """Tasks that ran out of attempts."""
+    cancelled: Count = 0
+    """Tasks that were cancelled."""
+    skipped: Count = 0
+    """Tasks skipped because a dependency edge could no longer hold."""
+
+
+class TaskPoolStatus(Model):
+    """What the operator observed of the pool; written by the leader only."""
+
+    counts: PhaseCounts | None = None
+    """Tasks of the pool by phase."""
+    running: Count = 0
+    """Attempts running now."""
+    queued: Count = 0
+    """Tasks waiting for a slot."""
+    conditions: Conditions = ()
+    """Conditions, following Kubernetes API conventions."""
+    observed_generation: int | None = Field(None, ge=0, le=2**63 - 1)
+    """The metadata.generation this status was computed from."""
+
+
+class TaskPool(Model):
+    """A pool of task slots: its concurrency limit and the defaults its tasks inherit."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("self.metadata.name.size() <= 63",
+             "metadata.name must be at most 63 characters: pool names are used as label values",
+             reason="FieldValueInvalid"),
+    ))
+
+    KIND: ClassVar[str] = "TaskPool"
+    PLURAL: ClassVar[str] = "taskpools"
+
+    api_version: Literal["cronoq.io/v1alpha1"] = API_VERSION
+    """cronoq.io/v1alpha1."""
+    kind: Literal["TaskPool"] = "TaskPool"
+    """TaskPool."""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+    spec: TaskPoolSpec = Field(default_factory=TaskPoolSpec, json_schema_extra={"default": {}})
+    """Concurrency and defaults of the pool."""
+    status: TaskPoolStatus | None = None
+    """What the operator observed, written by the leader only."""

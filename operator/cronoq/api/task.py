@@ -1,0 +1,298 @@
+"""The Task resource: one unit of work, run as pods, one Job per attempt (DESIGN §1–§5).
+
+The rules the API server enforces live here, next to the fields they guard:
+
+- The spec is fixed once the task exists, so every attempt runs the same work. Two fields
+  may change: `cancel` (false → true, never back) and `priority` (until the task finishes;
+  CEL sees the stored status, so "while waiting" is read as "not in a terminal phase" — a
+  running task can still go back to the queue for a retry, where priority matters again).
+- The status is written by the leader only. Its `attempt` and `epoch` never go down, and a
+  finished task stays finished, so a stale leader's write fails at the API server even if it
+  raced past everything else (DESIGN §2).
+- A task cannot depend on itself. Rules that need `metadata.name` or both spec and status
+  sit at the root of the schema, the only place CEL can see them together.
+"""
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
+
+from cronoq.api.common import (
+    API_VERSION, Conditions, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride, Timeout,
+    Timestamp, rule, validations,
+)
+
+
+class TaskPhase(StrEnum):
+    """Where a task is in its life (DESIGN §1)."""
+
+    BLOCKED = "Blocked"
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    RETRYING = "Retrying"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    DEAD_LETTERED = "DeadLettered"
+    CANCELLED = "Cancelled"
+    SKIPPED = "Skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_PHASES
+
+
+TERMINAL_PHASES = frozenset({TaskPhase.SUCCEEDED, TaskPhase.FAILED, TaskPhase.DEAD_LETTERED,
+                             TaskPhase.CANCELLED, TaskPhase.SKIPPED})
+
+
+class Edge(StrEnum):
+    """What a dependency edge waits for (DESIGN §5)."""
+
+    SUCCESS = "Success"
+    FAILURE = "Failure"
+    COMPLETE = "Complete"
+
+
+class Dependency(Model):
+    """An edge of the dependency graph: this task waits until `task` ends as `on` says."""
+
+    task: ObjectName
+    """Name of the Task (in the same namespace) this one waits for."""
+    on: Edge = Edge.SUCCESS
+    """`Success` (it succeeded, the default), `Failure` (it failed, dead-lettered or was
+    cancelled) or `Complete` (it ended in any way)."""
+
+
+class PodTemplate(Model):
+    """A full pod template for what the named pod fields do not cover (volumes, sidecars,
+    security contexts...). Its `spec` is a Kubernetes PodSpec, passed through unchecked here:
+    the API server validates it when the attempt's Job is created."""
+
+    metadata: PodMetadata | None = None
+    """Labels and annotations of the pod (`podMetadata` of the task is applied over these)."""
+    # Untyped on purpose: CEL compares an untyped value as a whole (so the immutability rule on
+    # `template` sees every change), while a typed free-form object hides its unknown keys.
+    spec: Annotated[dict[str, Any], WithJsonSchema({"x-kubernetes-preserve-unknown-fields": True})] = Field(
+        default_factory=dict)
+    """A PodSpec. The container named `task`, or else the first container, runs the task; the
+    task's image, command, args, env and resources are applied to it."""
+
+
+PAYLOAD_LIMIT = 32768
+"""Bytes of compact JSON a payload may take: it reaches the container as CRONOQ_PAYLOAD, and one
+environment string is limited to 128 KiB by Linux."""
+
+MUTABLE_SPEC_FIELDS = ("cancel", "priority")
+
+
+def _immutable(field: str) -> str:
+    return f"spec.{field} is immutable once the task exists (only spec.cancel and spec.priority may change)"
+
+
+def _spec_is_fixed(schema: dict[str, Any], model: type) -> None:
+    """CEL rules making the spec immutable but `cancel` (one way) and `priority`.
+
+    One rule per field, generated from the model, so a new field is covered without anyone
+    remembering to, and the error names the field. CEL cannot name a field that has no type
+    (`payload`, free-form JSON), but it can compare the whole spec, which includes it: so when
+    every other field is unchanged, the whole spec must be. The one edit the API server cannot
+    see is a payload change made in the same update as a cancel or priority change.
+    Transition rules only run on update, never on create."""
+    rules = [rule("!oldSelf.cancel || self.cancel", "spec.cancel cannot go back to false once true",
+                  field_path=".cancel", reason="FieldValueForbidden")]
+    typed, untyped = [], []
+    for name, info in model.model_fields.items():
+        wire = info.alias or name
+        (untyped if info.annotation is Any else typed).append(wire)
+    for wire in typed:
+        same = f"has(self.{wire}) == has(oldSelf.{wire}) && (!has(self.{wire}) || self.{wire} == oldSelf.{wire})"
+        if wire not in MUTABLE_SPEC_FIELDS:
+            rules.append(rule(same, _immutable(wire), field_path=f".{wire}", reason="FieldValueForbidden"))
+    for wire in untyped:
+        others_same = " && ".join(f"self.{w} == oldSelf.{w}" if w in MUTABLE_SPEC_FIELDS else
+                                  f"has(self.{w}) == has(oldSelf.{w}) && (!has(self.{w}) || self.{w} == oldSelf.{w})"
+                                  for w in typed)
+        rules.append(rule(f"!({others_same}) || self == oldSelf", _immutable(wire),
+                          field_path=f".{wire}", reason="FieldValueForbidden"))
+    schema["x-kubernetes-validations"] = rules
+
+
+class TaskSpec(PodSettings):
+    """What to run, where, and how to retry it. Fixed once the task exists, except `cancel`
+    and `priority`."""
+
+    model_config = ConfigDict(json_schema_extra=_spec_is_fixed)
+
+    pool: ObjectName = "default"
+    """TaskPool the task runs in; the pool limits concurrency and supplies defaults. Default `default`."""
+    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
+    """Higher runs first among the pool's queued tasks (-1000000 to 1000000). Default 0.
+    May change until the task finishes."""
+    key: str | None = Field(None, min_length=1, max_length=256)
+    """Idempotency key: a task whose key matches a task of the same pool and namespace runs
+    nothing and reports that task's outcome (see the pool's keyRetention)."""
+    payload: Any = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    """Any JSON value, handed to the container as the CRONOQ_PAYLOAD environment variable. At
+    most 32 KiB of JSON; the operator fails a task with a larger payload (the API server cannot
+    measure free-form data)."""
+    retry: RetryOverride | None = None
+    """Changes to the pool's retry policy; fields left out are the pool's."""
+    timeout: Timeout | None = None
+    """Per-attempt timeout from container start, e.g. `10m` (1s to 168h). Unset: the pool's, else none."""
+    depends_on: tuple[Dependency, ...] = Field((), max_length=32, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["task"]})
+    """Tasks that must end a certain way before this one is queued (at most 32)."""
+    template: PodTemplate | None = None
+    """A full pod template, for pod settings that have no field of their own here."""
+    cancel: bool = False
+    """Set to true to cancel the task: a running attempt is stopped and the task ends Cancelled.
+    Cannot be set back to false."""
+
+    @model_validator(mode="after")
+    def _payload_bounded(self) -> TaskSpec:
+        if self.payload is not None:
+            size = len(json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode())
+            if size > PAYLOAD_LIMIT:
+                raise ValueError(f"payload is {size} bytes of JSON, more than {PAYLOAD_LIMIT}")
+        return self
+
+
+class AttemptTrigger(StrEnum):
+    FIRST = "First"
+    RETRY = "Retry"
+
+
+class AttemptOutcome(StrEnum):
+    """How an attempt ended (DESIGN §3); the `reason` says more (Timeout, LeaseExpired, OOMKilled...)."""
+
+    SUCCESS = "Success"
+    RETRYABLE = "Retryable"
+    PERMANENT = "Permanent"
+    CANCELLED = "Cancelled"
+
+
+class Attempt(Model):
+    """One attempt of the task: one Job, fenced by (task uid, number)."""
+
+    number: int = Field(ge=1, le=100)
+    """Attempt number, from 1; never reused for this task."""
+    lease_id: str | None = Field(None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Lease id of the attempt, carrying the leader epoch (e.g. `e7-a3`)."""
+    job: ObjectName | None = None
+    """Name of the attempt's Job."""
+    trigger: AttemptTrigger = AttemptTrigger.FIRST
+    """`First` for the first attempt, `Retry` for the others."""
+    started_at: Timestamp | None = None
+    """When the container started."""
+    finished_at: Timestamp | None = None
+    """When the attempt ended."""
+    outcome: AttemptOutcome | None = None
+    """`Success`, `Retryable`, `Permanent` or `Cancelled`; unset while the attempt runs."""
+    exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
+    """Exit code of the task container, when it exited."""
+    reason: str | None = Field(None, max_length=128)
+    """Why the attempt ended as it did, in CamelCase (e.g. `Timeout`, `LeaseExpired`, `OOMKilled`)."""
+    message: str | None = Field(None, max_length=1024)
+    """What the container or the operator said about the attempt (truncated to 1 KiB)."""
+    duration_ms: int | None = Field(None, ge=0, le=2**53)
+    """Run time in milliseconds, from container start to the end of the attempt."""
+
+
+TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"
+
+
+class TaskStatus(Model):
+    """What the operator observed and decided; written by the leader only."""
+
+    phase: TaskPhase | None = None
+    """Blocked, Queued, Running, Retrying, or one of the terminal phases Succeeded, Failed,
+    DeadLettered, Cancelled, Skipped. Unset until the operator first sees the task."""
+    attempt: int = Field(0, ge=0, le=100)
+    """Number of the newest attempt (0 before the first); never decreases."""
+    attempts: tuple[Attempt, ...] = Field((), max_length=20, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["number"]})
+    """History of the newest attempts (at most 20 are kept), oldest first."""
+    next_attempt_at: Timestamp | None = None
+    """While Retrying: when the next attempt may start."""
+    submitted_at: Timestamp | None = None
+    """When the task was first queued; retries keep it, so a retried task keeps its place."""
+    finished_at: Timestamp | None = None
+    """When the task reached its terminal phase."""
+    output: str | None = Field(None, max_length=4096)
+    """Output of the successful attempt (its termination message, at most 4 KiB)."""
+    output_available: bool = False
+    """Whether `output` holds the task's output (false for tasks that produced none)."""
+    message: str | None = Field(None, max_length=4096)
+    """Final or current message, at most 4 KiB."""
+    summary: str | None = Field(None, max_length=100)
+    """One short line for the MESSAGE column of `kubectl get tasks` (at most 100 characters)."""
+    duplicate_of: ObjectName | None = None
+    """For a task whose key matched another's: the name of that task."""
+    conditions: Conditions = ()
+    """Conditions, following Kubernetes API conventions."""
+    observed_generation: int | None = Field(None, ge=0, le=2**63 - 1)
+    """The metadata.generation this status was computed from."""
+    epoch: int = Field(0, ge=0, le=2**31 - 1)
+    """Leader epoch of the operator replica that last wrote this status; never decreases."""
+
+
+def _status_never_goes_back(field: str, what: str) -> dict[str, str]:
+    return rule(
+        f"!has(oldSelf.status) || !has(oldSelf.status.{field}) || "
+        f"(has(self.status) && has(self.status.{field}) && self.status.{field} >= oldSelf.status.{field})",
+        f"status.{field} cannot decrease: {what}", field_path=f".status.{field}", reason="FieldValueForbidden")
+
+
+class Task(Model):
+    """A unit of work that cronoq runs as pods, with retries, leases and dependencies."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("self.metadata.name.size() <= 63",
+             "metadata.name must be at most 63 characters: it names the task's Jobs and labels",
+             reason="FieldValueInvalid"),
+        rule("!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.task != self.metadata.name)",
+             "spec.dependsOn: a task cannot depend on itself", field_path=".spec.dependsOn"),
+        rule("self.spec.priority == oldSelf.spec.priority || !has(oldSelf.status) || "
+             f"!has(oldSelf.status.phase) || !(oldSelf.status.phase in {TERMINAL_CEL})",
+             "spec.priority cannot change once the task has finished",
+             field_path=".spec.priority", reason="FieldValueForbidden"),
+        _status_never_goes_back("attempt", "attempt numbers are never reused"),
+        _status_never_goes_back("epoch", "a status written by an older leader is refused"),
+        rule("!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+             f"!(oldSelf.status.phase in {TERMINAL_CEL}) || "
+             "(has(self.status) && has(self.status.phase) && self.status.phase == oldSelf.status.phase)",
+             "status.phase cannot change once the task has finished",
+             field_path=".status.phase", reason="FieldValueForbidden"),
+    ))
+
+    KIND: ClassVar[str] = "Task"
+    PLURAL: ClassVar[str] = "tasks"
+
+    api_version: Literal["cronoq.io/v1alpha1"] = API_VERSION
+    """cronoq.io/v1alpha1."""
+    kind: Literal["Task"] = "Task"
+    """Task."""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+    spec: TaskSpec
+    """What to run, where, and how to retry it."""
+    status: TaskStatus | None = None
+    """What the operator observed, written by the leader only."""
+
+    @model_validator(mode="after")
+    def _acyclic_self(self) -> Task:
+        name = self.metadata.name
+        if name is not None:
+            if len(name) > 63:
+                raise ValueError(f"metadata.name {name!r} is longer than 63 characters")
+            if any(d.task == name for d in self.spec.depends_on):
+                raise ValueError(f"spec.dependsOn: task {name} cannot depend on itself")
+        return self
+
+    @property
+    def phase(self) -> TaskPhase | None:
+        return self.status.phase if self.status else None
+
