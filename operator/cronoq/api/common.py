@@ -214,14 +214,22 @@ class RetryPolicy(Model):
         return self
 
     def overlay(self, override: RetryOverride | None) -> RetryPolicy:
-        """This policy with the fields `override` sets replaced. A task's own initialBackoff
-        above the pool's maxBackoff lifts the cap to it: the task's explicit choice wins."""
+        """This policy with the fields `override` sets replaced. When the mix would put
+        initialBackoff above maxBackoff, the value the task set wins: a task's initialBackoff
+        above the pool's cap lifts the cap, a task's maxBackoff below the pool's initial delay
+        lowers the initial delay."""
         if override is None:
             return self
-        merged = {**self.model_dump(by_alias=False), **override.model_dump(by_alias=False, exclude_none=True)}
-        if override.max_backoff is None and merged["initial_backoff"] > merged["max_backoff"]:
-            merged["max_backoff"] = merged["initial_backoff"]
-        return RetryPolicy.model_validate(merged)
+        changes = {name: value for name in type(override).model_fields
+                   if (value := getattr(override, name)) is not None}
+        initial = changes.get("initial_backoff", self.initial_backoff)
+        most = changes.get("max_backoff", self.max_backoff)
+        if initial > most:
+            if "initial_backoff" in changes:
+                changes["max_backoff"] = initial
+            else:
+                changes["initial_backoff"] = most
+        return RetryPolicy(**{**self.__dict__, **changes})
 
 
 class RetryOverride(Model):

@@ -63,7 +63,15 @@ class Dependency(Model):
     """Name of the Task (in the same namespace) this one waits for."""
     on: Edge = Edge.SUCCESS
     """`Success` (it succeeded, the default), `Failure` (it failed, dead-lettered or was
-    cancelled) or `Complete` (it ended in any way)."""
+    cancelled) or `Complete` (it ended in any way). Quote the key in YAML ("on"): YAML 1.1
+    reads a bare `on` as true."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _quoted_on(cls, data: Any) -> Any:
+        if isinstance(data, dict) and True in data:
+            raise ValueError('dependsOn: write "on" in quotes; YAML 1.1 read the bare key on as true')
+        return data
 
 
 class PodTemplate(Model):
