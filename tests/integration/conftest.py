@@ -1,0 +1,23 @@
+"""Integration fixtures: cronoq's CRDs installed in the test cluster, once per session."""
+from __future__ import annotations
+
+import pytest
+
+from cronoq.api.crdgen import CRD_DIR
+from tests.support.waiting import wait_until
+
+CRD_NAMES = ("tasks.cronoq.io", "taskpools.cronoq.io")
+
+
+@pytest.fixture(scope="session")
+def crds(kubectl) -> tuple[str, ...]:
+    """crds/ applied server-side (as the chart will), Established, and served by discovery.
+
+    Left installed after the session: other suites need them too, and a fresh cluster starts
+    without them anyway."""
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=cronoq-tests", "-f", str(CRD_DIR))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in CRD_NAMES))
+    for plural in ("tasks", "taskpools"):
+        wait_until(lambda: kubectl("get", plural, "--all-namespaces", check=False).returncode == 0,
+                   timeout=30, what=f"{plural} served by the API server")
+    return CRD_NAMES

@@ -1,0 +1,273 @@
+"""The API server itself refuses what must never happen, with errors that name the field.
+
+Every check here runs against the real kube-apiserver with crds/ installed: OpenAPI bounds,
+patterns and CEL rules (including transition rules on spec and status), printer columns,
+`kubectl explain`, and the examples in examples/."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cronoq.api import RetryOverride, Task, TaskPool
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds")]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MODELS = {"Task": Task, "TaskPool": TaskPool}
+
+
+def task(name: str = "t", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": name},
+            "spec": {"image": "busybox:1.36", **spec}}
+
+
+def pool(name: str = "p", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": name}, "spec": spec}
+
+
+def with_name(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["name"] = name
+    return obj
+
+
+def create(kubectl, namespace: str, obj: dict[str, Any]):
+    return kubectl("create", "-f", "-", input=json.dumps(obj), check=False, namespace=namespace)
+
+
+def apply(kubectl, namespace: str, obj: dict[str, Any]):
+    """Server-side apply by one field manager, so later applies change values, not owners."""
+    return kubectl("apply", "--server-side", "-f", "-", input=json.dumps(obj), check=False, namespace=namespace)
+
+
+def patch_status(kubectl, namespace: str, name: str, status: dict[str, Any]):
+    return kubectl("patch", "task", name, "--subresource=status", "--type=merge",
+                   "-p", json.dumps({"status": status}), check=False, namespace=namespace)
+
+
+def refused(result, *words: str) -> None:
+    assert result.returncode != 0, f"accepted, but should have been refused: {result.stdout}"
+    for word in words:
+        assert word in result.stderr, f"{word!r} not in the error:\n{result.stderr}"
+
+
+# --- bad manifests on create ---------------------------------------------------------------------
+
+BAD = [
+    ("priority too high", task(priority=10_000_000), ["spec.priority", "less than or equal to 1000000"]),
+    ("priority too low", task(priority=-10_000_000), ["spec.priority", "greater than or equal to -1000000"]),
+    ("no attempts", task(retry={"maxAttempts": 0}), ["spec.retry.maxAttempts"]),
+    ("too many attempts", task(retry={"maxAttempts": 1000}), ["spec.retry.maxAttempts"]),
+    ("shrinking backoff", task(retry={"multiplier": 0.5}), ["spec.retry.multiplier"]),
+    ("fractional duration", task(retry={"initialBackoff": "1.5s"}), ["spec.retry.initialBackoff", "should match"]),
+    ("duration without unit", task(retry={"initialBackoff": "30"}), ["spec.retry.initialBackoff", "should match"]),
+    ("duration in days", task(retry={"maxBackoff": "2d"}), ["spec.retry.maxBackoff", "should match"]),
+    ("backoff over a day", task(retry={"initialBackoff": "25h"}), ["spec.retry.initialBackoff", "between 0s and 24h"]),
+    ("max below initial", task(retry={"initialBackoff": "1m30s", "maxBackoff": "1m"}),
+     ["spec.retry.maxBackoff", "at least initialBackoff"]),
+    ("unknown jitter", task(retry={"jitter": "random"}), ["spec.retry.jitter", "Unsupported value"]),
+    ("exit code 0 as permanent", task(retry={"permanentExitCodes": [0]}), ["spec.retry.permanentExitCodes[0]"]),
+    ("duplicate exit codes", task(retry={"permanentExitCodes": [2, 2]}), ["spec.retry.permanentExitCodes[1]", "Duplicate"]),
+    ("zero timeout", task(timeout="0s"), ["spec.timeout", "between 1s and 168h"]),
+    ("empty image", task(image=""), ["spec.image"]),
+    ("image with spaces", task(image="busy box"), ["spec.image"]),
+    ("empty key", task(key=""), ["spec.key"]),
+    ("oversized key", task(key="k" * 257), ["spec.key", "256"]),
+    ("too many dependencies", task(dependsOn=[{"task": f"d{i}"} for i in range(33)]), ["spec.dependsOn", "32"]),
+    ("self-dependency", task("loop", dependsOn=[{"task": "loop"}]), ["spec.dependsOn", "cannot depend on itself"]),
+    ("unknown edge", task(dependsOn=[{"task": "a", "on": "Maybe"}]), ["spec.dependsOn[0].on", "Unsupported value"]),
+    ("same dependency twice", task(dependsOn=[{"task": "a"}, {"task": "a", "on": "Complete"}]),
+     ["spec.dependsOn[1]", "Duplicate"]),
+    ("reserved env", task(env=[{"name": "CRONOQ_ATTEMPT", "value": "1"}]), ["spec.env[0].name", "reserved"]),
+    ("bad pool name", task(pool="Not_A_Pool"), ["spec.pool"]),
+    ("long task name", task("n" * 64), ["metadata.name", "63"]),
+    ("bad quantity", task(resources={"limits": {"memory": "1 Gi"}}), ["spec.resources.limits.memory"]),
+    ("negative quantity", task(resources={"requests": {"cpu": -1}}), ["spec.resources.requests.cpu"]),
+    ("long label", task(podMetadata={"labels": {"app": "x" * 64}}), ["spec.podMetadata.labels.app"]),
+    ("bad toleration", task(tolerations=[{"operator": "Maybe"}]), ["spec.tolerations[0].operator"]),
+    ("unknown field", task(imagePullPolicy="Always"), ["imagePullPolicy"]),
+    ("negative concurrency", pool(concurrency=-1), ["spec.concurrency"]),
+    ("huge concurrency", pool(concurrency=2**40), ["spec.concurrency"]),
+    ("lease too short", pool(leaseTTL="1s"), ["spec.leaseTTL", "or 0s to turn it off"]),
+    ("lease as a number", pool(leaseTTL=30), ["spec.leaseTTL", "string"]),
+    ("retention forever", pool(keyRetention="forever"), ["spec.keyRetention"]),
+    ("pool max below initial", pool(retry={"maxBackoff": "500ms"}), ["spec.retry.maxBackoff", "at least initialBackoff"]),
+]
+
+
+@pytest.mark.parametrize("obj, words", [(obj, words) for _, obj, words in BAD], ids=[why for why, _, _ in BAD])
+def test_bad_manifest_is_refused(kubectl, namespace, obj, words) -> None:
+    refused(create(kubectl, namespace, obj), *words)
+
+
+def test_there_are_enough_bad_manifests() -> None:
+    assert len(BAD) >= 20
+
+
+def test_bare_yaml_on_is_refused_not_misread(kubectl, namespace) -> None:
+    """YAML 1.1 reads a bare `on` key as true; the server must refuse it rather than run the
+    task with the default edge."""
+    manifest = """
+apiVersion: cronoq.io/v1alpha1
+kind: Task
+metadata: {name: cleanup}
+spec:
+  image: busybox:1.36
+  dependsOn:
+  - task: publish
+    on: Complete
+"""
+    refused(kubectl("create", "-f", "-", input=manifest, check=False, namespace=namespace),
+            'unknown field "spec.dependsOn[0].true"')
+    quoted = manifest.replace("on: Complete", '"on": Complete')
+    assert kubectl("create", "-f", "-", input=quoted, check=False, namespace=namespace).returncode == 0
+
+
+# --- changes after creation --------------------------------------------------------------------------
+
+BASE = task("work", payload={"n": 1}, retry={"maxAttempts": 2}, podMetadata={"annotations": {"a": "b"}})
+
+EDITS = [
+    ("image", {"image": "busybox:1.37"}, "spec.image"),
+    ("payload value", {"payload": {"n": 2}}, "spec.payload"),
+    ("payload key", {"payload": {"m": 1}}, "spec.payload"),
+    ("pool", {"pool": "other"}, "spec.pool"),
+    ("retry", {"retry": {"maxAttempts": 3}}, "spec.retry"),
+    ("new dependency", {"dependsOn": [{"task": "a"}]}, "spec.dependsOn"),
+    ("annotations", {"podMetadata": {"annotations": {"a": "c"}}}, "spec.podMetadata"),
+    ("new timeout", {"timeout": "10m"}, "spec.timeout"),
+]
+
+
+@pytest.mark.parametrize("change, field", [(c, f) for _, c, f in EDITS], ids=[why for why, _, _ in EDITS])
+def test_spec_is_immutable(kubectl, namespace, change, field) -> None:
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    edited = copy.deepcopy(BASE)
+    edited["spec"].update(change)
+    refused(apply(kubectl, namespace, edited), field, "immutable")
+
+
+def test_cancel_goes_one_way_and_priority_may_change_while_waiting(kubectl, namespace) -> None:
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    assert patch_status(kubectl, namespace, "work", {"phase": "Queued"}).returncode == 0
+    changed = copy.deepcopy(BASE)
+    changed["spec"].update(priority=50)
+    assert apply(kubectl, namespace, changed).returncode == 0, "priority may change while queued"
+    changed["spec"].update(cancel=True)
+    assert apply(kubectl, namespace, changed).returncode == 0, "cancel may go false → true"
+    changed["spec"].update(cancel=False)
+    refused(apply(kubectl, namespace, changed), "spec.cancel", "cannot go back to false")
+
+
+def test_priority_is_fixed_once_finished(kubectl, namespace) -> None:
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    assert patch_status(kubectl, namespace, "work", {"phase": "Succeeded", "attempt": 1}).returncode == 0
+    changed = copy.deepcopy(BASE)
+    changed["spec"].update(priority=50)
+    refused(apply(kubectl, namespace, changed), "spec.priority", "finished")
+
+
+def test_pool_spec_may_change(kubectl, namespace) -> None:
+    assert apply(kubectl, namespace, pool(concurrency=2)).returncode == 0
+    assert apply(kubectl, namespace, pool(concurrency=5, timeout="10m")).returncode == 0
+
+
+# --- the status: what a stale leader must not be able to write --------------------------------------------
+
+@pytest.mark.parametrize("later, field", [
+    ({"attempt": 2}, "status.attempt"),
+    ({"attempt": None}, "status.attempt"),
+    ({"epoch": 6}, "status.epoch"),
+    ({"attempt": 4, "epoch": 6}, "status.epoch"),
+], ids=["attempt lowered", "attempt removed", "epoch lowered", "older leader"])
+def test_status_never_goes_back(kubectl, namespace, later, field) -> None:
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    assert patch_status(kubectl, namespace, "work", {"phase": "Running", "attempt": 3, "epoch": 7}).returncode == 0
+    refused(patch_status(kubectl, namespace, "work", later), field, "cannot decrease")
+    assert patch_status(kubectl, namespace, "work", {"phase": "Retrying", "attempt": 4, "epoch": 7}).returncode == 0
+    assert patch_status(kubectl, namespace, "work", {"epoch": 8}).returncode == 0
+
+
+def test_finished_stays_finished(kubectl, namespace) -> None:
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    assert patch_status(kubectl, namespace, "work", {"phase": "DeadLettered", "attempt": 2}).returncode == 0
+    refused(patch_status(kubectl, namespace, "work", {"phase": "Running"}), "status.phase", "finished")
+    assert patch_status(kubectl, namespace, "work", {"message": "still allowed"}).returncode == 0
+
+
+@pytest.mark.parametrize("status, field", [
+    ({"attempts": [{"number": n} for n in range(1, 22)]}, "status.attempts"),
+    ({"output": "x" * 4097}, "status.output"),
+    ({"summary": "x" * 101}, "status.summary"),
+    ({"phase": "Done"}, "status.phase"),
+    ({"nextAttemptAt": "tomorrow"}, "status.nextAttemptAt"),
+], ids=["too many attempts kept", "output over 4 KiB", "long summary", "unknown phase", "bad time"])
+def test_status_bounds(kubectl, namespace, status, field) -> None:
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    refused(patch_status(kubectl, namespace, "work", status), field)
+
+
+# --- examples, defaults, printer columns, explain ------------------------------------------------------
+
+def example_files() -> list[Path]:
+    return sorted(EXAMPLES.rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", example_files(), ids=[str(p.relative_to(EXAMPLES)) for p in example_files()])
+def test_example_is_accepted_and_defaulted_as_python_defaults_it(kubectl, namespace, path) -> None:
+    """The server takes every example as written, and fills in exactly the defaults the
+    models fill in: the two sources of truth for defaults agree."""
+    kubectl("apply", "--server-side", "-f", str(path), namespace=namespace)
+    for doc in yaml.safe_load_all(path.read_text()):
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        stored = json.loads(kubectl("get", kind.lower(), name, "-o", "json", namespace=namespace).stdout)
+        assert MODELS[kind].model_validate(stored).to_dict()["spec"] == stored["spec"]
+
+
+def table(kubectl, namespace: str, *args: str) -> list[list[str]]:
+    out = kubectl("get", *args, namespace=namespace).stdout
+    return [line.split() for line in out.strip().splitlines()]
+
+
+def test_kubectl_get_shows_the_columns(kubectl, namespace) -> None:
+    assert create(kubectl, namespace, with_name(BASE, "shown")).returncode == 0
+    assert patch_status(kubectl, namespace, "shown", {
+        "phase": "Retrying", "attempt": 2, "summary": "exit-1", "message": "x" * 4000}).returncode == 0
+    header, row = table(kubectl, namespace, "tasks")
+    assert header == ["NAME", "POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE"]
+    assert row[:4] == ["shown", "default", "Retrying", "2"] and row[-1] == "exit-1"
+    wide_header, _ = table(kubectl, namespace, "tk", "-o", "wide")
+    assert wide_header[:6] == header and "PRIORITY" in wide_header and "KEY" in wide_header
+
+    assert create(kubectl, namespace, pool("batch", concurrency=3)).returncode == 0
+    header, row = table(kubectl, namespace, "tp")
+    assert header == ["NAME", "CONCURRENCY", "RUNNING", "QUEUED", "AGE"]
+    assert row[:2] == ["batch", "3"]
+
+    listed = kubectl("get", "cronoq", "-o", "name", namespace=namespace).stdout.split()
+    assert sorted(listed) == ["task.cronoq.io/shown", "taskpool.cronoq.io/batch"]
+
+
+def test_tasks_can_be_selected_by_pool_and_phase(kubectl, namespace) -> None:
+    assert create(kubectl, namespace, task("a", pool="batch")).returncode == 0
+    assert create(kubectl, namespace, task("b")).returncode == 0
+    assert patch_status(kubectl, namespace, "b", {"phase": "Queued"}).returncode == 0
+    by_pool = kubectl("get", "tasks", "--field-selector=spec.pool=batch", "-o", "name", namespace=namespace)
+    assert by_pool.stdout.split() == ["task.cronoq.io/a"]
+    by_phase = kubectl("get", "tasks", "--field-selector=status.phase=Queued", "-o", "name", namespace=namespace)
+    assert by_phase.stdout.split() == ["task.cronoq.io/b"]
+
+
+def test_kubectl_explain_shows_the_descriptions(kubectl) -> None:
+    out = kubectl("explain", "task.spec.retry").stdout
+    assert RetryOverride.__doc__.split()[0] in out
+    for field in ("maxAttempts", "initialBackoff", "multiplier", "maxBackoff", "jitter", "permanentExitCodes"):
+        assert field in out
+    assert "1 disables retries" in out
+    pool_out = kubectl("explain", "taskpool.spec.leaseTTL").stdout
+    assert "0s turns heartbeats off" in " ".join(pool_out.split())
