@@ -34,12 +34,12 @@ def test_parse(text: str, expected: timedelta) -> None:
 
 @pytest.mark.parametrize("text", [
     "", "1", "10", "s", "1.5s", "-1s", "+1s", "1d", "1us", "1ns", "30s1m", "1m1m", "1 m", " 1s", "1s ",
-    "1S", "1msx", "1000000h", "PT1S", "1h30", "ms",
+    "1S", "1msx", "1000000h", "PT1S", "1h30", "ms", "1s\n",
 ])
 def test_refused(text: str) -> None:
     with pytest.raises(DurationError):
         parse(text)
-    assert re.fullmatch(PATTERN, text) is None or text == "", "the CRD pattern must refuse it too"
+    assert re.fullmatch(PATTERN, text) is None or text == "", "the CRD pattern (Go: `$` is end of text) must refuse it too"
 
 
 def test_not_a_string() -> None:

@@ -78,9 +78,9 @@ def rule(expression: str, message: str, *, field_path: str | None = None,
     return entry
 
 
-def validations(*rules: dict[str, str], **extra: Any) -> dict[str, Any]:
-    """`json_schema_extra` carrying CEL rules (and any other x-kubernetes-* keys)."""
-    return {"x-kubernetes-validations": list(rules), **extra} if rules else dict(extra)
+def validations(*rules: dict[str, str]) -> dict[str, Any]:
+    """`json_schema_extra` carrying CEL rules."""
+    return {"x-kubernetes-validations": list(rules)}
 
 
 # --- names and small bounded types ---------------------------------------------------------
@@ -111,7 +111,7 @@ Quantity = Annotated[
 ]
 """A resource quantity such as `500m`, `1Gi` or `2`, as in a Pod's resources."""
 
-LabelValue = Annotated[str, Field(max_length=63)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
 _KEYS_BOUNDED = rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters (prefix/name)")
 
 

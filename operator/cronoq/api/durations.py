@@ -37,7 +37,7 @@ def parse(text: str) -> timedelta:
     """`"1m30s"` → `timedelta(seconds=90)`; raises DurationError on anything outside the grammar."""
     if not isinstance(text, str):
         raise DurationError(f"a duration is a string such as '30s' or '1m30s', not {type(text).__name__}")
-    match = _COMPILED.match(text)
+    match = _COMPILED.fullmatch(text)  # not match(): Python's `$` also matches before a final newline
     if not text or match is None:
         raise DurationError(f"{text!r} is not a duration: use whole numbers of h, m, s, ms in that order, e.g. '1m30s' or '500ms'")
     hours, minutes, seconds, millis = (int(g[: -len(u)]) if g else 0 for g, (u, _) in zip(match.groups()[1:], _UNITS_MS))
