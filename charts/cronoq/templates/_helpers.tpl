@@ -1,0 +1,143 @@
+{{/* Names, labels and the operator's RBAC rules, shared by the templates. */}}
+
+{{- define "cronoq.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* "<release>-<chart>", or the release name alone when it already contains the chart name. */}}
+{{- define "cronoq.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cluster-scoped objects carry the release namespace in their name, so that two releases
+of the same name in different namespaces do not collide. */}}
+{{- define "cronoq.clusterName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "cronoq.fullname" .) -}}
+{{- end -}}
+
+{{- define "cronoq.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "cronoq.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cronoq.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "cronoq.labels" -}}
+helm.sh/chart: {{ include "cronoq.chart" . }}
+{{ include "cronoq.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: cronoq
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "cronoq.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "cronoq.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name must name an existing ServiceAccount when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cronoq.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cronoq.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.operator.leaderElection.leaseNamespace -}}
+{{- end -}}
+
+{{- define "cronoq.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "cronoq.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* PromQL label matchers selecting this release's series. */}}
+{{- define "cronoq.promSelector" -}}
+{{- if .Values.metrics.prometheusRule.selector -}}
+{{- .Values.metrics.prometheusRule.selector -}}
+{{- else -}}
+{{- printf "job=%q,namespace=%q" (include "cronoq.metricsServiceName" .) .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Namespaces the task-pod lease role is bound in (a JSON list). */}}
+{{- define "cronoq.leaseRoleNamespaces" -}}
+{{- $ns := .Values.taskPods.leaseRole.namespaces | default .Values.watchNamespaces | default list -}}
+{{- toJson (uniq $ns) -}}
+{{- end -}}
+
+{{/* Namespaces the default TaskPool is created in (a JSON list). */}}
+{{- define "cronoq.defaultPoolNamespaces" -}}
+{{- $ns := .Values.defaultPool.namespaces | default .Values.watchNamespaces | default (list .Release.Namespace) -}}
+{{- toJson (uniq $ns) -}}
+{{- end -}}
+
+{{/*
+What the operator does in the namespaces it watches, and nothing more: no secrets, no
+pods/exec or pods/log, no escalate or bind, no deletion of Tasks.
+*/}}
+{{- define "cronoq.namespacedRules" -}}
+- apiGroups: ["cronoq.io"]
+  resources: ["tasks", "taskpools"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["cronoq.io"]
+  resources: ["tasks/status", "taskpools/status"]
+  verbs: ["get", "patch", "update"]
+# Setting ownerReferences with blockOwnerDeletion on a Job needs update on its owner's finalizers.
+- apiGroups: ["cronoq.io"]
+  resources: ["tasks/finalizers"]
+  verbs: ["update"]
+# One Job per attempt.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+# Attempt pods are only observed (start time, termination state); never exec'd or logged.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{ include "cronoq.leaseRules" . }}
+{{- end -}}
+
+{{/* Leader election in the lease namespace, per-attempt heartbeat Leases in task namespaces. */}}
+{{- define "cronoq.leaseRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+{{- end -}}
+
+{{/* kopf scans the CRDs to learn the resources it serves. */}}
+{{- define "cronoq.clusterRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+{{- end -}}
+
+{{/* Task pods only read and renew their Lease; the operator creates and deletes it. */}}
+{{- define "cronoq.taskLeaseRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "update", "patch"]
+{{- end -}}
