@@ -9,7 +9,7 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo test unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds bench clean
+.PHONY: demo test unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 ## demo: start the local cluster and show how to use it
 demo: $(BIN)/.installed cluster-up
@@ -47,6 +47,18 @@ cluster-down:
 
 cluster-status:
 	$(CLUSTER) status
+
+## crds: regenerate crds/ from the models in operator/cronoq/api
+crds: $(BIN)/.installed
+	$(BIN)/python -m cronoq.api.crdgen
+
+## check-crds: fail if crds/ drifted from the models
+check-crds: $(BIN)/.installed
+	$(BIN)/python -m cronoq.api.crdgen --check
+
+## install-crds: install or upgrade the CRDs in the cluster KUBECONFIG points at
+install-crds:
+	kubectl apply --server-side --force-conflicts -f crds/
 
 clean: cluster-down
 	rm -rf $(VENV) .cluster .pytest_cache .hypothesis

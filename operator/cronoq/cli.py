@@ -1,7 +1,11 @@
-"""The `cronoq` command line."""
+"""The `cronoq` command line: `cronoq operator` runs the operator; `cronoq cancel` cancels tasks."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import os
+import sys
 
 from cronoq import __version__
 
@@ -9,12 +13,64 @@ from cronoq import __version__
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cronoq", description="Tasks as pods, with the guarantees of a task queue.")
     p.add_argument("--version", action="version", version=f"cronoq {__version__}")
-    p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    op = sub.add_parser("operator", help="run the operator against the current kubeconfig (or in-cluster)")
+    op.add_argument("--namespace", "-n", action="append", default=[], dest="namespaces",
+                    help="watch only this namespace (repeatable); default: all namespaces")
+    op.add_argument("--metrics-port", type=int, default=9090, help="serve Prometheus /metrics here (0: off)")
+    op.add_argument("--probe-port", type=int, default=8080, help="serve /healthz and /readyz here (0: off)")
+    op.add_argument("--workers", type=int, default=8, help="tasks reconciled concurrently")
+    op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
+                    choices=["debug", "info", "warning", "error"])
+
+    cancel = sub.add_parser("cancel", help="cancel tasks (sets spec.cancel: true)")
+    cancel.add_argument("names", nargs="+", metavar="NAME")
+    cancel.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
     return p
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    import kopf
+
+    from cronoq.controller.runtime import RUNTIME, Options
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("kopf.objects", "kopf._core.reactor.observation", "kopf.activities.probe"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
+                              probe_port=args.probe_port or None, workers=args.workers)
+    import cronoq.controller.handlers  # noqa: F401  (registers the handlers with kopf)
+
+    asyncio.run(kopf.operator(standalone=True, clusterwide=not args.namespaces, namespaces=args.namespaces))
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    from cronoq.api import GROUP, VERSION
+
+    config.load_kube_config()
+    namespace = args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace", "default")
+    api = client.CustomObjectsApi()
+    failed = 0
+    for name in args.names:
+        try:
+            api.patch_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name, {"spec": {"cancel": True}})
+            print(f"task.cronoq.io/{name} cancel requested")
+        except ApiException as err:
+            failed += 1
+            print(f"error: task {namespace}/{name}: {err.reason}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.command is None:
-        parser().print_help()
+    if args.command == "operator":
+        return run_operator(args)
+    if args.command == "cancel":
+        return cancel(args)
+    parser().print_help()
     return 0

@@ -144,7 +144,7 @@ class Condition(Model):
     """Human-readable details about the last transition."""
     last_transition_time: Timestamp
     """When the status last changed (not when reason or message last changed)."""
-    observed_generation: int | None = Field(None, ge=0, le=2**63 - 1)
+    observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation the condition was computed from."""
 
 

@@ -79,7 +79,7 @@ class TaskPoolStatus(Model):
     """Tasks waiting for a slot."""
     conditions: Conditions = ()
     """Conditions, following Kubernetes API conventions."""
-    observed_generation: int | None = Field(None, ge=0, le=2**63 - 1)
+    observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
 
 

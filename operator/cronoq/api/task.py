@@ -241,7 +241,7 @@ class TaskStatus(Model):
     """For a task whose key matched another's: the name of that task."""
     conditions: Conditions = ()
     """Conditions, following Kubernetes API conventions."""
-    observed_generation: int | None = Field(None, ge=0, le=2**63 - 1)
+    observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
     epoch: int = Field(0, ge=0, le=2**31 - 1)
     """Leader epoch of the operator replica that last wrote this status; never decreases."""

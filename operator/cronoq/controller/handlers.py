@@ -1,0 +1,54 @@
+"""kopf wiring. kopf watches Tasks, TaskPools, and the Jobs and pods cronoq created (filtered by
+label on the server); every event only updates the store and queues a key, and the
+Controller's work queue does the deciding. So kopf writes nothing of its own: no
+last-handled-configuration annotations, no progress records, no finalizers, no log Events.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from cronoq.controller.runtime import RUNTIME
+from cronoq.engine import naming
+
+log = logging.getLogger(__name__)
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.posting.enabled = False           # kopf's log lines are not Events on our objects
+    settings.scanning.disabled = True          # the resources are known; no CRD/namespace scans
+    settings.batching.batch_window = 0.01      # coalesce bursts of one object's events, briefly
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.label_selectors["batch", "jobs"] = naming.TASK_UID
+    settings.watching.label_selectors["v1", "pods"] = naming.TASK_UID
+    await RUNTIME.start()
+
+
+@kopf.on.cleanup()
+async def stop(**_: Any) -> None:
+    await RUNTIME.stop()
+
+
+@kopf.on.event("cronoq.io", "v1alpha1", "tasks")
+def task_event(event: dict[str, Any], **_: Any) -> None:
+    RUNTIME.controller.on_task(event.get("type"), event["object"])
+
+
+@kopf.on.event("cronoq.io", "v1alpha1", "taskpools")
+def pool_event(event: dict[str, Any], **_: Any) -> None:
+    RUNTIME.controller.on_pool(event.get("type"), event["object"])
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={naming.TASK_UID: kopf.PRESENT})
+def job_event(event: dict[str, Any], **_: Any) -> None:
+    RUNTIME.controller.on_job(event.get("type"), event["object"])
+
+
+@kopf.on.event("", "v1", "pods", labels={naming.TASK_UID: kopf.PRESENT})
+def pod_event(event: dict[str, Any], **_: Any) -> None:
+    RUNTIME.controller.on_pod(event.get("type"), event["object"])

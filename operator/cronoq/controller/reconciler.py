@@ -1,0 +1,338 @@
+"""The runtime around the core: it keeps the store, runs each Task's decision through the work
+queue, grants pool slots, and applies plans in the order that keeps attempts fenced:
+
+1. write the status (PUT with the stored resourceVersion: a concurrent change makes it fail,
+   and we re-read and decide again);
+2. only then create the attempt's Job, delete Jobs, post Events and count metrics.
+
+So a crash between 1 and 2 leaves a status that names an attempt without a Job, which the next
+decision creates (same deterministic name), and never a Job the status does not name.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any, Callable, Hashable
+
+from cronoq import metrics
+from cronoq.api import TaskPhase, TaskPoolStatus, PhaseCounts
+from cronoq.controller.store import Key, Store, TaskEntry
+from cronoq.controller.workqueue import WorkQueue
+from cronoq.engine import reasons
+from cronoq.engine.admission import Candidate, admit
+from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition
+from cronoq.engine.jobs import build_job
+from cronoq.engine.outcome import truncate
+from cronoq.kube.observe import job_facts, pod_facts
+from cronoq.kube.writes import Conflict, Rejected, Writer
+
+log = logging.getLogger(__name__)
+
+RESYNC_SECONDS = 60.0
+"""Every task is looked at again this often, whatever the watches said (level-based safety net)."""
+POOL_STATUS_SECONDS = 5.0
+"""Pool status (counts by phase) is written at most this often per pool, and only when it changed."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Controller:
+    def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
+                 clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None) -> None:
+        self.writer = writer
+        self.epoch = epoch
+        self.workers = workers
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.store = Store()
+        self.queue = WorkQueue()
+        self.grants: dict[Key, Key] = {}
+        """Tasks admitted to a slot and not yet Running: task key → pool key."""
+        self.waiting: dict[Key, dict[Key, Candidate]] = defaultdict(dict)
+        """Pool key → its ready tasks waiting for a slot."""
+        self.ready_since: dict[Key, datetime] = {}
+        self.stale_counted: set[str] = set()
+        self.rejected: dict[tuple[str, int], str] = {}
+        self.acting = True
+        """False once this replica must stop writing (it lost leadership)."""
+
+    # ------------------------------------------------------------------ watch events
+
+    def on_task(self, kind: str | None, raw: dict[str, Any]) -> None:
+        meta = raw["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if kind == "DELETED":
+            entry = self.store.drop_task(*key)
+            self._forget(key)
+            if entry is not None:
+                self.queue.add(("pool", key[0], entry.pool))
+            return
+        if self.store.put_task(raw, self.clock()) is not None:
+            self.queue.add(("task", *key))
+
+    def on_pool(self, kind: str | None, raw: dict[str, Any]) -> None:
+        from cronoq.api import TaskPool
+        meta = raw["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if kind == "DELETED":
+            self.store.pools.pop(key, None)
+        else:
+            old = self.store.pools.get(key)
+            pool = TaskPool.model_validate(raw)
+            self.store.pools[key] = pool
+            if old is not None and old.spec == pool.spec:
+                return
+        # A pool appearing, going or changing matters to every task in it.
+        for entry in self.store.tasks_in_pool(*key):
+            self.queue.add(("task", key[0], entry.raw["metadata"]["name"]))
+        self.queue.add(("pool", *key))
+
+    def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
+        facts = job_facts(raw)
+        labels = raw["metadata"].get("labels") or {}
+        uid, task = labels.get("cronoq.io/task-uid"), labels.get("cronoq.io/task")
+        if facts is None or not uid or not task:
+            return
+        if kind == "DELETED":
+            self.store.drop_job(uid, facts.name)
+            self.store.drop_pod(raw["metadata"]["namespace"], facts.name)
+        else:
+            self.store.put_job(uid, facts)
+        self.queue.add(("task", raw["metadata"]["namespace"], task))
+
+    def on_pod(self, kind: str | None, raw: dict[str, Any]) -> None:
+        facts = pod_facts(raw)
+        task = (raw["metadata"].get("labels") or {}).get("cronoq.io/task")
+        if facts is None or not task:
+            return
+        # A deleted pod's last state is kept (its exit code still decides the attempt) until its
+        # Job goes; the deletion itself shows in the Job's status.
+        self.store.put_pod(raw["metadata"]["namespace"], facts)
+        self.queue.add(("task", raw["metadata"]["namespace"], task))
+
+    def _forget(self, key: Key) -> None:
+        pool = self.grants.pop(key, None)
+        for waiting in self.waiting.values():
+            waiting.pop(key, None)
+        self.ready_since.pop(key, None)
+        if pool is not None:
+            self.queue.add(("pool", *pool))
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self._pool_statuses())
+
+    async def process(self, key: Hashable) -> None:
+        if not self.acting:
+            return
+        kind, namespace, name = key
+        try:
+            if kind == "task":
+                await self.reconcile_task(namespace, name)
+            else:
+                await self.dispatch(namespace, name)
+        except Exception:  # noqa: BLE001 - one task's trouble must not stop the others
+            log.exception("reconciling %s %s/%s failed; retrying in 5s", kind, namespace, name)
+            self.queue.add_after(key, 5.0)
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            for namespace, name in list(self.store.tasks):
+                self.queue.add(("task", namespace, name))
+            for namespace, name in list(self.store.pools):
+                self.queue.add(("pool", namespace, name))
+
+    # ------------------------------------------------------------------ one task
+
+    async def reconcile_task(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        entry = self.store.tasks.get(key)
+        if entry is None:
+            self._forget(key)
+            return
+        if entry.task is None:
+            await self._refuse(entry)
+            return
+        task = entry.task
+        pool_key = (namespace, task.spec.pool)
+        pool = self.store.pools.get(pool_key)
+        now = self.clock()
+        attempt_n = task.status.attempt if task.status else 0
+        seen = Observation(
+            jobs=self.store.attempt_jobs(entry), now=now, epoch=self.epoch, admit=key in self.grants,
+            pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
+            job_rejected=self.rejected.get((entry.uid, attempt_n)))
+        plan = reconcile(task, Effective.of(task, pool.spec if pool else None), seen, self.rng)
+
+        if plan.status is not None:
+            try:
+                written = await asyncio.to_thread(self.writer.replace_task_status, entry.raw, plan.status.to_dict())
+            except Conflict:
+                fresh = await asyncio.to_thread(self.writer.read_task, namespace, name)
+                if fresh is None:
+                    self.store.drop_task(namespace, name)
+                else:
+                    self.store.put_task(fresh, now)
+                self.queue.add(("task", namespace, name))
+                return
+            except Rejected as err:
+                log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
+                self.grants.pop(key, None)
+                return
+            entry = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
+        await self._apply(entry, plan, pool_key, now)
+
+    async def _apply(self, entry: TaskEntry, plan: Plan, pool_key: Key, now: datetime) -> None:
+        namespace, name = entry.raw["metadata"]["namespace"], entry.raw["metadata"]["name"]
+        key = (namespace, name)
+        task = entry.task
+        if plan.create_job is not None and task is not None:
+            record = task.status.attempts[-1] if task.status and task.status.attempts else None
+            lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
+                f"e{self.epoch}-a{plan.create_job}"
+            pool = self.store.pools.get(pool_key)
+            job = build_job(task, pool.spec if pool else None, plan.create_job, lease)
+            try:
+                await asyncio.to_thread(self.writer.create_job, job)
+                if plan.started is not None:
+                    since = self.ready_since.pop(key, None) or entry.first_seen
+                    metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
+            except Rejected as err:
+                if err.status == 422:
+                    self.rejected[(entry.uid, plan.create_job)] = err.message
+                    self.queue.add(("task", namespace, name))
+                else:  # forbidden: a quota, a terminating namespace; try again later
+                    log.warning("creating Job %s/%s refused: %s", namespace, job["metadata"]["name"], err.message)
+                    self.queue.add_after(("task", namespace, name), 5.0)
+        for job_name in plan.delete_jobs:
+            await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
+        for event in plan.events:
+            await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
+        for uid in plan.stale_jobs:
+            if uid not in self.stale_counted:
+                self.stale_counted.add(uid)
+                metrics.STALE_COMPLETIONS.inc()
+        for attempt in plan.ended:
+            metrics.ATTEMPTS.labels(pool_key[1], attempt.outcome.value).inc()
+            if attempt.reason == reasons.LEASE_EXPIRED:
+                metrics.LEASE_EXPIRATIONS.inc()
+        status = task.status if task is not None else None
+        if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
+            metrics.TASKS.labels(pool_key[1], status.phase.value).inc()
+            if status.submitted_at and status.finished_at:
+                metrics.TASK_DURATION.labels(pool_key[1], status.phase.value).observe(
+                    max((status.finished_at - status.submitted_at).total_seconds(), 0))
+
+        granted = self.grants.pop(key, None) is not None
+        waiting = self.waiting[pool_key]
+        if plan.wants_slot and task is not None:
+            if key not in waiting:
+                submitted = (status.submitted_at if status else None) or entry.first_seen
+                waiting[key] = Candidate.of(namespace, name, task.spec.priority, submitted)
+                self.ready_since.setdefault(key, self.clock())
+            self.queue.add(("pool", *pool_key))
+        else:
+            waiting.pop(key, None)
+        if granted or plan.ended:
+            self.queue.add(("pool", *pool_key))  # a slot was used or freed: someone else's turn
+        if plan.requeue_after is not None:
+            self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+
+    async def _refuse(self, entry: TaskEntry) -> None:
+        """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""
+        raw = entry.raw
+        status = raw.get("status") or {}
+        if status.get("phase") in {p.value for p in TaskPhase if p.terminal}:
+            return
+        now = self.clock()
+        message = truncate(f"the task cannot run: {entry.error}")
+        conditions = set_condition([], "Finished", True, reasons.INVALID_SPEC, message, now,
+                                   raw["metadata"].get("generation"))
+        new = {**status, "phase": TaskPhase.FAILED.value, "message": message, "summary": message[:100],
+               "finishedAt": now.isoformat(), "epoch": max(self.epoch, status.get("epoch", 0)),
+               "conditions": [c.to_dict() for c in conditions],
+               "observedGeneration": raw["metadata"].get("generation")}
+        try:
+            written = await asyncio.to_thread(self.writer.replace_task_status, raw, new)
+        except Conflict:
+            self.queue.add(("task", raw["metadata"]["namespace"], raw["metadata"]["name"]))
+            return
+        self.store.put_task(written, now)
+
+    # ------------------------------------------------------------------ pools
+
+    async def dispatch(self, namespace: str, name: str) -> None:
+        """Grant free slots of the pool to its waiting tasks, best first."""
+        pool_key = (namespace, name)
+        pool = self.store.pools.get(pool_key)
+        waiting = self.waiting.get(pool_key, {})
+        running = len(self.store.running.get(pool_key, ()))
+        metrics.RUNNING_ATTEMPTS.labels(name).set(running)
+        metrics.QUEUE_DEPTH.labels(name).set(len(waiting))
+        if pool is None:
+            return
+        now = self.clock()
+        granted_here = sum(1 for p in self.grants.values() if p == pool_key)
+        candidates = []
+        for key, candidate in list(waiting.items()):
+            entry = self.store.tasks.get(key)
+            if entry is None or entry.task is None or not is_ready(entry.task, now):
+                waiting.pop(key, None)
+                continue
+            if key not in self.grants:
+                candidates.append(candidate)
+        for candidate in admit(candidates, concurrency=pool.spec.concurrency, running=running + granted_here):
+            key = (candidate.namespace, candidate.name)
+            self.grants[key] = pool_key
+            self.queue.add(("task", *key))
+
+    async def _pool_statuses(self) -> None:
+        while True:
+            await asyncio.sleep(POOL_STATUS_SECONDS)
+            if not self.acting:
+                continue
+            for key in list(self.store.pools):
+                try:
+                    await self._write_pool_status(key)
+                except Exception:  # noqa: BLE001
+                    log.exception("writing the status of pool %s/%s failed", *key)
+
+    async def _write_pool_status(self, key: Key) -> None:
+        pool = self.store.pools.get(key)
+        if pool is None:
+            return
+        counts: dict[str, int] = defaultdict(int)
+        for entry in self.store.tasks_in_pool(*key):
+            if entry.phase is not None:
+                counts[entry.phase.value] += 1
+        field = {p.value: name for name, p in (("blocked", TaskPhase.BLOCKED), ("queued", TaskPhase.QUEUED),
+                 ("running", TaskPhase.RUNNING), ("retrying", TaskPhase.RETRYING), ("succeeded", TaskPhase.SUCCEEDED),
+                 ("failed", TaskPhase.FAILED), ("dead_lettered", TaskPhase.DEAD_LETTERED),
+                 ("cancelled", TaskPhase.CANCELLED), ("skipped", TaskPhase.SKIPPED))}
+        phase_counts = PhaseCounts(**{field[p]: c for p, c in counts.items()})
+        old = pool.status or TaskPoolStatus()
+        running = len(self.store.running.get(key, ()))
+        queued = len(self.waiting.get(key, {}))
+        if old.counts == phase_counts and old.running == running and old.queued == queued \
+                and old.observed_generation == pool.metadata.generation:
+            return
+        now = self.clock()
+        conditions = set_condition(list(old.conditions), "Ready", True, "Admitting",
+                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting", now,
+                                   pool.metadata.generation)
+        new = TaskPoolStatus(counts=phase_counts, running=running, queued=queued, conditions=tuple(conditions),
+                             observed_generation=pool.metadata.generation)
+        raw = pool.to_dict()
+        try:
+            written = await asyncio.to_thread(self.writer.replace_pool_status, raw, new.to_dict())
+        except Conflict:
+            return
+        from cronoq.api import TaskPool
+        self.store.pools[key] = TaskPool.model_validate(written)

@@ -1,0 +1,114 @@
+"""The operator process around the Controller: API client, the initial listing that fills the
+store before anything is decided, /metrics, and the /healthz and /readyz probes."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from kubernetes import client, config
+
+from cronoq import metrics
+from cronoq.api import GROUP, VERSION
+from cronoq.controller.reconciler import Controller
+from cronoq.engine import naming
+from cronoq.kube.writes import Writer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Options:
+    namespaces: tuple[str, ...] = ()
+    metrics_port: int | None = 9090
+    probe_port: int | None = 8080
+    epoch: int = 0
+    workers: int = 8
+
+
+def api_client() -> client.ApiClient:
+    """In a pod, the pod's ServiceAccount; elsewhere, the current kubeconfig context."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = 32
+    return client.ApiClient(configuration)
+
+
+@dataclass
+class Runtime:
+    options: Options = field(default_factory=Options)
+    controller: Controller | None = None
+    ready: bool = False
+    _tasks: list[asyncio.Task] = field(default_factory=list)
+    _probe_runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        api = api_client()
+        writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
+        self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers)
+        if self.options.probe_port:
+            await self._serve_probes(self.options.probe_port)
+        if self.options.metrics_port:
+            metrics.serve(self.options.metrics_port)
+        await asyncio.to_thread(self._warm, api)
+        self._tasks.append(asyncio.create_task(self.controller.run(), name="cronoq-controller"))
+        metrics.LEADER.set(1)
+        self.ready = True
+        log.info("cronoq is reconciling %s", ", ".join(self.options.namespaces) or "all namespaces")
+
+    async def stop(self) -> None:
+        self.ready = False
+        metrics.LEADER.set(0)
+        for task in self._tasks:
+            task.cancel()
+        if self._probe_runner is not None:
+            await self._probe_runner.cleanup()
+
+    def _warm(self, api: client.ApiClient) -> None:
+        """List everything once, so the first admission decisions see every running attempt."""
+        custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
+        selector = naming.TASK_UID
+        c = self.controller
+        for namespace in self.options.namespaces or (None,):
+            def items(result: Any) -> list[dict[str, Any]]:
+                return result["items"] if isinstance(result, dict) else [api.sanitize_for_serialization(i) for i in result.items]
+
+            if namespace is None:
+                pools = custom.list_cluster_custom_object(GROUP, VERSION, "taskpools")
+                tasks = custom.list_cluster_custom_object(GROUP, VERSION, "tasks")
+                jobs = batch.list_job_for_all_namespaces(label_selector=selector)
+                pods = core.list_pod_for_all_namespaces(label_selector=selector)
+            else:
+                pools = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "taskpools")
+                tasks = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "tasks")
+                jobs = batch.list_namespaced_job(namespace, label_selector=selector)
+                pods = core.list_namespaced_pod(namespace, label_selector=selector)
+            for kind, listing, feed in (("TaskPool", pools, c.on_pool), ("Task", tasks, c.on_task),
+                                        ("Job", jobs, c.on_job), ("Pod", pods, c.on_pod)):
+                for obj in items(listing):
+                    obj.setdefault("kind", kind)
+                    if kind in ("TaskPool", "Task"):
+                        obj.setdefault("apiVersion", f"{GROUP}/{VERSION}")
+                    feed(None, obj)
+
+    async def _serve_probes(self, port: int) -> None:
+        async def healthz(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        async def readyz(_: web.Request) -> web.Response:
+            return web.Response(text="ready" if self.ready else "starting", status=200 if self.ready else 503)
+
+        app = web.Application()
+        app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz)])
+        self._probe_runner = web.AppRunner(app)
+        await self._probe_runner.setup()
+        await web.TCPSite(self._probe_runner, "0.0.0.0", port).start()
+
+
+RUNTIME = Runtime()

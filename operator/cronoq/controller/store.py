@@ -1,0 +1,131 @@
+"""What the operator has observed, in memory: Tasks, TaskPools, and the facts of attempt Jobs
+and pods. Fed by the watches and by the responses to our own writes (so a decision never reads
+an older status than the one it just wrote). Older versions never replace newer ones."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from cronoq.api import Task, TaskPhase, TaskPool
+from cronoq.engine.observed import AttemptJob
+from cronoq.kube.observe import PodFacts, combine
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def _rv(obj: dict[str, Any]) -> int:
+    try:
+        return int(obj.get("metadata", {}).get("resourceVersion", "0"))
+    except ValueError:
+        return 0
+
+
+@dataclass
+class TaskEntry:
+    raw: dict[str, Any]
+    task: Task | None
+    error: str | None
+    first_seen: datetime
+
+    @property
+    def uid(self) -> str:
+        return self.raw["metadata"]["uid"]
+
+    @property
+    def pool(self) -> str:
+        return self.task.spec.pool if self.task else (self.raw.get("spec") or {}).get("pool", "default")
+
+    @property
+    def phase(self) -> TaskPhase | None:
+        return self.task.phase if self.task else None
+
+
+@dataclass
+class Store:
+    tasks: dict[Key, TaskEntry] = field(default_factory=dict)
+    pools: dict[Key, TaskPool] = field(default_factory=dict)
+    jobs: dict[str, dict[str, AttemptJob]] = field(default_factory=lambda: defaultdict(dict))
+    """task uid → Job name → facts."""
+    pods: dict[Key, PodFacts] = field(default_factory=dict)
+    """(namespace, Job name) → its pod's facts."""
+    gone: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """task uid → names of its Jobs seen deleted (a recorded attempt whose Job vanished ended)."""
+    running: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, pool) → tasks whose stored phase is Running."""
+
+    # ------------------------------------------------------------------ tasks
+
+    def put_task(self, raw: dict[str, Any], now: datetime) -> TaskEntry | None:
+        """Store a Task unless an equal or newer version is already stored; return the entry."""
+        meta = raw["metadata"]
+        key = (meta["namespace"], meta["name"])
+        old = self.tasks.get(key)
+        if old is not None and old.uid == meta["uid"] and _rv(old.raw) >= _rv(raw):
+            return None
+        try:
+            task, error = Task.model_validate(raw), None
+        except ValidationError as err:
+            task, error = None, _validation_message(err)
+        first_seen = old.first_seen if old is not None and old.uid == meta["uid"] else now
+        entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
+        if old is not None:
+            self.running[(key[0], old.pool)].discard(key)
+        self.tasks[key] = entry
+        if entry.phase is TaskPhase.RUNNING:
+            self.running[(key[0], entry.pool)].add(key)
+        return entry
+
+    def drop_task(self, namespace: str, name: str) -> TaskEntry | None:
+        entry = self.tasks.pop((namespace, name), None)
+        if entry is not None:
+            self.running[(namespace, entry.pool)].discard((namespace, name))
+            self.jobs.pop(entry.uid, None)
+            self.gone.pop(entry.uid, None)
+        return entry
+
+    def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
+        return [e for (ns, _), e in self.tasks.items() if ns == namespace and e.pool == pool]
+
+    # ------------------------------------------------------------------ jobs and pods
+
+    def put_job(self, task_uid: str, facts: AttemptJob) -> None:
+        self.jobs[task_uid][facts.name] = facts
+
+    def drop_job(self, task_uid: str, name: str) -> None:
+        if self.jobs.get(task_uid, {}).pop(name, None) is not None:
+            self.gone[task_uid].add(name)
+
+    def put_pod(self, namespace: str, facts: PodFacts) -> None:
+        self.pods[(namespace, facts.job)] = facts
+
+    def drop_pod(self, namespace: str, job: str) -> None:
+        self.pods.pop((namespace, job), None)
+
+    def attempt_jobs(self, entry: TaskEntry) -> list[AttemptJob]:
+        """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`)."""
+        namespace = entry.raw["metadata"]["namespace"]
+        seen = [combine(j, self.pods.get((namespace, j.name))) for j in self.jobs.get(entry.uid, {}).values()]
+        present = {j.name for j in seen}
+        for name in self.gone.get(entry.uid, ()):
+            if name not in present:
+                number = _number_of(name)
+                if number is not None:
+                    seen.append(AttemptJob(number=number, name=name, gone=True))
+        return seen
+
+
+def _number_of(job_name: str) -> int | None:
+    tail = job_name.rsplit("-a", 1)
+    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else None
+
+
+def _validation_message(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:5]:
+        where = ".".join(str(p) for p in e["loc"])
+        parts.append(f"{where}: {e['msg']}" if where else e["msg"])
+    return "; ".join(parts)

@@ -1,0 +1,383 @@
+"""The Task state machine: from the observed Task and its attempts' Jobs, decide the next status
+and what to do (DESIGN §1–§4). Pure: the clock, randomness, the leader epoch and the pool's
+admission decision are passed in.
+
+The decision is level-based: it reads what is, not which event arrived, so running it twice on
+the same observation plans the same thing, and running it after a crash or a failover picks up
+where the status says the task is. The status is the write-ahead log of attempts: attempt n is
+recorded (with a precondition on the write) before Job n is created, and an attempt is recorded
+as ended before its Job is deleted, so nothing the operator does is lost if it dies between the
+two steps.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Iterable, Sequence
+
+from cronoq.api import (
+    Attempt, AttemptOutcome, AttemptTrigger, Condition, ConditionStatus, RetryPolicy, Task, TaskPhase,
+    TaskPoolSpec, TaskStatus,
+)
+from cronoq.engine import reasons
+from cronoq.engine.backoff import retry_delay
+from cronoq.engine.naming import job_name, lease_id
+from cronoq.engine.observed import AttemptJob
+from cronoq.engine.outcome import Verdict, classify, truncate
+
+HISTORY = 20
+"""Attempt records kept in the status (the CRD's bound); the newest are kept."""
+
+DEFAULT_START_TIMEOUT = timedelta(minutes=10)
+"""How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
+attempt is abandoned as retryable with reason StartTimeout."""
+
+# Attempts the operator itself ended: a report from their Job arriving later is stale.
+OPERATOR_ENDED = frozenset({reasons.TIMEOUT, reasons.START_TIMEOUT, reasons.LEASE_EXPIRED, reasons.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Effective:
+    """What an attempt runs with: the task's own settings, else its pool's, else DESIGN's."""
+
+    retry: RetryPolicy
+    timeout: timedelta | None
+    lease_ttl: timedelta
+    start_timeout: timedelta = DEFAULT_START_TIMEOUT
+
+    @classmethod
+    def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
+        pool = pool or TaskPoolSpec()
+        return cls(retry=pool.retry.overlay(task.spec.retry), timeout=task.spec.timeout or pool.timeout,
+                   lease_ttl=pool.lease_ttl)
+
+
+@dataclass(frozen=True)
+class Event:
+    """An Event to post on the Task, after the status write succeeds."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one reconcile decided. The runtime writes `status` (if any) first, with a
+    precondition; only when that succeeds does it create, delete and post the rest."""
+
+    status: TaskStatus | None = None
+    create_job: int | None = None
+    """Attempt number whose Job to create (already recorded in `status` or the stored status)."""
+    delete_jobs: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
+    stale_jobs: tuple[str, ...] = ()
+    """uids of Jobs whose late reports were ignored (the runtime counts each uid once)."""
+    ended: tuple[Attempt, ...] = ()
+    """Attempts this plan records as ended (for metrics)."""
+    started: Attempt | None = None
+    wants_slot: bool = False
+    """Ready to start an attempt, waiting for the pool to admit it."""
+    requeue_after: float | None = None
+    """Seconds until a deadline or backoff expires and the task should be looked at again."""
+
+    @property
+    def writes(self) -> bool:
+        return self.status is not None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the decision reads besides the Task itself."""
+
+    jobs: Sequence[AttemptJob] = ()
+    now: datetime = field(default_factory=lambda: datetime.fromtimestamp(0).astimezone())
+    epoch: int = 0
+    admit: bool = False
+    """The pool has a slot for this task, and it is this task's turn."""
+    pool_found: bool = True
+    pool_name: str = "default"
+    first_seen: datetime | None = None
+    """When the operator first saw the task (its submission time, to sub-second precision)."""
+    job_rejected: str | None = None
+    """The API server refused to create the current attempt's Job, with this message."""
+
+
+def is_ready(task: Task, now: datetime) -> bool:
+    """Waiting only for a pool slot: new, queued, or retrying with its backoff over."""
+    if task.spec.cancel:
+        return False
+    status = task.status
+    phase = status.phase if status else None
+    if phase in (None, TaskPhase.QUEUED):
+        return True
+    return phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
+
+
+def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Random) -> Plan:
+    """The plan for `task` given what was observed. See the module docstring."""
+    status = task.status or TaskStatus()
+    if status.epoch > seen.epoch:
+        # Written by a newer leader: this replica is deposed and must not act at all.
+        return Plan()
+    records = list(status.attempts)
+    n = status.attempt
+    current = records[-1] if records and records[-1].number == n else None
+    open_attempt = current if current is not None and current.outcome is None else None
+    name = task.metadata.name or ""
+    now = seen.now
+
+    cleanup = _cleanup(name, n, open_attempt, records, seen.jobs)
+    deletes, events, stale = list(cleanup.deletes), list(cleanup.events), list(cleanup.stale)
+    base = Plan(delete_jobs=tuple(deletes), events=tuple(events), stale_jobs=tuple(stale))
+    phase = status.phase
+
+    if phase is not None and phase.terminal:
+        return base
+
+    # Cancellation wins over everything but an outcome already recorded.
+    if task.spec.cancel:
+        ended: tuple[Attempt, ...] = ()
+        if open_attempt is not None:
+            closed = _close(open_attempt, Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel"),
+                            _job(seen.jobs, name, n), now)
+            records[-1] = closed
+            ended = (closed,)
+            deletes.append(open_attempt.job or job_name(name, n))
+            events.append(Event(reasons.ATTEMPT_ENDED, f"attempt {n} cancelled"))
+        new = _finish(status, records, TaskPhase.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel", task, seen)
+        return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended)
+
+    ended_now: tuple[Attempt, ...] = ()
+    requeue: float | None = None
+
+    if open_attempt is not None:
+        job = _job(seen.jobs, name, n)
+        verdict, requeue, abort = _judge(job, open_attempt, settings, seen, now)
+        if verdict is None:
+            if job is None and seen.job_rejected is None:
+                # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
+                return replace(base, create_job=n, requeue_after=requeue)
+            return replace(base, requeue_after=requeue)
+        closed = _close(open_attempt, verdict, job, now)
+        records[-1] = closed
+        ended_now = (closed,)
+        if abort and job is not None:
+            deletes.append(job.name)
+        events.append(Event(reasons.ATTEMPT_ENDED, _ended_message(closed), warning=verdict.outcome is not AttemptOutcome.SUCCESS))
+        if verdict.outcome is AttemptOutcome.SUCCESS:
+            new = _finish(status, records, TaskPhase.SUCCEEDED, reasons.SUCCEEDED,
+                          f"succeeded on attempt {n}", task, seen, output=verdict.output)
+            return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
+        if verdict.outcome is AttemptOutcome.PERMANENT:
+            new = _finish(status, records, TaskPhase.FAILED, reasons.FAILED,
+                          f"attempt {n} failed permanently ({verdict.reason}): {verdict.message}", task, seen)
+            return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
+        if n >= settings.retry.max_attempts:
+            new = _finish(status, records, TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
+                          f"all {n} attempts failed; last ({verdict.reason}): {verdict.message}", task, seen)
+            return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
+        delay = retry_delay(settings.retry, n + 1, rng, verdict.retry_after)
+        status = status.model_copy(update={
+            "phase": TaskPhase.RETRYING, "attempts": tuple(records), "next_attempt_at": now + delay,
+        })
+        status = _say(status, reasons.BACKING_OFF,
+                      f"attempt {n} failed ({verdict.reason}): {verdict.message}; attempt {n + 1} of "
+                      f"{settings.retry.max_attempts} after {delay.total_seconds():.1f}s", task, now)
+        phase = TaskPhase.RETRYING
+        requeue = max(delay.total_seconds(), 0.0)
+
+    changed = bool(ended_now)
+    ready = phase in (None, TaskPhase.QUEUED) or (
+        phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
+
+    if ready and seen.pool_found and seen.admit:
+        number = n + 1
+        attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), job=job_name(name, number),
+                          trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY)
+        records.append(attempt)
+        status = status.model_copy(update={
+            "phase": TaskPhase.RUNNING, "attempt": number, "attempts": tuple(records[-HISTORY:]),
+            "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
+        })
+        status = _say(status, reasons.ATTEMPT_RUNNING,
+                      f"attempt {number} of {settings.retry.max_attempts} running", task, now)
+        events.append(Event(reasons.ATTEMPT_STARTED, f"attempt {number} started as Job {attempt.job}"))
+        return replace(base, status=_stamp(status, task, seen), create_job=number, delete_jobs=_uniq(deletes),
+                       events=tuple(events), ended=ended_now, started=attempt, requeue_after=None)
+
+    if ready and not changed:
+        # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
+        reason, message = ((reasons.WAITING_FOR_SLOT, f"queued in pool {seen.pool_name}") if seen.pool_found else
+                           (reasons.POOL_NOT_FOUND, f"TaskPool {seen.pool_name} does not exist; the task starts once it does"))
+        if phase is TaskPhase.QUEUED and _reason(status) == reason:
+            return replace(base, wants_slot=seen.pool_found, requeue_after=requeue)
+        status = status.model_copy(update={
+            "phase": TaskPhase.QUEUED, "submitted_at": status.submitted_at or seen.first_seen or now,
+        })
+        status = _say(status, reason, message, task, now)
+        return replace(base, status=_stamp(status, task, seen), wants_slot=seen.pool_found, events=tuple(events),
+                       requeue_after=requeue)
+
+    if changed:
+        return replace(base, status=_stamp(status, task, seen), delete_jobs=_uniq(deletes), events=tuple(events),
+                       ended=ended_now, requeue_after=requeue, wants_slot=ready and seen.pool_found)
+    if phase is TaskPhase.RETRYING and status.next_attempt_at is not None:
+        requeue = max((status.next_attempt_at - now).total_seconds(), 0.0)
+    return replace(base, wants_slot=ready and seen.pool_found, requeue_after=requeue)
+
+
+# --------------------------------------------------------------------------- attempt judgement
+
+
+def _judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: Observation,
+           now: datetime) -> tuple[Verdict | None, float | None, bool]:
+    """(verdict, seconds until the next deadline, whether to abort the Job) for the open attempt."""
+    if seen.job_rejected is not None:
+        return Verdict(AttemptOutcome.PERMANENT, reasons.JOB_REJECTED,
+                       truncate(f"the API server refused the attempt's Job: {seen.job_rejected}")), None, False
+    if job is None:
+        return None, None, False
+    verdict = classify(job, settings.retry)
+    if verdict is not None:
+        return verdict, None, False
+    deadlines = []
+    if job.started_at is not None and settings.timeout is not None:
+        deadline = job.started_at + settings.timeout
+        if now >= deadline:
+            return Verdict(AttemptOutcome.RETRYABLE, reasons.TIMEOUT,
+                           f"the attempt ran longer than its timeout of {_secs(settings.timeout)}"), None, True
+        deadlines.append(deadline)
+    if job.started_at is None and job.created_at is not None:
+        deadline = job.created_at + settings.start_timeout
+        if now >= deadline:
+            return Verdict(AttemptOutcome.RETRYABLE, reasons.START_TIMEOUT,
+                           f"the attempt's pod did not start within {_secs(settings.start_timeout)} "
+                           f"(unschedulable, or its image could not be pulled?)"), None, True
+        deadlines.append(deadline)
+    wait = min(((d - now).total_seconds() for d in deadlines), default=None)
+    return None, wait, False
+
+
+@dataclass(frozen=True)
+class _Cleanup:
+    deletes: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
+    stale: tuple[str, ...] = ()
+
+
+def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[Attempt],
+             jobs: Iterable[AttemptJob]) -> _Cleanup:
+    """Jobs that are not the open attempt's: stop the ones still running, and ignore (and report
+    once) what finished Jobs of ended, aborted or never-recorded attempts say."""
+    by_number = {r.number: r for r in records}
+    deletes, events, stale = [], [], []
+    for job in jobs:
+        ours = job.name == job_name(name, job.number)
+        if open_attempt is not None and job.number == n and ours:
+            continue
+        record = by_number.get(job.number) if ours else None
+        foreign = not ours or job.number > n
+        if job.active or (foreign and not (job.gone or job.deleting)):
+            deletes.append(job.name)
+            if foreign:
+                events.append(Event(reasons.FOREIGN_JOB, f"Job {job.name} claims attempt {job.number}, which the "
+                                    f"status does not name; it is not adopted and is deleted", warning=True))
+        reported = job.termination is not None or job.finished is not None
+        closing = record is not None and record.reason not in OPERATOR_ENDED
+        if reported and not closing and job.uid:
+            stale.append(job.uid)
+            events.append(Event(reasons.STALE_COMPLETION, f"ignored a late report from Job {job.name} "
+                                f"(attempt {job.number}); the current attempt is {n}", warning=True))
+    return _Cleanup(tuple(deletes), tuple(events), tuple(stale))
+
+
+def _job(jobs: Iterable[AttemptJob], task: str, number: int) -> AttemptJob | None:
+    expected = job_name(task, number)
+    return next((j for j in jobs if j.number == number and j.name == expected), None)
+
+
+def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: datetime) -> Attempt:
+    end = job.termination if job else None
+    started = (job.started_at if job else None) or (end.started_at if end else None) or attempt.started_at
+    finished = (end.finished_at if end and end.finished_at else None) or now
+    duration = int(max((finished - started).total_seconds(), 0) * 1000) if started else None
+    return attempt.model_copy(update={
+        "started_at": started, "finished_at": finished, "outcome": verdict.outcome, "exit_code": verdict.exit_code,
+        "reason": verdict.reason, "message": truncate(verdict.message, 1024) or None, "duration_ms": duration,
+    })
+
+
+def _ended_message(attempt: Attempt) -> str:
+    text = f"attempt {attempt.number} ended: {attempt.outcome.value} ({attempt.reason})"
+    return f"{text}: {attempt.message}" if attempt.message else text
+
+
+# --------------------------------------------------------------------------- status helpers
+
+
+def _finish(status: TaskStatus, records: list[Attempt], phase: TaskPhase, reason: str, message: str,
+            task: Task, seen: Observation, output: str | None = None) -> TaskStatus:
+    update = {"phase": phase, "attempts": tuple(records[-HISTORY:]), "next_attempt_at": None,
+              "finished_at": seen.now, "submitted_at": status.submitted_at or seen.first_seen or seen.now}
+    if phase is TaskPhase.SUCCEEDED:
+        update.update(output=output, output_available=output is not None)
+    new = _say(status.model_copy(update=update), reason, message, task, seen.now)
+    return _stamp(new, task, seen)
+
+
+def _stamp(status: TaskStatus, task: Task, seen: Observation) -> TaskStatus:
+    return status.model_copy(update={"epoch": seen.epoch, "observed_generation": task.metadata.generation})
+
+
+def _say(status: TaskStatus, reason: str, message: str, task: Task, now: datetime) -> TaskStatus:
+    """Set the message, the summary column, and the conditions for the status' phase."""
+    message = truncate(message)
+    phase = status.phase
+    conditions = list(status.conditions)
+    generation = task.metadata.generation
+    running = phase is TaskPhase.RUNNING
+    finished = phase is not None and phase.terminal
+    conditions = set_condition(conditions, "Running", running, reason if running else _idle_reason(phase, reason),
+                               message if running else "", now, generation)
+    conditions = set_condition(conditions, "Finished", finished, reason if finished else "NotFinished",
+                               message if finished else "", now, generation)
+    return status.model_copy(update={"message": message, "summary": _summary(message), "conditions": tuple(conditions)})
+
+
+def _idle_reason(phase: TaskPhase | None, reason: str) -> str:
+    return reason if phase is not None and not phase.terminal else (phase.value if phase else reason)
+
+
+def _reason(status: TaskStatus) -> str | None:
+    running = next((c for c in status.conditions if c.type == "Running"), None)
+    return running.reason if running else None
+
+
+def set_condition(conditions: list[Condition], type_: str, holds: bool, reason: str, message: str,
+                  now: datetime, generation: int | None) -> list[Condition]:
+    """Conditions with `type_` set; lastTransitionTime kept unless the status itself flips."""
+    value = ConditionStatus.TRUE if holds else ConditionStatus.FALSE
+    old = next((c for c in conditions if c.type == type_), None)
+    since = old.last_transition_time if old is not None and old.status == value else now
+    new = Condition(type=type_, status=value, reason=reason, message=truncate(message, 1024),
+                    last_transition_time=since, observed_generation=generation)
+    return [c for c in conditions if c.type != type_] + [new]
+
+
+def _summary(message: str) -> str:
+    line = message.splitlines()[0] if message else ""
+    return line if len(line) <= 100 else line[:99] + "…"
+
+
+def _secs(delta: timedelta) -> str:
+    from cronoq.api.durations import format as fmt
+    try:
+        return fmt(delta)
+    except ValueError:
+        return f"{delta.total_seconds():g}s"
+
+
+def _uniq(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))

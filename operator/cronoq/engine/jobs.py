@@ -1,0 +1,110 @@
+"""The Job of one attempt (DESIGN §2): deterministic name, owned by the Task, labelled with the
+fencing token, `backoffLimit: 0` and `restartPolicy: Never` (cronoq, not the Job controller,
+decides about retries), and the CRONOQ_* environment the task container needs.
+
+Pod settings are layered: the task's named fields (image, command, env, ...) win over its full
+`template`, which wins over its pool's `template`.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from cronoq.api import API_VERSION, PodSettings, Task, TaskPoolSpec
+from cronoq.engine import naming
+
+
+def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str) -> dict[str, Any]:
+    meta = task.metadata
+    name = naming.job_name(meta.name, attempt)
+    labels = naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
+                                   pool=task.spec.pool)
+    template = task.spec.template
+    pod_spec: dict[str, Any] = copy.deepcopy(template.spec) if template is not None else {}
+    layers = [s for s in (pool.template if pool else None, task.spec) if s is not None]
+
+    pod_labels: dict[str, str] = {}
+    pod_annotations: dict[str, str] = {}
+    for metadata in ([template.metadata] if template is not None and template.metadata else []) + \
+                    [s.pod_metadata for s in layers if s.pod_metadata]:
+        pod_labels.update(metadata.labels)
+        pod_annotations.update(metadata.annotations)
+    pod_labels.update(labels)
+
+    containers = pod_spec.setdefault("containers", [])
+    container = next((c for c in containers if c.get("name") == naming.TASK_CONTAINER), None)
+    if container is None:
+        if not containers:
+            containers.append({"name": naming.TASK_CONTAINER})
+        container = containers[0]
+    # Lowest layer first, so the task's own named fields are applied last and win.
+    _apply(pod_spec, container, pool.template if pool else None, only_unset=True)
+    _apply(pod_spec, container, task.spec, only_unset=False)
+    env = [e for e in container.get("env", []) if not e.get("name", "").startswith("CRONOQ_")]
+    env += [
+        {"name": "CRONOQ_TASK_ID", "value": meta.uid},
+        {"name": "CRONOQ_TASK_NAME", "value": meta.name},
+        {"name": "CRONOQ_ATTEMPT", "value": str(attempt)},
+        {"name": "CRONOQ_LEASE_NAME", "value": naming.lease_name(meta.name, attempt)},
+        {"name": "CRONOQ_LEASE_ID", "value": lease},
+        {"name": "CRONOQ_PAYLOAD", "value": json.dumps(task.spec.payload, separators=(",", ":"))},
+        {"name": "CRONOQ_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    container["env"] = env
+    container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+    pod_spec["restartPolicy"] = "Never"
+
+    pod_meta: dict[str, Any] = {"labels": pod_labels}
+    if pod_annotations:
+        pod_meta["annotations"] = pod_annotations
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta.namespace,
+            "labels": labels,
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid,
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "completions": 1,
+            "parallelism": 1,
+            "template": {"metadata": pod_meta, "spec": pod_spec},
+        },
+    }
+
+
+def _apply(pod: dict[str, Any], container: dict[str, Any], layer: PodSettings | None, *, only_unset: bool) -> None:
+    """Put `layer`'s named fields on the pod. `only_unset`: a default layer fills gaps only."""
+    if layer is None:
+        return
+
+    def put(target: dict[str, Any], key: str, value: Any) -> None:
+        if value is None or (only_unset and key in target):
+            return
+        target[key] = value
+
+    put(container, "image", layer.image)
+    put(container, "command", list(layer.command) if layer.command is not None else None)
+    put(container, "args", list(layer.args) if layer.args is not None else None)
+    if layer.resources is not None:
+        put(container, "resources", layer.resources.to_dict())
+    put(pod, "serviceAccountName", layer.service_account_name)
+    put(pod, "priorityClassName", layer.priority_class_name)
+    if layer.env:
+        names = {e.get("name") for e in container.get("env", [])}
+        ours = [e.to_dict() | {"value": e.value} for e in layer.env]
+        if only_unset:
+            container["env"] = container.get("env", []) + [e for e in ours if e["name"] not in names]
+        else:
+            mine = {e["name"] for e in ours}
+            container["env"] = [e for e in container.get("env", []) if e.get("name") not in mine] + ours
+    if layer.node_selector:
+        merged = dict(layer.node_selector) | pod.get("nodeSelector", {}) if only_unset else \
+            pod.get("nodeSelector", {}) | dict(layer.node_selector)
+        pod["nodeSelector"] = merged
+    if layer.tolerations:
+        pod["tolerations"] = pod.get("tolerations", []) + [t.to_dict() for t in layer.tolerations]

@@ -1,0 +1,50 @@
+"""What the operator has seen of one attempt: its Job and the Job's pod, reduced to the facts the
+decisions need. The kube layer builds these from API objects; the core never reads raw dicts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Termination:
+    """How the task container ended."""
+
+    exit_code: int
+    reason: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AttemptJob:
+    """One attempt's Job as last observed, with its pod's state folded in."""
+
+    number: int
+    name: str
+    uid: str = ""
+    lease_id: str | None = None
+    created_at: datetime | None = None
+    deleting: bool = False
+    """The Job has a deletionTimestamp (someone, maybe we, is deleting it)."""
+    gone: bool = False
+    """The Job was seen and has since been deleted."""
+    finished: str | None = None
+    """`Complete` or `Failed` once the Job controller says so."""
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    pod_phase: str | None = None
+    pod_reason: str | None = None
+    """pod.status.reason, e.g. `Evicted` or `NodeLost`."""
+    pod_message: str | None = None
+    disruption: str | None = None
+    """Reason of the pod's DisruptionTarget condition (eviction, preemption, taint manager)."""
+    started_at: datetime | None = None
+    """When the task container started running; timeouts and lease TTLs count from here."""
+    termination: Termination | None = None
+
+    @property
+    def active(self) -> bool:
+        """Could still be running: neither finished, nor going away."""
+        return not (self.finished or self.gone or self.deleting or self.termination)

@@ -1,0 +1,38 @@
+"""Reasons: the CamelCase words cronoq writes in attempt records, conditions and Events.
+Kept in one place so users (and alerts) can rely on them."""
+
+# Why an attempt ended.
+COMPLETED = "Completed"
+EXIT_CODE = "ExitCode"
+PERMANENT_EXIT_CODE = "PermanentExitCode"
+RETRYABLE = "Retryable"          # the SDK raised Retryable
+PERMANENT = "Permanent"          # the SDK raised Permanent
+OOM_KILLED = "OOMKilled"
+EVICTED = "Evicted"
+NODE_LOST = "NodeLost"
+PREEMPTED = "Preempted"
+POD_FAILED = "PodFailed"
+POD_DELETED = "PodDeleted"
+JOB_DELETED = "JobDeleted"
+JOB_REJECTED = "JobRejected"     # the API server refused the attempt's Job (bad pod template)
+TIMEOUT = "Timeout"
+START_TIMEOUT = "StartTimeout"   # stuck Pending (unschedulable, image pull) longer than allowed
+LEASE_EXPIRED = "LeaseExpired"
+CANCELLED = "Cancelled"
+
+# Why a task is where it is (conditions and the task's message).
+SUBMITTED = "Submitted"
+WAITING_FOR_SLOT = "WaitingForSlot"
+POOL_NOT_FOUND = "PoolNotFound"
+ATTEMPT_RUNNING = "AttemptRunning"
+BACKING_OFF = "BackingOff"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
+INVALID_SPEC = "InvalidSpec"
+
+# Events.
+ATTEMPT_STARTED = "AttemptStarted"
+ATTEMPT_ENDED = "AttemptEnded"
+STALE_COMPLETION = "StaleCompletion"
+FOREIGN_JOB = "ForeignJob"       # a Job for an attempt the status does not name: not adopted

@@ -1,0 +1,84 @@
+"""Raw API objects (Jobs, pods) reduced to the small facts the core decides on. Only these
+facts are kept in memory, not the objects, so thousands of finished attempts cost little."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from cronoq.engine import naming
+from cronoq.engine.observed import AttemptJob, Termination
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    job: str
+    phase: str | None
+    reason: str | None
+    message: str | None
+    deleting: bool
+    disruption: str | None
+    started_at: datetime | None
+    termination: Termination | None
+
+
+def job_facts(job: dict[str, Any]) -> AttemptJob | None:
+    """The attempt a Job claims to be, or None for Jobs without cronoq's labels."""
+    meta = job.get("metadata", {})
+    labels = meta.get("labels") or {}
+    try:
+        number = int(labels[naming.ATTEMPT])
+    except (KeyError, ValueError):
+        return None
+    finished = failure_reason = failure_message = None
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            finished = cond["type"]
+            if finished == "Failed":
+                failure_reason, failure_message = cond.get("reason"), cond.get("message")
+    return AttemptJob(
+        number=number, name=meta.get("name", ""), uid=meta.get("uid", ""), lease_id=labels.get(naming.LEASE_ID),
+        created_at=parse_time(meta.get("creationTimestamp")), deleting=bool(meta.get("deletionTimestamp")),
+        finished=finished, failure_reason=failure_reason, failure_message=failure_message)
+
+
+def pod_facts(pod: dict[str, Any]) -> PodFacts | None:
+    """The state of an attempt's pod, or None for pods that belong to no cronoq Job."""
+    meta = pod.get("metadata", {})
+    labels = meta.get("labels") or {}
+    job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
+    if not job or naming.ATTEMPT not in labels:
+        return None
+    status = pod.get("status") or {}
+    disruption = next((c.get("reason") for c in status.get("conditions") or []
+                       if c.get("type") == "DisruptionTarget" and c.get("status") == "True"), None)
+    statuses = status.get("containerStatuses") or []
+    main = next((c for c in statuses if c.get("name") == naming.TASK_CONTAINER), statuses[0] if statuses else None)
+    started = termination = None
+    if main is not None:
+        state = main.get("state") or {}
+        if "running" in state:
+            started = parse_time(state["running"].get("startedAt"))
+        elif "terminated" in state:
+            end = state["terminated"]
+            started = parse_time(end.get("startedAt"))
+            termination = Termination(exit_code=int(end.get("exitCode", 0)), reason=end.get("reason"),
+                                      message=end.get("message"), started_at=started,
+                                      finished_at=parse_time(end.get("finishedAt")))
+    return PodFacts(job=job, phase=status.get("phase"), reason=status.get("reason"), message=status.get("message"),
+                    deleting=bool(meta.get("deletionTimestamp")), disruption=disruption, started_at=started,
+                    termination=termination)
+
+
+def combine(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
+    """The Job's facts with its pod's folded in."""
+    if pod is None:
+        return job
+    return replace(job, pod_phase=pod.phase, pod_reason=pod.reason, pod_message=pod.message,
+                   disruption=pod.disruption, started_at=pod.started_at, termination=pod.termination)

@@ -1,0 +1,123 @@
+"""Every write cronoq makes to the API server, in one place (so they can be counted and kept few).
+
+The kubernetes client is synchronous; the controller calls these through a thread pool.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from cronoq.api import GROUP, VERSION
+from cronoq.engine.attempts import Event
+
+log = logging.getLogger(__name__)
+
+
+class Conflict(Exception):
+    """The object changed since we read it: re-read and decide again."""
+
+
+class Rejected(Exception):
+    """The API server refused the object as invalid (422) or forbidden (403)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _message(err: ApiException) -> str:
+    import json
+    try:
+        return json.loads(err.body).get("message", err.reason)
+    except (ValueError, TypeError, AttributeError):
+        return str(err.reason)
+
+
+@dataclass
+class Writer:
+    api: client.ApiClient
+    component: str = "cronoq"
+    instance: str = ""
+
+    def __post_init__(self) -> None:
+        self.custom = client.CustomObjectsApi(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.core = client.CoreV1Api(self.api)
+
+    def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status subresource with the stored resourceVersion as precondition."""
+        meta = raw["metadata"]
+        body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
+                "spec": raw.get("spec", {}), "status": status}
+        try:
+            return self.custom.replace_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], "tasks", meta["name"], body)
+        except ApiException as err:
+            if err.status == 409:
+                raise Conflict(_message(err)) from None
+            if err.status in (403, 422):
+                raise Rejected(err.status, _message(err)) from None
+            raise
+
+    def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        meta = raw["metadata"]
+        body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
+                "spec": raw.get("spec", {}), "status": status}
+        try:
+            return self.custom.replace_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], "taskpools", meta["name"], body)
+        except ApiException as err:
+            if err.status == 409:
+                raise Conflict(_message(err)) from None
+            raise
+
+    def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def create_job(self, job: dict[str, Any]) -> bool:
+        """Create the attempt's Job; False if it already exists (ours: same deterministic name)."""
+        try:
+            self.batch.create_namespaced_job(job["metadata"]["namespace"], job)
+            return True
+        except ApiException as err:
+            if err.status == 409:
+                return False
+            if err.status in (403, 422):
+                raise Rejected(err.status, _message(err)) from None
+            raise
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+    def post_event(self, raw: dict[str, Any], event: Event, now: datetime) -> None:
+        meta = raw["metadata"]
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta["uid"]},
+            "reason": event.reason, "message": event.message[:1024],
+            "type": "Warning" if event.warning else "Normal",
+            "source": {"component": self.component},
+            "reportingComponent": self.component, "reportingInstance": self.instance or self.component,
+            "firstTimestamp": now.isoformat(), "lastTimestamp": now.isoformat(), "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as err:  # an Event is worth a log line, never a failed reconcile
+            log.warning("could not post event %s on task %s/%s: %s", event.reason, meta["namespace"], meta["name"],
+                        _message(err))

@@ -1,0 +1,38 @@
+"""Prometheus metrics, all in one place (names fixed by DESIGN §7).
+
+Counters count events the operator caused or observed once each: an attempt is counted when
+its end is recorded in the status (a write that succeeds once per attempt), a task when its
+terminal phase is recorded, a stale completion once per Job.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
+
+disable_created_metrics()  # the *_created series double every counter's size and say little
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by pool and status (the phase).",
+                ["pool", "status"], registry=REGISTRY)
+ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by pool and outcome "
+                   "(Success, Retryable, Permanent, Cancelled).", ["pool", "outcome"], registry=REGISTRY)
+STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs of attempts that were not current "
+                            "(ignored: they change nothing).", registry=REGISTRY)
+LEASE_EXPIRATIONS = Counter("cronoq_lease_expirations_total", "Attempts aborted because their heartbeat lease "
+                            "was not renewed within its TTL.", registry=REGISTRY)
+QUEUE_DEPTH = Gauge("cronoq_queue_depth", "Tasks of the pool ready to run and waiting for a slot, by pool.",
+                    ["pool"], registry=REGISTRY)
+RUNNING_ATTEMPTS = Gauge("cronoq_running_attempts", "Attempts running now, by pool.", ["pool"], registry=REGISTRY)
+TASK_DURATION = Histogram("cronoq_task_duration_seconds", "From submission to the terminal phase, per task "
+                          "(labels: pool, status).", ["pool", "status"], registry=REGISTRY,
+                          buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400))
+DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment an attempt could start (submission, "
+                             "or the end of its backoff) to its Job's creation (label: pool).", ["pool"],
+                             registry=REGISTRY,
+                             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+LEADER = Gauge("cronoq_leader", "1 while this replica is the leader and reconciles, else 0.", registry=REGISTRY)
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> None:
+    """Serve /metrics on `port` from a background thread."""
+    start_http_server(port, addr=addr, registry=REGISTRY)
