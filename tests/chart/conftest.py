@@ -1,0 +1,103 @@
+"""Chart fixtures: helm bound to the test cluster, the chart's CRDs and stand-ins for the
+Prometheus Operator's CRDs installed once per session, and extra namespaces per test."""
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+import pytest
+
+from tests.chart import chart
+from tests.support.cluster import namespace_name
+from tests.support.waiting import wait_until
+
+CRONOQ_CRDS = ("tasks.cronoq.io", "taskpools.cronoq.io")
+MONITORING_CRDS = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
+
+
+@dataclass(frozen=True)
+class Helm:
+    """The helm built with the control plane, bound to the test cluster's kubeconfig."""
+
+    binary: str
+    kubeconfig: str
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return chart.run_helm(self.binary, *args, f"--kubeconfig={self.kubeconfig}", check=check)
+
+
+@pytest.fixture(scope="session")
+def helm_binary(devcluster) -> str:
+    """The helm binary; needs no cluster (`helm lint` and `helm template` work offline)."""
+    return chart.helm_binary(devcluster)
+
+
+@pytest.fixture(scope="session")
+def helm(helm_binary, kubeconfig) -> Helm:
+    """helm against the test cluster."""
+    return Helm(helm_binary, kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def render(helm_binary):
+    """render(**template_args) -> the chart's objects, as `helm template` prints them."""
+
+    def render(**kwargs) -> list[dict]:
+        return chart.parse(chart.run_helm(helm_binary, *chart.template_args(**kwargs)).stdout)
+
+    return render
+
+
+@pytest.fixture(scope="session")
+def template(helm_binary):
+    """template(**template_args) -> the completed `helm template`, which may have failed."""
+
+    def template(**kwargs):
+        return chart.run_helm(helm_binary, *chart.template_args(**kwargs), check=False)
+
+    return template
+
+
+@pytest.fixture(scope="session")
+def cronoq_crds(kubectl) -> tuple[str, ...]:
+    """crds/ applied server-side, as tests/integration does (same field manager), Established.
+    The source of truth rather than the chart's copy: test_crds.py fails when they differ."""
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=cronoq-tests", "-f", str(chart.REPO / "crds"))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in CRONOQ_CRDS))
+    wait_until(lambda: kubectl("get", "taskpools", "--all-namespaces", check=False).returncode == 0,
+               timeout=30, what="taskpools served by the API server")
+    return CRONOQ_CRDS
+
+
+@pytest.fixture(scope="session")
+def monitoring_crds(kubectl) -> tuple[str, ...]:
+    """Minimal ServiceMonitor and PrometheusRule CRDs, created only when missing (real ones,
+    should the cluster have them, are left alone); cluster-scoped, so shared and kept."""
+    missing = [name for name in MONITORING_CRDS
+               if kubectl("get", f"crd/{name}", check=False).returncode != 0]
+    if missing:
+        created = kubectl("create", "-f", str(chart.DATA / "monitoring-crds.yaml"), check=False)
+        if created.returncode != 0 and "AlreadyExists" not in created.stderr:
+            raise AssertionError(f"creating the monitoring CRDs failed: {created.stderr}")
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in MONITORING_CRDS))
+    for plural in ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"):
+        wait_until(lambda: kubectl("get", plural, "--all-namespaces", check=False).returncode == 0,
+                   timeout=30, what=f"{plural} served by the API server")
+    return MONITORING_CRDS
+
+
+@pytest.fixture
+def make_namespace(request, kubectl):
+    """Creates more namespaces for a test (e.g. to watch); deletes them afterwards."""
+    made: list[str] = []
+
+    def make(suffix: str, labels: dict[str, str] | None = None) -> str:
+        name = namespace_name(f"{request.node.name}-{suffix}")
+        kubectl("create", "namespace", name)
+        kubectl("label", "namespace", name, "cronoq.io/test=true",
+                *(f"{key}={value}" for key, value in (labels or {}).items()))
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -1,0 +1,333 @@
+"""What `helm template` renders, checked object by object (no cluster needed): the operator's
+Deployment and security defaults, RBAC that grants exactly what the operator uses, the metrics
+objects, the dashboard and the default pool."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.chart.chart import CHART, DATA, find, only
+
+NS = "cronoq-system"
+FULLNAME = "cronoq"  # release "cronoq" + chart "cronoq"
+DESIGN_METRICS = ("cronoq_tasks_total", "cronoq_attempts_total", "cronoq_stale_completions_total",
+                  "cronoq_lease_expirations_total", "cronoq_queue_depth", "cronoq_running_attempts",
+                  "cronoq_task_duration_seconds", "cronoq_dispatch_latency_seconds", "cronoq_leader")
+
+# The operator's contract with the API server, (apiGroup, resource, verb): the whole of it.
+NAMESPACED_PERMISSIONS = {
+    *{("cronoq.io", r, v) for r in ("tasks", "taskpools") for v in ("get", "list", "watch", "patch", "update")},
+    *{("cronoq.io", r, v) for r in ("tasks/status", "taskpools/status") for v in ("get", "patch", "update")},
+    ("cronoq.io", "tasks/finalizers", "update"),
+    *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete", "patch")},
+    *{("", "pods", v) for v in ("get", "list", "watch")},
+    *{(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},
+    *{("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
+}
+CLUSTER_PERMISSIONS = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("get", "list", "watch")}
+LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")}
+TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "update", "patch")}
+
+
+def permissions(role: dict) -> set[tuple[str, str, str]]:
+    granted = set()
+    for rule in role["rules"]:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+        granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return granted
+
+
+def operator_container(objects: list[dict]) -> dict:
+    (container,) = only(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def restricted_violations(pod_spec: dict) -> list[str]:
+    """The Pod Security "restricted" rules (v1.30+) a pod spec breaks; the live test proves the
+    API server agrees."""
+    problems = []
+    pod_sc = pod_spec.get("securityContext", {})
+    for c in pod_spec.get("initContainers", []) + pod_spec["containers"]:
+        sc = c.get("securityContext", {})
+        if sc.get("privileged"):
+            problems.append(f"{c['name']}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{c['name']}: allowPrivilegeEscalation not false")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            problems.append(f"{c['name']}: capabilities not dropping ALL")
+        if set(sc.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{c['name']}: adds capabilities")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+            problems.append(f"{c['name']}: runAsNonRoot not true")
+        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            problems.append(f"{c['name']}: runAsUser 0")
+        profile = sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get("type")
+        if profile not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{c['name']}: seccompProfile {profile}")
+        if any(p.get("hostPort") for p in c.get("ports", [])):
+            problems.append(f"{c['name']}: hostPort")
+    allowed_volumes = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+    for volume in pod_spec.get("volumes", []):
+        if set(volume) - {"name"} - allowed_volumes:
+            problems.append(f"volume {volume['name']}: {set(volume) - {'name'}}")
+    for host in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod_spec.get(host):
+            problems.append(host)
+    return problems
+
+
+# ---- the operator's Deployment -------------------------------------------------------------
+
+def test_default_deployment_runs_two_replicas_with_leader_election_and_probes(render):
+    objects = render()
+    deployment = only(objects, "Deployment", FULLNAME)
+    assert deployment["spec"]["replicas"] == 2
+    container = operator_container(objects)
+    args = container["args"]
+    assert "--leader-election" in args and f"--lease-namespace={NS}" in args
+    assert not any(a.startswith("--namespace") for a in args), "the default watches every namespace"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert f"--metrics-port={ports['metrics']}" in args and f"--probe-port={ports['probes']}" in args
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == only(objects, "ServiceAccount")["metadata"]["name"]
+    # A rolling update never leaves the operator without a standby.
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_operator_pod_passes_pod_security_restricted_with_a_read_only_root(render):
+    objects = render()
+    spec = only(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]
+    assert restricted_violations(spec) == []
+    container = operator_container(objects)
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["runAsUser"] == spec["securityContext"]["runAsUser"] == 65532
+    (tmp,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == tmp["name"]]
+    assert "emptyDir" in volume
+
+
+def test_restricted_check_catches_a_privileged_operator(render):
+    # The check above must be able to fail (values merge over the defaults, so each is set).
+    objects = render(set_json={"securityContext": {"privileged": True, "runAsUser": 0, "allowPrivilegeEscalation": True}})
+    spec = only(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]
+    assert {"operator: privileged", "operator: runAsUser 0", "operator: allowPrivilegeEscalation not false"} <= set(restricted_violations(spec))
+
+
+@pytest.mark.parametrize("sets, image", [
+    ({}, "ghcr.io/cronoq/operator:{app}"),
+    ({"image.tag": "1.2.3"}, "ghcr.io/cronoq/operator:1.2.3"),
+    ({"image.repository": "registry.example/cronoq", "image.digest": "sha256:" + "a" * 64}, "registry.example/cronoq@sha256:" + "a" * 64),
+], ids=["app-version", "tag", "digest"])
+def test_image_reference_is_configurable(render, sets, image):
+    app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert operator_container(render(sets=sets))["image"] == image.format(app=app)
+
+
+def test_pull_policy_and_pull_secrets(render):
+    objects = render(sets={"image.pullPolicy": "Always"}, set_json={"imagePullSecrets": ["regcred"]})
+    assert operator_container(objects)["imagePullPolicy"] == "Always"
+    assert only(objects, "Deployment")["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_watch_namespaces_become_namespace_flags(render):
+    args = operator_container(render(set_json={"watchNamespaces": ["a", "b"]}))["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=a", "--namespace=b"]
+
+
+def test_leader_election_off_needs_a_single_replica(template, render):
+    result = template(sets={"operator.leaderElection.enabled": "false"})
+    assert result.returncode != 0 and "needs replicaCount 1" in result.stderr
+    objects = render(sets={"operator.leaderElection.enabled": "false", "replicaCount": "1"})
+    args = operator_container(objects)["args"]
+    assert "--no-leader-election" in args and "--leader-election" not in args
+    assert not find(objects, "PodDisruptionBudget"), "a PDB over one replica would block every drain"
+
+
+def test_pod_disruption_budget_covers_the_operator_pods(render):
+    objects = render()
+    pdb = only(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    labels = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert not find(render(sets={"podDisruptionBudget.enabled": "false"}), "PodDisruptionBudget")
+
+
+# ---- RBAC -------------------------------------------------------------------------------
+
+def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(render):
+    objects = render()
+    role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}")
+    assert permissions(role) == NAMESPACED_PERMISSIONS | CLUSTER_PERMISSIONS
+    binding = only(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
+    assert not find(objects, "Role") and not find(objects, "RoleBinding")
+
+
+def test_no_role_grants_secrets_exec_escalation_or_wildcards(render):
+    for values in ({}, {"watchNamespaces": ["a", "b"]}):
+        for role in find(render(set_json=values), "ClusterRole") + find(render(set_json=values), "Role"):
+            for group, resource, verb in permissions(role):
+                assert "*" not in (group, resource, verb), role["metadata"]["name"]
+                assert resource not in ("secrets", "pods/exec", "pods/attach", "pods/log", "serviceaccounts/token"), (resource, verb)
+                assert verb not in ("escalate", "bind", "impersonate"), (resource, verb)
+                assert group != "rbac.authorization.k8s.io", (group, resource, verb)
+
+
+def test_watch_namespaces_get_roles_and_only_crd_reads_stay_cluster_wide(render):
+    objects = render(set_json={"watchNamespaces": ["a", "b"]})
+    assert permissions(only(objects, "ClusterRole", f"{NS}-{FULLNAME}")) == CLUSTER_PERMISSIONS
+    for namespace in ("a", "b"):
+        role = only(objects, "Role", FULLNAME, namespace)
+        assert permissions(role) == NAMESPACED_PERMISSIONS
+        binding = only(objects, "RoleBinding", FULLNAME, namespace)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": FULLNAME}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
+    # The leader Lease lives in the release namespace, which is not watched: a Role for it alone.
+    leader = only(objects, "Role", f"{FULLNAME}-leader-election", NS)
+    assert permissions(leader) == LEASE_PERMISSIONS
+
+
+def test_watching_the_release_namespace_needs_no_separate_leader_role(render):
+    objects = render(set_json={"watchNamespaces": [NS, "b"]})
+    assert not find(objects, "Role", f"{FULLNAME}-leader-election")
+    assert sorted(r["metadata"]["namespace"] for r in find(objects, "Role", FULLNAME)) == sorted([NS, "b"])
+
+
+def test_rbac_create_false_renders_no_rbac(render):
+    objects = render(sets={"rbac.create": "false"})
+    assert not [o for o in objects if o["apiVersion"].startswith("rbac.authorization.k8s.io")]
+
+
+def test_cluster_scoped_names_carry_the_release_namespace(render):
+    # Two releases of the same name in different namespaces must not fight over a ClusterRole.
+    names = {o["metadata"]["name"] for o in render(namespace="one") + render(namespace="two")
+             if o["kind"] in ("ClusterRole", "ClusterRoleBinding")}
+    assert names == {"one-cronoq", "two-cronoq", "one-cronoq-task-lease", "two-cronoq-task-lease"}
+
+
+def test_task_lease_role_cluster_wide_is_a_cluster_role_bound_only_where_asked(render):
+    objects = render()
+    role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}-task-lease")
+    assert permissions(role) == TASK_LEASE_PERMISSIONS
+    assert not find(objects, "RoleBinding"), "bound nowhere unless asked: a ClusterRoleBinding would reach every namespace"
+    assert not find(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}-task-lease")
+    objects = render(set_json={"taskPods": {"leaseRole": {"namespaces": ["jobs"], "serviceAccounts": ["default", "worker"]}}})
+    binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", "jobs")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NS}-{FULLNAME}-task-lease"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": "jobs"} for n in ("default", "worker")]
+
+
+def test_task_lease_role_with_watch_namespaces_is_a_role_in_each(render):
+    objects = render(set_json={"watchNamespaces": ["a", "b"]})
+    assert not find(objects, "ClusterRole", f"{NS}-{FULLNAME}-task-lease")
+    for namespace in ("a", "b"):
+        assert permissions(only(objects, "Role", f"{FULLNAME}-task-lease", namespace)) == TASK_LEASE_PERMISSIONS
+        binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", namespace)
+        assert binding["roleRef"]["kind"] == "Role"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]
+    objects = render(set_json={"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"enabled": False}}})
+    assert not [o for o in objects if o["metadata"]["name"].endswith("task-lease")]
+
+
+# ---- metrics ---------------------------------------------------------------------------
+
+def test_metrics_service_and_service_monitor_find_the_operator(render):
+    objects = render(sets={"metrics.serviceMonitor.enabled": "true"})
+    service = only(objects, "Service")
+    pod_labels = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    monitor = only(objects, "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NS]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert not find(render(), "ServiceMonitor") and not find(render(), "PrometheusRule")
+
+
+def test_service_monitor_without_the_service_is_refused(template):
+    result = template(sets={"metrics.serviceMonitor.enabled": "true", "metrics.service.enabled": "false"})
+    assert result.returncode != 0 and "needs metrics.service.enabled" in result.stderr
+
+
+def alerts(objects: list[dict]) -> dict[str, dict]:
+    (group,) = only(objects, "PrometheusRule")["spec"]["groups"]
+    return {rule["alert"]: rule for rule in group["rules"]}
+
+
+def test_prometheus_rule_alerts_on_dead_letters_leadership_stale_completions_and_lease_expirations(render):
+    rules = alerts(render(sets={"metrics.prometheusRule.enabled": "true"}))
+    selector = f'job="{FULLNAME}-metrics",namespace="{NS}"'
+    assert rules["CronoqDeadLettersRising"]["expr"] == (
+        f'sum by (pool) (increase(cronoq_tasks_total{{status="DeadLettered",{selector}}}[15m])) > 0')
+    assert rules["CronoqNoLeader"]["expr"] == f"(max(cronoq_leader{{{selector}}}) == 0) or absent(cronoq_leader{{{selector}}})"
+    assert rules["CronoqStaleCompletionsRising"]["expr"] == f"sum(increase(cronoq_stale_completions_total{{{selector}}}[15m])) > 0"
+    assert rules["CronoqLeaseExpirationsRising"]["expr"] == f"sum(increase(cronoq_lease_expirations_total{{{selector}}}[15m])) > 0"
+    assert rules["CronoqNoLeader"]["labels"]["severity"] == "critical"
+    for rule in rules.values():
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+        assert re.fullmatch(r"[0-9]+[smh]", rule["for"])
+    # Alert templates reach Prometheus unexpanded.
+    assert "{{ $labels.pool }}" in rules["CronoqDeadLettersRising"]["annotations"]["summary"]
+
+
+def test_prometheus_rule_alerts_can_be_tuned_and_turned_off(render):
+    rules = alerts(render(
+        sets={"metrics.prometheusRule.enabled": "true", "metrics.prometheusRule.selector": 'cluster="prod"',
+              "metrics.prometheusRule.alerts.staleCompletions.enabled": "false",
+              "metrics.prometheusRule.alerts.deadLetters.threshold": "5",
+              "metrics.prometheusRule.alerts.deadLetters.window": "1h"},
+        set_json={"metrics.prometheusRule.alertLabels": {"team": "platform"}}))
+    assert set(rules) == {"CronoqDeadLettersRising", "CronoqNoLeader", "CronoqLeaseExpirationsRising"}
+    assert rules["CronoqDeadLettersRising"]["expr"] == (
+        'sum by (pool) (increase(cronoq_tasks_total{status="DeadLettered",cluster="prod"}[1h])) > 5')
+    assert all(rule["labels"]["team"] == "platform" for rule in rules.values())
+
+
+def test_dashboard_config_map_has_a_panel_for_every_metric(render):
+    objects = render(sets={"metrics.dashboard.enabled": "true"})
+    config_map = only(objects, "ConfigMap", f"{FULLNAME}-dashboard")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config_map["data"]["cronoq.json"])
+    assert dashboard == json.loads((CHART / "dashboards" / "cronoq.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    missing = [m for m in DESIGN_METRICS if not any(re.search(rf"\b{m}(_bucket)?\b", e) for e in exprs)]
+    assert not missing, f"no panel shows {missing}"
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    assert not find(render(), "ConfigMap")
+
+
+# ---- the default pool ------------------------------------------------------------------
+
+def test_default_pool_is_created_only_when_asked_in_the_release_namespace(render):
+    assert not find(render(), "TaskPool")
+    pool = only(render(sets={"defaultPool.create": "true", "defaultPool.concurrency": "7"}), "TaskPool")
+    assert pool["metadata"] == pool["metadata"] | {"name": "default", "namespace": NS}
+    assert pool["spec"]["concurrency"] == 7
+    assert pool["spec"]["retry"]["maxAttempts"] == 3 and pool["spec"]["leaseTTL"] == "30s"
+    assert "timeout" not in pool["spec"] and "template" not in pool["spec"]
+
+
+def test_default_pool_follows_watch_namespaces(render):
+    objects = render(sets={"defaultPool.create": "true"}, set_json={"watchNamespaces": ["a", "b"]})
+    assert sorted(p["metadata"]["namespace"] for p in find(objects, "TaskPool")) == ["a", "b"]
+
+
+def test_every_feature_at_once(render):
+    objects = render(values=[DATA / "all-features.yaml"])
+    kinds = {o["kind"] for o in objects}
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
+            "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "TaskPool"} <= kinds
+    for o in objects:
+        assert o["metadata"]["labels"]["app.kubernetes.io/instance"] == "cronoq", o["metadata"]["name"]
