@@ -188,3 +188,38 @@ def test_garbage_collector_deletes_the_pods_of_a_deleted_job(api, namespace):
     with pytest.raises(ApiException) as gone:
         batch.read_namespaced_job("keep", namespace)
     assert gone.value.status == 404
+
+
+def test_per_attempt_annotations_win_for_their_attempt(api, namespace):
+    """`kwok.cronoq.io/<name>-a<N>` applies to pods labelled cronoq.io/attempt=N only."""
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    plays = {"kwok.cronoq.io/outcome-a1": "Fail", "kwok.cronoq.io/exit-code-a1": "7", "kwok.cronoq.io/delay": "0s",
+             "kwok.cronoq.io/message": "fine", "kwok.cronoq.io/message-a1": "first try"}
+    for attempt in ("1", "2"):
+        body = job(f"try{attempt}", plays)
+        body.spec.template.metadata.labels = {"cronoq.io/attempt": attempt}
+        batch.create_namespaced_job(namespace, body)
+
+    assert wait_until(lambda: job_condition(batch, namespace, "try1"), timeout=60, what="try1 finished") == "Failed"
+    assert wait_until(lambda: job_condition(batch, namespace, "try2"), timeout=60, what="try2 finished") == "Complete"
+    first = main_state(job_pods(core, namespace, "try1")[0]).terminated
+    second = main_state(job_pods(core, namespace, "try2")[0]).terminated
+    assert (first.exit_code, first.message) == (7, "first try")
+    assert (second.exit_code, second.message) == (0, "fine")
+
+
+def test_on_delete_succeed_reports_an_exit_before_the_pod_goes(api, namespace):
+    batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
+    batch.create_namespaced_job(namespace, job("late", {"kwok.cronoq.io/outcome": "Run", "kwok.cronoq.io/on-delete": "Succeed"}))
+    pod = wait_until(lambda: [p for p in job_pods(core, namespace, "late") if p.status.phase == "Running"],
+                     timeout=60, what="the pod running")[0]
+    seen: list[str] = []
+    watch_pod = __import__("kubernetes").watch.Watch()
+    core.delete_namespaced_pod(pod.metadata.name, namespace)
+    for event in watch_pod.stream(core.list_namespaced_pod, namespace, field_selector=f"metadata.name={pod.metadata.name}",
+                                  resource_version=pod.metadata.resource_version, timeout_seconds=30):
+        seen.append(event["object"].status.phase)
+        if event["type"] == "DELETED":
+            break
+    assert "Succeeded" in seen, seen
+    assert seen[-1] == "Succeeded", "the exit is the last state before the pod goes"
