@@ -21,3 +21,22 @@ def crds(kubectl) -> tuple[str, ...]:
         wait_until(lambda: kubectl("get", plural, "--all-namespaces", check=False).returncode == 0,
                    timeout=30, what=f"{plural} served by the API server")
     return CRD_NAMES
+
+
+@pytest.fixture(scope="session")
+def operator(crds, kubeconfig, tmp_path_factory):
+    """The operator, running for the whole session, watching every test namespace (`t-*`)."""
+    from tests.support.operator import OperatorProcess
+
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    proc = OperatorProcess(kubeconfig, ("t-*",), log).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def cq(api, namespace, operator):
+    """Tasks and pools in this test's namespace, with the session operator acting on them."""
+    from tests.support.tasks import Cronoq
+
+    return Cronoq(api, namespace, operator)

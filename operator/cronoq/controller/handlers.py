@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.enabled = False           # kopf's log lines are not Events on our objects
-    settings.scanning.disabled = True          # the resources are known; no CRD/namespace scans
+    # The resources are known, so no CRD scans; namespaces are watched only to resolve globs.
+    settings.scanning.disabled = not RUNTIME.options.globs
     settings.batching.batch_window = 0.01      # coalesce bursts of one object's events, briefly
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330

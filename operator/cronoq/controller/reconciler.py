@@ -99,8 +99,7 @@ class Controller:
         if facts is None or not uid or not task:
             return
         if kind == "DELETED":
-            self.store.drop_job(uid, facts.name)
-            self.store.drop_pod(raw["metadata"]["namespace"], facts.name)
+            self.store.drop_job(uid, facts.name)  # its pod's last state stays: it may still report
         else:
             self.store.put_job(uid, facts)
         self.queue.add(("task", raw["metadata"]["namespace"], task))

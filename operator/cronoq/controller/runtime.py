@@ -3,6 +3,7 @@ store before anything is decided, /metrics, and the /healthz and /readyz probes.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
 import os
 from dataclasses import dataclass, field
@@ -23,10 +24,18 @@ log = logging.getLogger(__name__)
 @dataclass
 class Options:
     namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; globs such as `team-*` allowed; empty: all."""
     metrics_port: int | None = 9090
     probe_port: int | None = 8080
     epoch: int = 0
     workers: int = 8
+
+    @property
+    def globs(self) -> bool:
+        return any(set(ns) & set("*?[") for ns in self.namespaces)
+
+    def watches(self, namespace: str) -> bool:
+        return not self.namespaces or any(fnmatch.fnmatchcase(namespace, p) for p in self.namespaces)
 
 
 def api_client() -> client.ApiClient:
@@ -75,7 +84,8 @@ class Runtime:
         custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
         selector = naming.TASK_UID
         c = self.controller
-        for namespace in self.options.namespaces or (None,):
+        scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
+        for namespace in scopes:
             def items(result: Any) -> list[dict[str, Any]]:
                 return result["items"] if isinstance(result, dict) else [api.sanitize_for_serialization(i) for i in result.items]
 
@@ -92,6 +102,8 @@ class Runtime:
             for kind, listing, feed in (("TaskPool", pools, c.on_pool), ("Task", tasks, c.on_task),
                                         ("Job", jobs, c.on_job), ("Pod", pods, c.on_pod)):
                 for obj in items(listing):
+                    if not self.options.watches(obj["metadata"]["namespace"]):
+                        continue
                     obj.setdefault("kind", kind)
                     if kind in ("TaskPool", "Task"):
                         obj.setdefault("apiVersion", f"{GROUP}/{VERSION}")

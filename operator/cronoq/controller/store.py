@@ -52,8 +52,9 @@ class Store:
     """task uid → Job name → facts."""
     pods: dict[Key, PodFacts] = field(default_factory=dict)
     """(namespace, Job name) → its pod's facts."""
-    gone: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    """task uid → names of its Jobs seen deleted (a recorded attempt whose Job vanished ended)."""
+    gone: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    """task uid → Job name → Job uid, of its Jobs seen deleted (a recorded attempt whose Job
+    vanished has ended; a late report from its pod is still recognised as stale)."""
     running: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → tasks whose stored phase is Running."""
 
@@ -83,8 +84,8 @@ class Store:
         entry = self.tasks.pop((namespace, name), None)
         if entry is not None:
             self.running[(namespace, entry.pool)].discard((namespace, name))
-            self.jobs.pop(entry.uid, None)
-            self.gone.pop(entry.uid, None)
+            for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
+                self.pods.pop((namespace, job), None)
         return entry
 
     def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
@@ -96,25 +97,23 @@ class Store:
         self.jobs[task_uid][facts.name] = facts
 
     def drop_job(self, task_uid: str, name: str) -> None:
-        if self.jobs.get(task_uid, {}).pop(name, None) is not None:
-            self.gone[task_uid].add(name)
+        facts = self.jobs.get(task_uid, {}).pop(name, None)
+        if facts is not None:
+            self.gone[task_uid][name] = facts.uid
 
     def put_pod(self, namespace: str, facts: PodFacts) -> None:
         self.pods[(namespace, facts.job)] = facts
-
-    def drop_pod(self, namespace: str, job: str) -> None:
-        self.pods.pop((namespace, job), None)
 
     def attempt_jobs(self, entry: TaskEntry) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`)."""
         namespace = entry.raw["metadata"]["namespace"]
         seen = [combine(j, self.pods.get((namespace, j.name))) for j in self.jobs.get(entry.uid, {}).values()]
         present = {j.name for j in seen}
-        for name in self.gone.get(entry.uid, ()):
-            if name not in present:
-                number = _number_of(name)
-                if number is not None:
-                    seen.append(AttemptJob(number=number, name=name, gone=True))
+        for name, uid in self.gone.get(entry.uid, {}).items():
+            number = _number_of(name)
+            if name not in present and number is not None:
+                gone = AttemptJob(number=number, name=name, uid=uid, gone=True)
+                seen.append(combine(gone, self.pods.get((namespace, name))))
         return seen
 
 

@@ -1,0 +1,77 @@
+"""The operator under test, as a real process (`python -m cronoq operator`) against the test
+cluster: started, waited on until /readyz answers, killed and restarted by tests that need to."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.waiting import wait_until
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class OperatorProcess:
+    kubeconfig: str
+    namespaces: tuple[str, ...]
+    log_path: Path
+    extra_args: tuple[str, ...] = ()
+    metrics_port: int = field(default_factory=free_port)
+    probe_port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+
+    def start(self) -> OperatorProcess:
+        argv = [sys.executable, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
+                f"--probe-port={self.probe_port}", *self.extra_args]
+        for ns in self.namespaces:
+            argv.append(f"--namespace={ns}")
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_until(self.ready, timeout=60, what=f"the operator's /readyz (log: {self.log_path})")
+        return self
+
+    def ready(self) -> bool:
+        if self.process is None or self.process.poll() is not None:
+            raise AssertionError(f"the operator exited; see {self.log_path}:\n{self.tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.probe_port}/readyz", timeout=1) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+    def metrics(self) -> dict[tuple[str, tuple], float]:
+        """Samples by (name, sorted labels)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.metrics().get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
