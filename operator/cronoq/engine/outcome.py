@@ -18,6 +18,9 @@ from cronoq.engine.observed import AttemptJob, Termination
 MESSAGE_LIMIT = 4096
 """Bytes kept of any message or output; longer ones are cut, never rejected."""
 TRUNCATED = "…[truncated]"
+MAX_RETRY_AFTER = 24 * 3600.0
+"""Longest `retryAfterSeconds` honoured: the longest backoff a retry policy may set (24h). A
+larger hint (or `Infinity`) would overflow the next attempt's time and fail every reconcile."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ def from_termination(end: Termination, policy: RetryPolicy) -> Verdict:
         if output is not None and not isinstance(output, str):
             output = json.dumps(output, separators=(",", ":"))
         retry_after = report.get("retryAfterSeconds")
-        retry_after = float(retry_after) if isinstance(retry_after, (int, float)) and retry_after > 0 else None
+        retry_after = (float(min(retry_after, MAX_RETRY_AFTER)) if isinstance(retry_after, (int, float))
+                       and not isinstance(retry_after, bool) and retry_after > 0 else None)
         reason = {AttemptOutcome.SUCCESS: reasons.COMPLETED, AttemptOutcome.RETRYABLE: reasons.RETRYABLE,
                   AttemptOutcome.PERMANENT: reasons.PERMANENT}[outcome]
         return Verdict(outcome, reason, truncate(str(report.get("message") or "")), end.exit_code,
