@@ -48,10 +48,20 @@ def api(kubeconfig):
 @pytest.fixture
 def namespace(request, api) -> str:
     """A fresh namespace per test, with its default ServiceAccount ready; deleted afterwards."""
+    yield from _namespace(request, api, "t")
+
+
+@pytest.fixture
+def own_namespace(request, api) -> str:
+    """Like `namespace`, but outside the session operator's `t-*`: for tests running their own."""
+    yield from _namespace(request, api, "o")
+
+
+def _namespace(request, api, prefix: str):
     from kubernetes import client
 
     core = client.CoreV1Api(api)
-    name = namespace_name(request.node.name)
+    name = namespace_name(request.node.name, prefix)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"cronoq.io/test": "true"})))
     wait_until(lambda: core.read_namespaced_service_account("default", name), timeout=30,
                what=f"default ServiceAccount in {name}")

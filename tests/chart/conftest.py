@@ -101,3 +101,30 @@ def make_namespace(request, kubectl):
     yield make
     for name in made:
         kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def chart_crds_in_sync() -> bool:
+    source = {p.name: p.read_bytes() for p in (chart.REPO / "crds").glob("*.yaml")}
+    return source == {p.name: p.read_bytes() for p in (chart.CHART / "crds").glob("*.yaml")}
+
+
+@pytest.fixture
+def install(helm, cronoq_crds):
+    """install(release, namespace, *helm_args): `helm install`, uninstalled after the test
+    (helm removes the cluster-scoped objects, which namespace deletion would leave behind).
+
+    Helm 4 server-side applies the chart's CRDs even when they exist. While the chart's copy
+    lags behind crds/ (test_crds.py fails then, saying how to resync) that apply would conflict
+    with, or worse replace, the current CRDs that cronoq_crds installed; it is skipped then.
+    The operator pods get kwok's "keep running" annotation (data/kwok-running.yaml)."""
+    installed: list[tuple[str, str]] = []
+    skip_crds = [] if chart_crds_in_sync() else ["--skip-crds"]
+
+    def install(release: str, namespace: str, *args: str) -> subprocess.CompletedProcess:
+        installed.append((release, namespace))
+        return helm("install", release, str(chart.CHART), f"--namespace={namespace}", *skip_crds,
+                    f"--values={chart.DATA / 'kwok-running.yaml'}", *args)
+
+    yield install
+    for release, namespace in reversed(installed):
+        helm("uninstall", release, f"--namespace={namespace}", check=False)

@@ -39,10 +39,11 @@ class Kubectl:
         return result
 
 
-def namespace_name(test_name: str) -> str:
-    """A DNS-1123 namespace name unique per test: a readable prefix and a random suffix."""
+def namespace_name(test_name: str, prefix: str = "t") -> str:
+    """A DNS-1123 namespace name unique per test: a readable prefix and a random suffix.
+    `t-` namespaces are served by the session's operator; others by a test's own."""
     stem = "".join(c if c.isalnum() else "-" for c in test_name.lower()).strip("-")[:40].strip("-")
-    return f"t-{stem}-{uuid.uuid4().hex[:6]}"
+    return f"{prefix}-{stem}-{uuid.uuid4().hex[:6]}"
 
 
 def kubectl_binary(devcluster) -> str:

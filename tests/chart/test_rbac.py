@@ -1,0 +1,133 @@
+"""The installed RBAC, asked of the API server's authorizer: the operator's ServiceAccount can do
+what the operator does and nothing it does not (`kubectl auth can-i --as=...`), with
+cluster-wide RBAC and with watchNamespaces; task pods can renew Leases only where bound; and
+tests/chart/identity.py gives a real token for the ServiceAccount."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.chart.identity import as_service_account
+
+pytestmark = pytest.mark.cluster
+
+RELEASE = "cronoq"
+
+
+def can_i(kubectl, user: str, verb: str, resource: str, namespace: str | None = None,
+          subresource: str | None = None) -> bool:
+    args = ["auth", "can-i", verb, resource, f"--as={user}"]
+    args.append(f"--namespace={namespace}" if namespace else "--all-namespaces")
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    result = kubectl(*args, check=False)
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), f"kubectl {' '.join(args)}: {result.stdout}{result.stderr}"
+    return answer == "yes"
+
+
+def denied(kubectl, user, checks) -> list[str]:
+    """The (verb, resource, namespace, subresource) checks the user is refused."""
+    return [" ".join(str(p) for p in c if p) for c in checks if not can_i(kubectl, user, *c)]
+
+
+def allowed(kubectl, user, checks) -> list[str]:
+    return [" ".join(str(p) for p in c if p) for c in checks if can_i(kubectl, user, *c)]
+
+
+def operator_does(namespace: str | None):
+    """What the operator needs in a namespace it watches (None: in all of them at once)."""
+    return [
+        ("list", "tasks.cronoq.io", namespace), ("watch", "tasks.cronoq.io", namespace),
+        ("patch", "tasks.cronoq.io", namespace), ("patch", "tasks.cronoq.io", namespace, "status"),
+        ("update", "tasks.cronoq.io", namespace, "status"), ("update", "tasks.cronoq.io", namespace, "finalizers"),
+        ("watch", "taskpools.cronoq.io", namespace), ("patch", "taskpools.cronoq.io", namespace, "status"),
+        ("create", "jobs.batch", namespace), ("delete", "jobs.batch", namespace), ("watch", "jobs.batch", namespace),
+        ("watch", "pods", namespace), ("get", "pods", namespace),
+        ("create", "events", namespace), ("create", "events.events.k8s.io", namespace),
+        ("create", "leases.coordination.k8s.io", namespace), ("update", "leases.coordination.k8s.io", namespace),
+        ("delete", "leases.coordination.k8s.io", namespace),
+    ]
+
+
+def operator_never_does(namespace: str | None):
+    return [
+        ("get", "secrets", namespace), ("list", "secrets", namespace), ("watch", "secrets", namespace),
+        ("create", "pods", namespace, "exec"), ("get", "pods", namespace, "log"), ("create", "pods", namespace, "attach"),
+        ("create", "pods", namespace), ("delete", "pods", namespace), ("delete", "tasks.cronoq.io", namespace),
+        ("create", "tasks.cronoq.io", namespace), ("delete", "taskpools.cronoq.io", namespace),
+        ("update", "jobs.batch", namespace), ("create", "configmaps", namespace),
+        ("create", "serviceaccounts", namespace, "token"), ("impersonate", "serviceaccounts", namespace),
+        ("escalate", "roles.rbac.authorization.k8s.io", namespace), ("bind", "roles.rbac.authorization.k8s.io", namespace),
+        ("create", "rolebindings.rbac.authorization.k8s.io", namespace),
+        ("escalate", "clusterroles.rbac.authorization.k8s.io", None), ("bind", "clusterroles.rbac.authorization.k8s.io", None),
+        ("create", "clusterrolebindings.rbac.authorization.k8s.io", None),
+        ("update", "customresourcedefinitions.apiextensions.k8s.io", None),
+        ("list", "namespaces", None), ("create", "namespaces", None), ("list", "nodes", None),
+    ]
+
+
+def test_cluster_wide_operator_can_do_its_work_everywhere_and_nothing_more(kubectl, install, namespace, make_namespace):
+    other = make_namespace("tasks")
+    install(RELEASE, namespace)
+    user = f"system:serviceaccount:{namespace}:{RELEASE}"
+    assert denied(kubectl, user, [*operator_does(other), *operator_does(namespace), *operator_does(None),
+                                  ("list", "customresourcedefinitions.apiextensions.k8s.io", None)]) == []
+    assert allowed(kubectl, user, [*operator_never_does(other), *operator_never_does(namespace)]) == []
+
+
+def test_watch_namespaces_confine_the_operator_to_them(kubectl, install, namespace, make_namespace):
+    watched, unwatched = make_namespace("watched"), make_namespace("unwatched")
+    install(RELEASE, namespace, f"--set-json=watchNamespaces={json.dumps([watched])}")
+    user = f"system:serviceaccount:{namespace}:{RELEASE}"
+    assert denied(kubectl, user, [*operator_does(watched),
+                                  ("list", "customresourcedefinitions.apiextensions.k8s.io", None),
+                                  # Leader election in the release namespace, which is not watched.
+                                  ("create", "leases.coordination.k8s.io", namespace),
+                                  ("update", "leases.coordination.k8s.io", namespace)]) == []
+    assert allowed(kubectl, user, [
+        ("list", "tasks.cronoq.io", unwatched), ("patch", "tasks.cronoq.io", unwatched, "status"),
+        ("create", "jobs.batch", unwatched), ("watch", "pods", unwatched), ("create", "events", unwatched),
+        ("create", "leases.coordination.k8s.io", unwatched),
+        ("list", "tasks.cronoq.io", None), ("create", "jobs.batch", None), ("list", "leases.coordination.k8s.io", None),
+        # The release namespace is only for the leader Lease.
+        ("list", "tasks.cronoq.io", namespace), ("create", "jobs.batch", namespace), ("create", "events", namespace),
+        *operator_never_does(watched), *operator_never_does(namespace),
+    ]) == []
+
+
+def test_task_pods_renew_leases_only_in_namespaces_they_are_bound_in(kubectl, install, namespace, make_namespace):
+    tasks, elsewhere = make_namespace("tasks"), make_namespace("elsewhere")
+    install(RELEASE, namespace, f"--set-json=taskPods.leaseRole.namespaces={json.dumps([tasks])}",
+            "--set-json=taskPods.leaseRole.serviceAccounts=[\"default\",\"worker\"]")
+    for account in ("default", "worker"):
+        user = f"system:serviceaccount:{tasks}:{account}"
+        assert denied(kubectl, user, [("get", "leases.coordination.k8s.io", tasks),
+                                      ("update", "leases.coordination.k8s.io", tasks),
+                                      ("patch", "leases.coordination.k8s.io", tasks)]) == []
+        assert allowed(kubectl, user, [("create", "leases.coordination.k8s.io", tasks),
+                                       ("delete", "leases.coordination.k8s.io", tasks),
+                                       ("list", "leases.coordination.k8s.io", tasks),
+                                       ("update", "leases.coordination.k8s.io", elsewhere),
+                                       ("update", "leases.coordination.k8s.io", namespace),
+                                       ("update", "leases.coordination.k8s.io", "kube-node-lease"),
+                                       ("get", "secrets", tasks), ("patch", "tasks.cronoq.io", tasks, "status")]) == []
+    unbound = f"system:serviceaccount:{elsewhere}:default"
+    assert allowed(kubectl, unbound, [("update", "leases.coordination.k8s.io", elsewhere)]) == []
+
+
+def test_identity_kubeconfig_acts_as_the_service_account_with_a_real_token(kubectl, install, namespace, make_namespace, tmp_path):
+    other = make_namespace("tasks")
+    install(RELEASE, namespace)
+    operator = as_service_account(kubectl, namespace, RELEASE, tmp_path / "operator.kubeconfig")
+    review = json.loads(operator("auth", "whoami", "-o", "json").stdout)
+    assert review["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:{RELEASE}"
+    assert f"system:serviceaccounts:{namespace}" in review["status"]["userInfo"]["groups"]
+    # Real requests, not can-i: allowed ones succeed, the rest are Forbidden.
+    assert operator("get", "tasks.cronoq.io", "--all-namespaces").returncode == 0
+    operator("create", "job", "probe", "--image=example.invalid/x:1", "--dry-run=server", namespace=other)
+    operator("create", "--dry-run=server", "-f", "-", namespace=other, input=json.dumps(
+        {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}, "spec": {}}))
+    forbidden = operator("get", "secrets", namespace=namespace, check=False)
+    assert forbidden.returncode != 0 and "Forbidden" in forbidden.stderr, forbidden.stderr
