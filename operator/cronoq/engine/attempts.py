@@ -272,6 +272,8 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
     """Jobs that are not the open attempt's: stop the ones still running, and ignore (and report
     once) what finished Jobs of ended, aborted or never-recorded attempts say."""
     by_number = {r.number: r for r in records}
+    # Records older than the history bound are dropped from the status; their Jobs remain.
+    oldest_kept = records[0].number if records else n + 1
     deletes, events, stale = [], [], []
     for job in jobs:
         ours = job.name == job_name(name, job.number)
@@ -285,7 +287,8 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
                 events.append(Event(reasons.FOREIGN_JOB, f"Job {job.name} claims attempt {job.number}, which the "
                                     f"status does not name; it is not adopted and is deleted", warning=True))
         reported = job.termination is not None or job.finished is not None
-        closing = record is not None and record.reason not in OPERATOR_ENDED
+        pruned = ours and record is None and job.number < oldest_kept
+        closing = (record is not None and record.reason not in OPERATOR_ENDED) or pruned
         if reported and not closing and job.uid:
             stale.append(job.uid)
             events.append(Event(reasons.STALE_COMPLETION, f"ignored a late report from Job {job.name} "
