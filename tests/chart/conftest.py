@@ -85,22 +85,35 @@ def monitoring_crds(kubectl) -> tuple[str, ...]:
     return MONITORING_CRDS
 
 
+# Chart tests use `c-` namespaces: `t-` ones are served by the integration tests' session
+# operator, which must not act on the pools and pods these tests install.
+PREFIX = "c"
+
+
 @pytest.fixture
 def make_namespace(request, kubectl):
-    """Creates more namespaces for a test (e.g. to watch); deletes them afterwards."""
+    """make_namespace(suffix) creates a namespace for the test, with its default ServiceAccount
+    ready; all are deleted afterwards."""
     made: list[str] = []
 
-    def make(suffix: str, labels: dict[str, str] | None = None) -> str:
-        name = namespace_name(f"{request.node.name}-{suffix}")
+    def make(suffix: str) -> str:
+        name = namespace_name(f"{request.node.name}-{suffix}", PREFIX)
         kubectl("create", "namespace", name)
-        kubectl("label", "namespace", name, "cronoq.io/test=true",
-                *(f"{key}={value}" for key, value in (labels or {}).items()))
         made.append(name)
+        kubectl("label", "namespace", name, "cronoq.io/test=true")
+        wait_until(lambda: kubectl("get", "serviceaccount", "default", namespace=name, check=False).returncode == 0,
+                   timeout=30, what=f"default ServiceAccount in {name}")
         return name
 
     yield make
     for name in made:
         kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def namespace(make_namespace) -> str:
+    """The release namespace of a chart test (replaces the suite-wide fixture: see PREFIX)."""
+    return make_namespace("rel")
 
 
 def chart_crds_in_sync() -> bool:
@@ -109,7 +122,7 @@ def chart_crds_in_sync() -> bool:
 
 
 @pytest.fixture
-def install(helm, cronoq_crds):
+def install(helm, cronoq_crds, make_namespace):
     """install(release, namespace, *helm_args): `helm install`, uninstalled after the test
     (helm removes the cluster-scoped objects, which namespace deletion would leave behind).
 
