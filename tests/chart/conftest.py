@@ -2,8 +2,11 @@
 Prometheus Operator's CRDs installed once per session, and extra namespaces per test."""
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 import pytest
 
 from tests.chart import chart
@@ -141,3 +144,20 @@ def install(helm, cronoq_crds, make_namespace):
     yield install
     for release, namespace in reversed(installed):
         helm("uninstall", release, f"--namespace={namespace}", check=False)
+
+
+@pytest.fixture(scope="session")
+def promqlcheck() -> str:
+    """tests/chart/promql built with Prometheus's own PromQL parser, cached like the cluster's
+    binaries in $CRONOQ_CACHE (~/.cache/cronoq) under a hash of its module files."""
+    source = chart.REPO / "tests" / "chart" / "promql"
+    digest = hashlib.sha256(b"".join((source / f).read_bytes() for f in ("go.mod", "go.sum", "main.go"))).hexdigest()[:12]
+    cache = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq")) / f"promqlcheck-{digest}"
+    binary = cache / "promqlcheck"
+    if not binary.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        built = subprocess.run(["go", "build", "-mod=readonly", "-o", str(binary.with_suffix(".tmp")), "."],
+                               cwd=source, capture_output=True, text=True, timeout=900)
+        assert built.returncode == 0, f"building tests/chart/promql failed:\n{built.stderr}"
+        binary.with_suffix(".tmp").rename(binary)
+    return str(binary)
