@@ -1,0 +1,87 @@
+"""Admission (DESIGN §5): within a pool, the highest priority first, then the oldest
+submittedAt, then the name; never more than concurrency − running at once."""
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from cronoq.engine.admission import Candidate, admit
+
+from tests.unit.builders import at
+
+
+def names(admitted: list[Candidate]) -> list[str]:
+    return [c.name for c in admitted]
+
+
+def test_highest_priority_first() -> None:
+    queue = [Candidate.of("ns", "low", 0, at(0)), Candidate.of("ns", "high", 10, at(50)),
+             Candidate.of("ns", "negative", -5, at(-100))]
+    assert names(admit(queue, concurrency=3, running=0)) == ["high", "low", "negative"]
+
+
+def test_oldest_submission_first_within_a_priority() -> None:
+    queue = [Candidate.of("ns", "b", 1, at(20)), Candidate.of("ns", "a", 1, at(30)), Candidate.of("ns", "c", 1, at(10))]
+    assert names(admit(queue, concurrency=10, running=0)) == ["c", "b", "a"]
+
+
+def test_name_breaks_ties() -> None:
+    queue = [Candidate.of("ns", "zeta", 0, at(0)), Candidate.of("ns", "alpha", 0, at(0))]
+    assert names(admit(queue, concurrency=1, running=0)) == ["alpha"]
+
+
+def test_sub_second_submission_times_are_ordered() -> None:
+    queue = [Candidate.of("ns", "later", 0, at(0.002)), Candidate.of("ns", "sooner", 0, at(0.001))]
+    assert names(admit(queue, concurrency=1, running=0)) == ["sooner"]
+
+
+def test_only_the_free_slots_are_filled() -> None:
+    queue = [Candidate.of("ns", f"t{i}", 0, at(i)) for i in range(10)]
+    assert names(admit(queue, concurrency=5, running=2)) == ["t0", "t1", "t2"]
+
+
+def test_a_full_pool_admits_nothing() -> None:
+    queue = [Candidate.of("ns", "t", 100, at(0))]
+    assert admit(queue, concurrency=3, running=3) == []
+    assert admit(queue, concurrency=3, running=7) == []  # concurrency was lowered under running attempts
+
+
+def test_concurrency_zero_pauses_the_pool() -> None:
+    assert admit([Candidate.of("ns", "t", 0, at(0))], concurrency=0, running=0) == []
+
+
+def test_an_empty_queue_admits_nothing() -> None:
+    assert admit([], concurrency=5, running=0) == []
+
+
+def test_admit_accepts_any_iterable_once() -> None:
+    queue = (Candidate.of("ns", f"t{i}", i, at(0)) for i in range(3))
+    assert names(admit(queue, concurrency=2, running=0)) == ["t2", "t1"]
+
+
+tasks = st.lists(
+    st.tuples(st.sampled_from(["a", "b"]), st.from_regex(r"[a-z]{1,6}", fullmatch=True),
+              st.integers(-1_000_000, 1_000_000), st.floats(-1e6, 1e6).map(at)),
+    max_size=30, unique_by=lambda t: (t[0], t[1]))
+
+
+@given(queue=tasks, concurrency=st.integers(0, 40), running=st.integers(0, 50))
+def test_admission_properties(queue, concurrency: int, running: int) -> None:
+    facts = {(ns, name): (priority, submitted) for ns, name, priority, submitted in queue}
+    admitted = admit([Candidate.of(*t) for t in queue], concurrency=concurrency, running=running)
+    chosen = [(c.namespace, c.name) for c in admitted]
+    assert len(chosen) == min(max(concurrency - running, 0), len(queue))
+    assert len(set(chosen)) == len(chosen) and all(k in facts for k in chosen)
+    # Nobody left waiting outranks anybody admitted: higher priority, or as high and older.
+    for waiting in facts.keys() - set(chosen):
+        pw, sw = facts[waiting]
+        for key in chosen:
+            pc, sc = facts[key]
+            assert pc > pw or (pc == pw and sc <= sw), (key, waiting)
+    # Admitted in the order they should start.
+    assert chosen == sorted(chosen, key=lambda k: (-facts[k][0], facts[k][1], k))
+
+
+@given(queue=tasks)
+def test_admission_does_not_depend_on_the_order_tasks_were_seen(queue) -> None:
+    first = admit([Candidate.of(*t) for t in queue], concurrency=5, running=1)
+    assert first == admit([Candidate.of(*t) for t in reversed(queue)], concurrency=5, running=1)
