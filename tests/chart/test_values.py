@@ -3,11 +3,11 @@ and unknown keys refused with a message naming the key, and `helm lint --strict`
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import yaml
 
+from tests.chart import values_doc
 from tests.chart.chart import CHART, REPO, run_helm
 
 VALUES = CHART / "values.yaml"
@@ -27,30 +27,15 @@ def test_helm_lint_is_clean_with_every_feature_on(helm_binary):
     assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
 
 
-def leaf_lines(text: str):
-    """(line number, key) of each line setting a value: `key: scalar`, `key: []`, `key: {}`, or
-    `key:` followed by a list."""
-    lines = text.splitlines()
-    for number, line in enumerate(lines):
-        match = re.match(r"^(\s*)([A-Za-z_][\w.-]*):(.*)$", line)
-        if not match:
-            continue
-        indent, key, rest = match.groups()
-        rest = rest.split(" #")[0].strip()
-        following = next((l for l in lines[number + 1:] if l.strip() and not l.strip().startswith("#")), "")
-        is_list = not rest and following.strip().startswith("- ")
-        if rest or is_list:
-            yield number, key
-
-
 def test_every_value_has_a_comment_above_it():
-    lines = VALUES.read_text().splitlines()
-    uncommented = []
-    for number, key in leaf_lines(VALUES.read_text()):
-        above = lines[number - 1].strip() if number else ""
-        if not above.startswith("#"):
-            uncommented.append(f"line {number + 1}: {key}")
+    uncommented = [f"line {row.line}: {row.key}" for row in values_doc.rows() if not row.commented]
     assert not uncommented, f"values without a comment: {uncommented}"
+
+
+def test_the_comment_check_finds_an_uncommented_value():
+    text = "# Replicas.\nreplicaCount: 2\nimage:\n  repository: x\n  # Tag.\n  tag: ''\n"
+    assert [(r.key, r.commented) for r in values_doc.rows(text)] == [
+        ("replicaCount", True), ("image.repository", False), ("image.tag", True)]
 
 
 def walk(schema: dict, path: str = ""):
