@@ -22,12 +22,14 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str) -
                                    pool=task.spec.pool)
     template = task.spec.template
     pod_spec: dict[str, Any] = copy.deepcopy(template.spec) if template is not None else {}
-    layers = [s for s in (pool.template if pool else None, task.spec) if s is not None]
 
     pod_labels: dict[str, str] = {}
     pod_annotations: dict[str, str] = {}
-    for metadata in ([template.metadata] if template is not None and template.metadata else []) + \
-                    [s.pod_metadata for s in layers if s.pod_metadata]:
+    # Lowest layer first, as for the other fields: pool template < task template < task's podMetadata.
+    pool_meta = pool.template.pod_metadata if pool and pool.template else None
+    for metadata in (pool_meta, template.metadata if template is not None else None, task.spec.pod_metadata):
+        if metadata is None:
+            continue
         pod_labels.update(metadata.labels)
         pod_annotations.update(metadata.annotations)
     pod_labels.update(labels)
