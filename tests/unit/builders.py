@@ -45,6 +45,12 @@ class TaskBuilder:
         self._obj["spec"].update(copy.deepcopy(fields))
         return self
 
+    def unset(self, *fields: str) -> TaskBuilder:
+        """Remove spec fields (e.g. the default `image`, to let a template or pool supply it)."""
+        for name in fields:
+            self._obj["spec"].pop(name, None)
+        return self
+
     def retry(self, **fields: Any) -> TaskBuilder:
         self._obj["spec"].setdefault("retry", {}).update(fields)
         return self
