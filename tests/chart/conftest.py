@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +156,7 @@ def promqlcheck() -> str:
     cache = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq")) / f"promqlcheck-{digest}"
     binary = cache / "promqlcheck"
     if not binary.exists():
+        assert shutil.which("go"), "tests/chart/test_promql.py needs Go on PATH (as the test cluster's build does)"
         cache.mkdir(parents=True, exist_ok=True)
         built = subprocess.run(["go", "build", "-mod=readonly", "-o", str(binary.with_suffix(".tmp")), "."],
                                cwd=source, capture_output=True, text=True, timeout=900)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.chart import values_doc
-from tests.chart.chart import CHART, REPO, run_helm
+from tests.chart.chart import CHART, DATA, REPO, run_helm
 
 VALUES = CHART / "values.yaml"
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
@@ -23,7 +23,7 @@ def test_helm_lint_is_clean(helm_binary, strict):
 
 def test_helm_lint_is_clean_with_every_feature_on(helm_binary):
     result = run_helm(helm_binary, "lint", "--strict", str(CHART),
-                      f"--values={CHART.parent.parent / 'tests/chart/data/all-features.yaml'}")
+                      f"--values={DATA / 'all-features.yaml'}")
     assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
 
 
