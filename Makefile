@@ -9,16 +9,29 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo test unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up test unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
-## demo: start the local cluster and show how to use it
-demo: $(BIN)/.installed cluster-up
+## demo: start the local cluster, install the CRDs, run the operator and apply examples/
+demo: $(BIN)/.installed cluster-up install-crds operator-up
+	kubectl apply -R -f examples/
+	@$(BIN)/python hack/await_tasks.py --timeout 120
 	@echo
-	@echo "The test cluster is up. Use it with:"
+	@echo "The operator runs in the background (log: .cluster/logs/operator.log; metrics: http://127.0.0.1:39090/metrics)."
+	@echo "Use the cluster with:"
 	@echo "  export KUBECONFIG=$(KUBECONFIG) PATH=$(CURDIR)/.cluster/bin:\$$PATH"
-	@echo "  kubectl get nodes"
-	@echo "The operator does not exist yet; once it does, this target will install the CRDs,"
-	@echo "run it and apply examples/."
+	@echo "  kubectl get tasks,taskpools"
+	@echo "Stop everything with: make cluster-down"
+
+## operator-up: run the operator in the background against the local cluster
+operator-up: $(BIN)/.installed
+	@mkdir -p .cluster/run .cluster/logs
+	@if [ -f .cluster/run/operator.pid ] && kill -0 $$(cat .cluster/run/operator.pid) 2>/dev/null; then \
+		echo "operator already running (pid $$(cat .cluster/run/operator.pid))"; \
+	else \
+		nohup $(BIN)/cronoq operator --metrics-port 39090 --probe-port 38080 >> .cluster/logs/operator.log 2>&1 & \
+		echo $$! > .cluster/run/operator.pid; \
+		echo "operator started (pid $$!)"; \
+	fi
 
 ## test: install what the tests need, then run every test (the cluster starts and stops itself)
 test: $(BIN)/.installed

@@ -424,8 +424,9 @@ def kubectl(bins: dict[str, Path], *args: str) -> int:
 
 
 def down(quiet: bool = False) -> None:
-    """Stop what `up` started (newest first), then wipe the cluster state but keep the binaries."""
-    for name in reversed(PROCESSES):
+    """Stop what `up` started (newest first; and an operator `make operator-up` started), then
+    wipe the cluster state but keep the binaries."""
+    for name in ("operator", *reversed(PROCESSES)):
         pid = running(name)
         if pid:
             os.killpg(pid, signal.SIGTERM) if _is_group_leader(pid) else os.kill(pid, signal.SIGTERM)

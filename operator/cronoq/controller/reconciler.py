@@ -18,11 +18,13 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Hashable
 
 from cronoq import metrics
-from cronoq.api import TaskPhase, TaskPoolStatus, PhaseCounts
+from cronoq.api import PhaseCounts, TaskPhase, TaskPoolSpec, TaskPoolStatus
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import reasons
+from cronoq.engine import dependencies, keys
 from cronoq.engine.admission import Candidate, admit
+from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition
 from cronoq.engine.jobs import build_job
 from cronoq.engine.outcome import truncate
@@ -39,6 +41,29 @@ POOL_STATUS_SECONDS = 5.0
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def holder(entry: TaskEntry) -> keys.Holder:
+    task, status = entry.task, entry.task.status if entry.task else None
+    return keys.Holder(
+        name=entry.raw["metadata"]["name"], created_at=task.metadata.creation_timestamp or entry.first_seen,
+        phase=status.phase if status else None, attempt=status.attempt if status else 0,
+        finished_at=status.finished_at if status else None, output=status.output if status else None,
+        output_available=status.output_available if status else False,
+        duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
+
+
+class _Graph:
+    """The namespace's dependency graph, read from the store as the cycle search walks it."""
+
+    def __init__(self, store: Store, namespace: str) -> None:
+        self.store, self.namespace = store, namespace
+
+    def get(self, name: str, default=()):
+        entry = self.store.tasks.get((self.namespace, name))
+        if entry is None or entry.task is None:
+            return default
+        return [d.task for d in entry.task.spec.depends_on]
 
 
 class Controller:
@@ -66,14 +91,19 @@ class Controller:
     def on_task(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
         key = (meta["namespace"], meta["name"])
+        related = self.store.related(*key)
         if kind == "DELETED":
             entry = self.store.drop_task(*key)
             self._forget(key)
             if entry is not None:
                 self.queue.add(("pool", key[0], entry.pool))
-            return
-        if self.store.put_task(raw, self.clock()) is not None:
+        elif self.store.put_task(raw, self.clock()) is not None:
             self.queue.add(("task", *key))
+            related |= self.store.related(*key)
+        else:
+            return
+        for name in related:  # their dependencies or their key's original changed
+            self.queue.add(("task", key[0], name))
 
     def on_pool(self, kind: str | None, raw: dict[str, Any]) -> None:
         from cronoq.api import TaskPool
@@ -164,11 +194,13 @@ class Controller:
         pool = self.store.pools.get(pool_key)
         now = self.clock()
         attempt_n = task.status.attempt if task.status else 0
+        settings = Effective.of(task, pool.spec if pool else None)
         seen = Observation(
             jobs=self.store.attempt_jobs(entry), now=now, epoch=self.epoch, admit=key in self.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
-            job_rejected=self.rejected.get((entry.uid, attempt_n)))
-        plan = reconcile(task, Effective.of(task, pool.spec if pool else None), seen, self.rng)
+            job_rejected=self.rejected.get((entry.uid, attempt_n)),
+            gate=self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
+        plan = reconcile(task, settings, seen, self.rng)
 
         if plan.status is not None:
             try:
@@ -186,6 +218,8 @@ class Controller:
                 self.grants.pop(key, None)
                 return
             entry = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
+            for other in self.store.related(namespace, name):  # the watch event will be a no-op
+                self.queue.add(("task", namespace, other))
         await self._apply(entry, plan, pool_key, now)
 
     async def _apply(self, entry: TaskEntry, plan: Plan, pool_key: Key, now: datetime) -> None:
@@ -243,6 +277,27 @@ class Controller:
             self.queue.add(("pool", *pool_key))  # a slot was used or freed: someone else's turn
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+
+    def _gate(self, entry: TaskEntry, pool: TaskPoolSpec | None, now: datetime) -> Gate:
+        """What the task's key, then its dependencies, say about its first attempt."""
+        task = entry.task
+        namespace = entry.raw["metadata"]["namespace"]
+        if task.spec.key:
+            others = [holder(self.store.tasks[(namespace, n)]) for n in
+                      self.store.keyed.get((namespace, entry.pool, task.spec.key), ())
+                      if n != task.metadata.name and (namespace, n) in self.store.tasks]
+            retention = (pool or TaskPoolSpec()).key_retention
+            verdict = keys.gate(holder(entry), others, retention, now)
+            if verdict.verdict != "run":
+                return verdict
+        if task.spec.depends_on:
+            def phase_of(name: str):
+                dep = self.store.tasks.get((namespace, name))
+                return dependencies.MISSING if dep is None else dep.phase
+
+            phases = {d.task: phase_of(d.task) for d in task.spec.depends_on}
+            return dependencies.gate(task.metadata.name, task.spec.depends_on, phases, _Graph(self.store, namespace))
+        return RUN
 
     async def _refuse(self, entry: TaskEntry) -> None:
         """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""

@@ -57,6 +57,10 @@ class Store:
     vanished has ended; a late report from its pod is still recognised as stale)."""
     running: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → tasks whose stored phase is Running."""
+    keyed: dict[tuple[str, str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, pool, key) → names of the tasks holding that idempotency key."""
+    dependents: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, task) → names of the tasks whose dependsOn names it."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -74,16 +78,41 @@ class Store:
         first_seen = old.first_seen if old is not None and old.uid == meta["uid"] else now
         entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
         if old is not None:
-            self.running[(key[0], old.pool)].discard(key)
+            self._unindex(key, old)
         self.tasks[key] = entry
+        self._index(key, entry)
+        return entry
+
+    def _index(self, key: Key, entry: TaskEntry) -> None:
         if entry.phase is TaskPhase.RUNNING:
             self.running[(key[0], entry.pool)].add(key)
-        return entry
+        if entry.task is not None:
+            if entry.task.spec.key:
+                self.keyed[(key[0], entry.pool, entry.task.spec.key)].add(key[1])
+            for dep in entry.task.spec.depends_on:
+                self.dependents[(key[0], dep.task)].add(key[1])
+
+    def _unindex(self, key: Key, entry: TaskEntry) -> None:
+        self.running[(key[0], entry.pool)].discard(key)
+        if entry.task is not None:
+            if entry.task.spec.key:
+                self.keyed[(key[0], entry.pool, entry.task.spec.key)].discard(key[1])
+            for dep in entry.task.spec.depends_on:
+                self.dependents[(key[0], dep.task)].discard(key[1])
+
+    def related(self, namespace: str, name: str) -> set[str]:
+        """Tasks whose gate may change when this one does: its dependents and its key's holders."""
+        names = set(self.dependents.get((namespace, name), ()))
+        entry = self.tasks.get((namespace, name))
+        if entry is not None and entry.task is not None and entry.task.spec.key:
+            names |= self.keyed.get((namespace, entry.pool, entry.task.spec.key), set())
+        names.discard(name)
+        return names
 
     def drop_task(self, namespace: str, name: str) -> TaskEntry | None:
         entry = self.tasks.pop((namespace, name), None)
         if entry is not None:
-            self.running[(namespace, entry.pool)].discard((namespace, name))
+            self._unindex((namespace, name), entry)
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
         return entry

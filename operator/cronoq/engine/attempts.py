@@ -22,6 +22,7 @@ from cronoq.api import (
 )
 from cronoq.engine import reasons
 from cronoq.engine.backoff import retry_delay
+from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.naming import job_name, lease_id
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.outcome import Verdict, classify, truncate
@@ -102,6 +103,8 @@ class Observation:
     """When the operator first saw the task (its submission time, to sub-second precision)."""
     job_rejected: str | None = None
     """The API server refused to create the current attempt's Job, with this message."""
+    gate: Gate = RUN
+    """What its key and dependencies say, for a task that has not started yet."""
 
 
 def is_ready(task: Task, now: datetime) -> bool:
@@ -149,6 +152,9 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         new = _finish(status, records, TaskPhase.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel", task, seen)
         return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended)
 
+    if phase in (None, TaskPhase.BLOCKED) and n == 0 and seen.gate.verdict != "run":
+        return _gated(base, status, records, task, seen)
+
     ended_now: tuple[Attempt, ...] = ()
     requeue: float | None = None
 
@@ -189,7 +195,7 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         requeue = max(delay.total_seconds(), 0.0)
 
     changed = bool(ended_now)
-    ready = phase in (None, TaskPhase.QUEUED) or (
+    ready = phase in (None, TaskPhase.QUEUED, TaskPhase.BLOCKED) or (
         phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
 
     if ready and seen.pool_found and seen.admit:
@@ -226,6 +232,20 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     if phase is TaskPhase.RETRYING and status.next_attempt_at is not None:
         requeue = max((status.next_attempt_at - now).total_seconds(), 0.0)
     return replace(base, wants_slot=ready and seen.pool_found, requeue_after=requeue)
+
+
+def _gated(base: Plan, status: TaskStatus, records: list[Attempt], task: Task, seen: Observation) -> Plan:
+    """A task its key or dependencies hold back (Blocked) or end without running."""
+    gate = seen.gate
+    if gate.verdict == "end":
+        new = _finish(status, records, gate.phase, gate.reason, gate.message, task, seen, output=gate.output)
+        return replace(base, status=new.model_copy(update={"duplicate_of": gate.duplicate_of}))
+    if (status.phase is TaskPhase.BLOCKED and _reason(status) == gate.reason
+            and status.message == truncate(gate.message) and status.duplicate_of == gate.duplicate_of):
+        return base
+    new = status.model_copy(update={"phase": TaskPhase.BLOCKED, "duplicate_of": gate.duplicate_of,
+                                    "submitted_at": status.submitted_at or seen.first_seen or seen.now})
+    return replace(base, status=_stamp(_say(new, gate.reason, gate.message, task, seen.now), task, seen))
 
 
 # --------------------------------------------------------------------------- attempt judgement

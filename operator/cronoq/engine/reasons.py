@@ -36,3 +36,10 @@ ATTEMPT_STARTED = "AttemptStarted"
 ATTEMPT_ENDED = "AttemptEnded"
 STALE_COMPLETION = "StaleCompletion"
 FOREIGN_JOB = "ForeignJob"       # a Job for an attempt the status does not name: not adopted
+
+# Why a task has not started, or ended without running.
+WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
+DEPENDENCY_UNMET = "DependencyUnmet"
+DEPENDENCY_CYCLE = "DependencyCycle"
+WAITING_FOR_ORIGINAL = "WaitingForOriginal"
+DUPLICATE = "Duplicate"
