@@ -198,6 +198,14 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     ready = phase in (None, TaskPhase.QUEUED, TaskPhase.BLOCKED) or (
         phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
 
+    if ready and n > 0 and n >= settings.retry.max_attempts:
+        # The pool's maxAttempts was lowered under a task waiting for its next attempt.
+        last = records[-1] if records else None
+        detail = f"; last ({last.reason}): {last.message}" if last is not None and last.reason else ""
+        new = _finish(status, records, TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
+                      f"all {n} attempts used (maxAttempts is {settings.retry.max_attempts}){detail}", task, seen)
+        return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
+
     if ready and seen.pool_found and seen.admit:
         number = n + 1
         attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), job=job_name(name, number),
