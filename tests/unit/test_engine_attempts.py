@@ -246,6 +246,32 @@ def test_max_attempts_one_disables_retries() -> None:
     assert plan.status.phase is TaskPhase.DEAD_LETTERED and plan.create_job is None
 
 
+def test_a_pool_lowering_max_attempts_under_a_retrying_task_dead_letters_it() -> None:
+    """Pool specs may change at any time and apply to attempts started afterwards: a task that
+    has used up the new maxAttempts gets no further attempt."""
+    task = started(make_task().no_jitter().obj())
+    retrying = step(task, run(task, observe(attempt_job("t", 1).exited(1, "boom"), now=at(1))))
+    assert retrying.status.phase is TaskPhase.RETRYING and retrying.status.attempt == 1
+    lowered = settings(retrying, {"retry": {"maxAttempts": 1}})
+    plan = run(retrying, observe(attempt_job("t", 1).exited(1, "boom"), now=at(100), admit=True), lowered)
+    assert plan.create_job is None and plan.started is None
+    assert plan.status.phase is TaskPhase.DEAD_LETTERED and plan.status.attempt == 1
+    assert "boom" in plan.status.message
+    assert condition(plan.status, "Finished").reason == reasons.ATTEMPTS_EXHAUSTED
+    # Also when it already went back to the queue to wait for a slot.
+    queued = step(retrying, run(retrying, observe(now=at(100))))
+    assert queued.status.phase is TaskPhase.QUEUED
+    plan = run(queued, observe(now=at(101), admit=True), lowered)
+    assert plan.create_job is None and plan.status.phase is TaskPhase.DEAD_LETTERED
+
+
+def test_the_tasks_retry_fields_override_the_pools_one_by_one() -> None:
+    task = make_task().retry(jitter="none").obj()
+    effective = settings(task, {"retry": {"maxAttempts": 5, "initialBackoff": "3s", "jitter": "full"}})
+    assert (effective.retry.max_attempts, effective.retry.initial_backoff, effective.retry.jitter) == (
+        5, timedelta(seconds=3), "none")
+
+
 def test_permanent_exit_code_fails_the_task() -> None:
     task = started(make_task().retry(permanentExitCodes=[42]).obj())
     plan = run(task, observe(attempt_job("t", 1).exited(42, "bad input"), now=at(1), admit=True))
