@@ -28,7 +28,7 @@ operator-up: $(BIN)/.installed
 	@if [ -f .cluster/run/operator.pid ] && kill -0 $$(cat .cluster/run/operator.pid) 2>/dev/null; then \
 		echo "operator already running (pid $$(cat .cluster/run/operator.pid))"; \
 	else \
-		nohup $(BIN)/cronoq operator --namespace default --metrics-port 39090 --probe-port 38080 >> .cluster/logs/operator.log 2>&1 & \
+		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 39090 --probe-port 38080 >> .cluster/logs/operator.log 2>&1 & \
 		echo $$! > .cluster/run/operator.pid; \
 		echo "operator started (pid $$!)"; \
 	fi

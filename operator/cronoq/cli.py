@@ -21,6 +21,11 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--metrics-port", type=int, default=9090, help="serve Prometheus /metrics here (0: off)")
     op.add_argument("--probe-port", type=int, default=8080, help="serve /healthz and /readyz here (0: off)")
     op.add_argument("--workers", type=int, default=8, help="tasks reconciled concurrently")
+    op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
+                    help="compete for a Lease so that only one replica acts (default: on)")
+    op.add_argument("--lease-namespace", default=None,
+                    help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)")
+    op.add_argument("--lease-name", default="cronoq-leader", help="name of the leader Lease")
     op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
                     choices=["debug", "info", "warning", "error"])
 
@@ -39,7 +44,9 @@ def run_operator(args: argparse.Namespace) -> int:
     for noisy in ("kopf.objects", "kopf._core.reactor.observation", "kopf.activities.probe"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
-                              probe_port=args.probe_port or None, workers=args.workers)
+                              probe_port=args.probe_port or None, workers=args.workers,
+                              leader_election=args.leader_election, lease_namespace=args.lease_namespace,
+                              lease_name=args.lease_name)
     import cronoq.controller.handlers  # noqa: F401  (registers the handlers with kopf)
 
     asyncio.run(kopf.operator(standalone=True, clusterwide=not args.namespaces, namespaces=args.namespaces))

@@ -28,6 +28,9 @@ class OperatorProcess:
     namespaces: tuple[str, ...]
     log_path: Path
     extra_args: tuple[str, ...] = ()
+    lease: tuple[str, str] | None = None
+    """(namespace, name) of the leader Lease; default: a Lease of its own, in its first namespace."""
+    pod_name: str = "cronoq-test"
     metrics_port: int = field(default_factory=free_port)
     probe_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
@@ -37,11 +40,20 @@ class OperatorProcess:
                 f"--probe-port={self.probe_port}", *self.extra_args]
         for ns in self.namespaces:
             argv.append(f"--namespace={ns}")
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig}
+        lease_ns, lease_name = self.lease or ("default" if "*" in self.namespaces[0] else self.namespaces[0],
+                                              "cronoq-tests-" + self.namespaces[0].replace("*", "x"))
+        argv += [f"--lease-namespace={lease_ns}", f"--lease-name={lease_name}"]
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name}
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_until(self.ready, timeout=60, what=f"the operator's /readyz (log: {self.log_path})")
         return self
+
+    def leading(self) -> bool:
+        return self.metric("cronoq_leader") == 1.0
+
+    def wait_leading(self, timeout: float = 60) -> None:
+        wait_until(self.leading, timeout=timeout, what=f"{self.pod_name} to lead (log: {self.log_path})")
 
     def ready(self) -> bool:
         if self.process is None or self.process.poll() is not None:

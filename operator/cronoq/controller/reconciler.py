@@ -29,7 +29,7 @@ from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, recon
 from cronoq.engine.jobs import build_job
 from cronoq.engine.outcome import truncate
 from cronoq.kube.observe import job_facts, pod_facts
-from cronoq.kube.writes import Conflict, Rejected, Writer
+from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,8 @@ class Controller:
                 await self.reconcile_task(namespace, name)
             else:
                 await self.dispatch(namespace, name)
+        except NotLeader:
+            self.acting = False
         except Exception:  # noqa: BLE001 - one task's trouble must not stop the others
             log.exception("reconciling %s %s/%s failed; retrying in 5s", kind, namespace, name)
             self.queue.add_after(key, 5.0)

@@ -14,6 +14,7 @@ from kubernetes import client, config
 
 from cronoq import metrics
 from cronoq.api import GROUP, VERSION
+from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.engine import naming
 from cronoq.kube.writes import Writer
@@ -29,6 +30,9 @@ class Options:
     probe_port: int | None = 8080
     epoch: int = 0
     workers: int = 8
+    leader_election: bool = True
+    lease_namespace: str | None = None
+    lease_name: str = "cronoq-leader"
 
     @property
     def globs(self) -> bool:
@@ -53,23 +57,46 @@ def api_client() -> client.ApiClient:
 class Runtime:
     options: Options = field(default_factory=Options)
     controller: Controller | None = None
+    leadership: Leadership | None = None
+    api: client.ApiClient | None = None
     ready: bool = False
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _probe_runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        api = api_client()
+        """Serve probes and metrics, then lead (or campaign in the background until we do).
+        Followers watch and keep their store warm, but decide and write nothing."""
+        api = self.api = api_client()
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:
             metrics.serve(self.options.metrics_port)
-        await asyncio.to_thread(self._warm, api)
+        metrics.LEADER.set(0)
+        self.ready = True  # ready to take over: standby replicas count as available
+        if not self.options.leader_election:
+            await self._lead(self.options.epoch)
+            return
+        namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+        self.leadership = Leadership(api, namespace, self.options.lease_name)
+        writer.guard = self.leadership.valid
+        self._tasks.append(asyncio.create_task(self.leadership.run(self._lead, self._lost), name="cronoq-election"))
+
+    async def _lead(self, epoch: int) -> None:
+        self.controller.epoch = epoch
+        await asyncio.to_thread(self._warm, self.api)
         self._tasks.append(asyncio.create_task(self.controller.run(), name="cronoq-controller"))
         metrics.LEADER.set(1)
-        self.ready = True
-        log.info("cronoq is reconciling %s", ", ".join(self.options.namespaces) or "all namespaces")
+        log.info("cronoq is reconciling %s (epoch %d)", ", ".join(self.options.namespaces) or "all namespaces", epoch)
+
+    def _lost(self) -> None:
+        """Stop acting at once; exit so the process is restarted as a follower."""
+        self.controller.acting = False
+        metrics.LEADER.set(0)
+        log.error("lost leadership: exiting")
+        logging.shutdown()
+        os._exit(3)
 
     async def stop(self) -> None:
         self.ready = False

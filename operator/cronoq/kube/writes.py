@@ -5,9 +5,9 @@ The kubernetes client is synchronous; the controller calls these through a threa
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -16,6 +16,10 @@ from cronoq.api import GROUP, VERSION
 from cronoq.engine.attempts import Event
 
 log = logging.getLogger(__name__)
+
+
+class NotLeader(Exception):
+    """This replica's leadership lapsed: it must not write anything."""
 
 
 class Conflict(Exception):
@@ -44,6 +48,13 @@ class Writer:
     api: client.ApiClient
     component: str = "cronoq"
     instance: str = ""
+    guard: Callable[[], bool] = field(default=lambda: True)
+    """Asked right before every write: False once leadership lapsed (then NotLeader is raised)."""
+
+    def _check(self) -> None:
+        if not self.guard():
+            log.error("refusing to write: this replica's leadership lapsed")
+            raise NotLeader()
 
     def __post_init__(self) -> None:
         self.custom = client.CustomObjectsApi(self.api)
@@ -52,6 +63,7 @@ class Writer:
 
     def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource with the stored resourceVersion as precondition."""
+        self._check()
         meta = raw["metadata"]
         body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
                 "spec": raw.get("spec", {}), "status": status}
@@ -66,6 +78,7 @@ class Writer:
             raise
 
     def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        self._check()
         meta = raw["metadata"]
         body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
                 "spec": raw.get("spec", {}), "status": status}
@@ -87,6 +100,7 @@ class Writer:
 
     def create_job(self, job: dict[str, Any]) -> bool:
         """Create the attempt's Job; False if it already exists (ours: same deterministic name)."""
+        self._check()
         try:
             self.batch.create_namespaced_job(job["metadata"]["namespace"], job)
             return True
@@ -98,6 +112,7 @@ class Writer:
             raise
 
     def delete_job(self, namespace: str, name: str) -> None:
+        self._check()
         try:
             self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
         except ApiException as err:
@@ -105,6 +120,7 @@ class Writer:
                 raise
 
     def post_event(self, raw: dict[str, Any], event: Event, now: datetime) -> None:
+        self._check()
         meta = raw["metadata"]
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
