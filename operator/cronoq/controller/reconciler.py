@@ -357,6 +357,8 @@ class Controller:
             for key in list(self.store.pools):
                 try:
                     await self._write_pool_status(key)
+                except NotLeader:
+                    self.acting = False
                 except Exception:  # noqa: BLE001
                     log.exception("writing the status of pool %s/%s failed", *key)
 
