@@ -29,7 +29,7 @@ EXPECTED = {
     P.SUCCEEDED: (True, False, True),
     P.FAILED: (False, True, True),
     P.DEAD_LETTERED: (False, True, True),
-    P.CANCELLED: (False, True, True),
+    P.CANCELLED: (False, False, True),  # DESIGN §5 on cancellation: Success and Failure edges are Skipped
     P.SKIPPED: (False, False, True),
 }
 

@@ -38,6 +38,9 @@ class TaskPoolSpec(Model):
     lease_ttl: LeaseTTL = Field(timedelta(seconds=30), alias="leaseTTL")
     """Heartbeat lease TTL of each attempt: an attempt whose lease is not renewed within it is
     aborted and retried (2s to 1h; 0s turns heartbeats off). Default 30s."""
+    heartbeat_sidecar: bool = False
+    """Add cronoq's heartbeat sidecar to every attempt's pod, for images without the cronoq SDK:
+    the sidecar renews the attempt's lease while the pod runs. Default false (the SDK heartbeats)."""
     key_retention: KeyRetention = timedelta(hours=1)
     """How long a finished keyed task keeps deduplicating new tasks with its key (0s to 720h). Default 1h."""
     template: PoolTemplate | None = None

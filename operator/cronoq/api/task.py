@@ -20,6 +20,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
+from cronoq.api.pool import LeaseTTL
+
 from cronoq.api.common import (
     API_VERSION, Conditions, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride, Timeout,
     Timestamp, rule, validations,
@@ -148,6 +150,11 @@ class TaskSpec(PodSettings):
     measure free-form data)."""
     retry: RetryOverride | None = None
     """Changes to the pool's retry policy; fields left out are the pool's."""
+    lease_ttl: LeaseTTL | None = Field(None, alias="leaseTTL")
+    """Heartbeat lease TTL of each attempt, e.g. `30s` (2s to 1h; `0s` turns heartbeats off).
+    Unset: the pool's."""
+    heartbeat_sidecar: bool | None = None
+    """Add cronoq's heartbeat sidecar to the attempt's pod (for images without the SDK). Unset: the pool's."""
     timeout: Timeout | None = None
     """Per-attempt timeout from container start, e.g. `10m` (1s to 168h). Unset: the pool's, else none."""
     depends_on: tuple[Dependency, ...] = Field((), max_length=32, json_schema_extra={

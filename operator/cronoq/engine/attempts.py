@@ -46,12 +46,16 @@ class Effective:
     timeout: timedelta | None
     lease_ttl: timedelta
     start_timeout: timedelta = DEFAULT_START_TIMEOUT
+    heartbeat_sidecar: bool = False
 
     @classmethod
     def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
         pool = pool or TaskPoolSpec()
-        return cls(retry=pool.retry.overlay(task.spec.retry), timeout=task.spec.timeout or pool.timeout,
-                   lease_ttl=pool.lease_ttl)
+        spec = task.spec
+        return cls(retry=pool.retry.overlay(spec.retry), timeout=spec.timeout or pool.timeout,
+                   lease_ttl=spec.lease_ttl if spec.lease_ttl is not None else pool.lease_ttl,
+                   heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
+                   else pool.heartbeat_sidecar)
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,7 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     requeue: float | None = None
 
     if open_attempt is not None:
-        job = _job(seen.jobs, name, n)
+        job = _job(seen.jobs, name, n, open_attempt.lease_id)
         verdict, requeue, abort = _judge(job, open_attempt, settings, seen, now)
         if verdict is None:
             if job is None and seen.job_rejected is None:
@@ -277,6 +281,16 @@ def _judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: 
             return Verdict(AttemptOutcome.RETRYABLE, reasons.TIMEOUT,
                            f"the attempt ran longer than its timeout of {_secs(settings.timeout)}"), None, True
         deadlines.append(deadline)
+    ttl = settings.lease_ttl
+    if job.started_at is not None and ttl > timedelta(0) and job.running_seen_at is not None:
+        # By our own clock: from when we saw the container start, or last saw a renewal.
+        alive = max(filter(None, (job.running_seen_at, job.renewed_seen_at)))
+        deadline = alive + ttl
+        if now >= deadline:
+            return Verdict(AttemptOutcome.RETRYABLE, reasons.LEASE_EXPIRED,
+                           f"no heartbeat for {_secs(ttl)} (the attempt's lease TTL): the task process or its node "
+                           f"is gone, or it does not heartbeat (use the cronoq SDK, or heartbeatSidecar: true)"), None, True
+        deadlines.append(deadline)
     if job.started_at is None and job.created_at is not None:
         deadline = job.created_at + settings.start_timeout
         if now >= deadline:
@@ -304,10 +318,11 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
     oldest_kept = records[0].number if records else n + 1
     deletes, events, stale = [], [], []
     for job in jobs:
-        ours = job.name == job_name(name, job.number)
+        record = by_number.get(job.number)
+        ours = job.name == job_name(name, job.number) and _same_lease(job, record.lease_id if record else None)
         if open_attempt is not None and job.number == n and ours:
             continue
-        record = by_number.get(job.number) if ours else None
+        record = record if ours else None
         foreign = not ours or job.number > n
         if job.active or (foreign and not (job.gone or job.deleting)):
             deletes.append(job.name)
@@ -324,9 +339,15 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
     return _Cleanup(tuple(deletes), tuple(events), tuple(stale))
 
 
-def _job(jobs: Iterable[AttemptJob], task: str, number: int) -> AttemptJob | None:
+def _job(jobs: Iterable[AttemptJob], task: str, number: int, lease: str | None = None) -> AttemptJob | None:
+    """The attempt's own Job: its deterministic name, and (when both are known) its lease id, so a
+    Job that merely took the name is never adopted."""
     expected = job_name(task, number)
-    return next((j for j in jobs if j.number == number and j.name == expected), None)
+    return next((j for j in jobs if j.number == number and j.name == expected and _same_lease(j, lease)), None)
+
+
+def _same_lease(job: AttemptJob, lease: str | None) -> bool:
+    return lease is None or job.lease_id is None or job.lease_id == lease
 
 
 def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: datetime) -> Attempt:

@@ -2,8 +2,12 @@
 its `dependsOn` holds; it is Skipped as soon as one edge can no longer hold (and so, in turn,
 are the tasks that needed it to succeed); a cycle fails every task on it, naming the cycle.
 
-Edges: `Success` holds when the dependency succeeded; `Failure` when it failed, dead-lettered
-or was cancelled; `Complete` when it ended in any way (Skipped included).
+Edges: `Success` holds when the dependency succeeded; `Failure` when it failed or
+dead-lettered; `Complete` when it ended in any way (Skipped and Cancelled included).
+
+DESIGN §5 lists "was cancelled" under Failure edges but, under cancellation, says dependents on
+Success and Failure edges are Skipped; we follow the cancellation rule (the more specific one): a
+cancellation is the user's choice, not a failure for failure handlers to act on.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from cronoq.api import Dependency, Edge, TaskPhase
 from cronoq.engine import reasons
 from cronoq.engine.gate import RUN, Gate
 
-FAILURES = frozenset({TaskPhase.FAILED, TaskPhase.DEAD_LETTERED, TaskPhase.CANCELLED})
+FAILURES = frozenset({TaskPhase.FAILED, TaskPhase.DEAD_LETTERED})
 MISSING = "missing"
 """Marks a dependency that does not exist (yet)."""
 

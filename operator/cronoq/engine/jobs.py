@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+from datetime import timedelta
 from typing import Any
 
 from cronoq.api import API_VERSION, PodSettings, Task, TaskPoolSpec
 from cronoq.engine import naming
 
 
-def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str) -> dict[str, Any]:
+HEARTBEAT_CONTAINER = "cronoq-heartbeat"
+
+
+def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
+              lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None) -> dict[str, Any]:
+    """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease."""
     meta = task.metadata
     name = naming.job_name(meta.name, attempt)
     labels = naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
@@ -50,12 +57,19 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str) -
         {"name": "CRONOQ_ATTEMPT", "value": str(attempt)},
         {"name": "CRONOQ_LEASE_NAME", "value": naming.lease_name(meta.name, attempt)},
         {"name": "CRONOQ_LEASE_ID", "value": lease},
+        {"name": "CRONOQ_LEASE_TTL", "value": f"{lease_ttl.total_seconds():g}"},
         {"name": "CRONOQ_PAYLOAD", "value": json.dumps(task.spec.payload, separators=(",", ":"))},
         {"name": "CRONOQ_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]
     container["env"] = env
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     pod_spec["restartPolicy"] = "Never"
+    if sidecar_image and lease_ttl > timedelta(0):
+        inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
+        inits.append({"name": HEARTBEAT_CONTAINER, "image": sidecar_image, "restartPolicy": "Always",
+                      "args": ["heartbeat"], "env": [e for e in env if e["name"] != "CRONOQ_PAYLOAD"],
+                      "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
+        pod_spec["initContainers"] = inits
 
     pod_meta: dict[str, Any] = {"labels": pod_labels}
     if pod_annotations:
@@ -110,3 +124,22 @@ def _apply(pod: dict[str, Any], container: dict[str, Any], layer: PodSettings | 
         pod["nodeSelector"] = merged
     if layer.tolerations:
         pod["tolerations"] = pod.get("tolerations", []) + [t.to_dict() for t in layer.tolerations]
+
+
+def build_lease(task: Task, attempt: int, lease: str, ttl: timedelta) -> dict[str, Any]:
+    """The attempt's heartbeat Lease: held by the attempt's lease id, renewed by the SDK or the
+    sidecar. Owned by the Task, so it goes when the Task goes."""
+    meta = task.metadata
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": naming.lease_name(meta.name, attempt),
+            "namespace": meta.namespace,
+            "labels": naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
+                                            pool=task.spec.pool),
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid,
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {"holderIdentity": lease, "leaseDurationSeconds": max(1, math.ceil(ttl.total_seconds()))},
+    }

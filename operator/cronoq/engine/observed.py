@@ -43,6 +43,10 @@ class AttemptJob:
     started_at: datetime | None = None
     """When the task container started running; timeouts and lease TTLs count from here."""
     termination: Termination | None = None
+    running_seen_at: datetime | None = None
+    """When the operator first saw the task container running, by its own clock."""
+    renewed_seen_at: datetime | None = None
+    """When the operator last saw the attempt's heartbeat Lease renewed, by its own clock."""
 
     @property
     def active(self) -> bool:
