@@ -26,6 +26,8 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--lease-namespace", default=None,
                     help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)")
     op.add_argument("--lease-name", default="cronoq-leader", help="name of the leader Lease")
+    op.add_argument("--sidecar-image", default=f"ghcr.io/cronoq/operator:{__version__}",
+                    help="image of the heartbeat sidecar added to pods of tasks with heartbeatSidecar: true")
     op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
                     choices=["debug", "info", "warning", "error"])
 
@@ -46,7 +48,7 @@ def run_operator(args: argparse.Namespace) -> int:
     RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
                               probe_port=args.probe_port or None, workers=args.workers,
                               leader_election=args.leader_election, lease_namespace=args.lease_namespace,
-                              lease_name=args.lease_name)
+                              lease_name=args.lease_name, sidecar_image=args.sidecar_image)
     import cronoq.controller.handlers  # noqa: F401  (registers the handlers with kopf)
 
     asyncio.run(kopf.operator(standalone=True, clusterwide=not args.namespaces, namespaces=args.namespaces))

@@ -27,6 +27,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.watching.label_selectors["batch", "jobs"] = naming.TASK_UID
     settings.watching.label_selectors["v1", "pods"] = naming.TASK_UID
+    settings.watching.label_selectors["coordination.k8s.io", "leases"] = naming.TASK_UID
     await RUNTIME.start()
 
 
@@ -53,3 +54,8 @@ def job_event(event: dict[str, Any], **_: Any) -> None:
 @kopf.on.event("", "v1", "pods", labels={naming.TASK_UID: kopf.PRESENT})
 def pod_event(event: dict[str, Any], **_: Any) -> None:
     RUNTIME.controller.on_pod(event.get("type"), event["object"])
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={naming.TASK_UID: kopf.PRESENT})
+def lease_event(event: dict[str, Any], **_: Any) -> None:
+    RUNTIME.controller.on_lease(event.get("type"), event["object"])

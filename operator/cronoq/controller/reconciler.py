@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Hashable
 
 from cronoq import metrics
@@ -26,7 +26,7 @@ from cronoq.engine import dependencies, keys
 from cronoq.engine.admission import Candidate, admit
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition
-from cronoq.engine.jobs import build_job
+from cronoq.engine.jobs import build_job, build_lease
 from cronoq.engine.outcome import truncate
 from cronoq.kube.observe import job_facts, pod_facts
 from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
@@ -68,8 +68,10 @@ class _Graph:
 
 class Controller:
     def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
-                 clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None,
+                 sidecar_image: str | None = None) -> None:
         self.writer = writer
+        self.sidecar_image = sidecar_image
         self.epoch = epoch
         self.workers = workers
         self.clock = clock
@@ -140,9 +142,23 @@ class Controller:
         if facts is None or not task:
             return
         # A deleted pod's last state is kept (its exit code still decides the attempt) until its
-        # Job goes; the deletion itself shows in the Job's status.
-        self.store.put_pod(raw["metadata"]["namespace"], facts)
+        # Task goes; the deletion itself shows in the Job's status.
+        self.store.put_pod(raw["metadata"]["namespace"], facts, self.clock())
         self.queue.add(("task", raw["metadata"]["namespace"], task))
+
+    def on_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
+        meta = raw["metadata"]
+        task = (meta.get("labels") or {}).get("cronoq.io/task")
+        if not task:
+            return
+        if kind == "DELETED":
+            self.store.drop_lease(meta["namespace"], meta["name"])
+        else:
+            spec = raw.get("spec") or {}
+            if not self.store.put_lease(meta["namespace"], meta["name"], spec.get("holderIdentity"),
+                                        spec.get("renewTime"), self.clock()):
+                return
+        self.queue.add(("task", meta["namespace"], task))
 
     def _forget(self, key: Key) -> None:
         pool = self.grants.pop(key, None)
@@ -222,9 +238,9 @@ class Controller:
             entry = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
             for other in self.store.related(namespace, name):  # the watch event will be a no-op
                 self.queue.add(("task", namespace, other))
-        await self._apply(entry, plan, pool_key, now)
+        await self._apply(entry, plan, pool_key, now, settings)
 
-    async def _apply(self, entry: TaskEntry, plan: Plan, pool_key: Key, now: datetime) -> None:
+    async def _apply(self, entry: TaskEntry, plan: Plan, pool_key: Key, now: datetime, settings: Effective) -> None:
         namespace, name = entry.raw["metadata"]["namespace"], entry.raw["metadata"]["name"]
         key = (namespace, name)
         task = entry.task
@@ -233,8 +249,12 @@ class Controller:
             lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
                 f"e{self.epoch}-a{plan.create_job}"
             pool = self.store.pools.get(pool_key)
-            job = build_job(task, pool.spec if pool else None, plan.create_job, lease)
+            ttl = settings.lease_ttl
+            job = build_job(task, pool.spec if pool else None, plan.create_job, lease, lease_ttl=ttl,
+                            sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None)
             try:
+                if ttl > timedelta(0):  # before the Job, so its pod never finds its lease missing
+                    await asyncio.to_thread(self.writer.create_lease, build_lease(task, plan.create_job, lease, ttl))
                 await asyncio.to_thread(self.writer.create_job, job)
                 if plan.started is not None:
                     since = self.ready_since.pop(key, None) or entry.first_seen

@@ -33,6 +33,7 @@ class Options:
     leader_election: bool = True
     lease_namespace: str | None = None
     lease_name: str = "cronoq-leader"
+    sidecar_image: str | None = None
 
     @property
     def globs(self) -> bool:
@@ -68,7 +69,8 @@ class Runtime:
         Followers watch and keep their store warm, but decide and write nothing."""
         api = self.api = api_client()
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
-        self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers)
+        self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
+                                     sidecar_image=self.options.sidecar_image)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:
@@ -109,6 +111,7 @@ class Runtime:
     def _warm(self, api: client.ApiClient) -> None:
         """List everything once, so the first admission decisions see every running attempt."""
         custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
+        coordination = client.CoordinationV1Api(api)
         selector = naming.TASK_UID
         c = self.controller
         scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
@@ -121,13 +124,16 @@ class Runtime:
                 tasks = custom.list_cluster_custom_object(GROUP, VERSION, "tasks")
                 jobs = batch.list_job_for_all_namespaces(label_selector=selector)
                 pods = core.list_pod_for_all_namespaces(label_selector=selector)
+                leases = coordination.list_lease_for_all_namespaces(label_selector=selector)
             else:
                 pools = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "taskpools")
                 tasks = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "tasks")
                 jobs = batch.list_namespaced_job(namespace, label_selector=selector)
                 pods = core.list_namespaced_pod(namespace, label_selector=selector)
+                leases = coordination.list_namespaced_lease(namespace, label_selector=selector)
             for kind, listing, feed in (("TaskPool", pools, c.on_pool), ("Task", tasks, c.on_task),
-                                        ("Job", jobs, c.on_job), ("Pod", pods, c.on_pod)):
+                                        ("Job", jobs, c.on_job), ("Pod", pods, c.on_pod),
+                                        ("Lease", leases, c.on_lease)):
                 for obj in items(listing):
                     if not self.options.watches(obj["metadata"]["namespace"]):
                         continue

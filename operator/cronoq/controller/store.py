@@ -4,7 +4,7 @@ an older status than the one it just wrote). Older versions never replace newer 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +61,10 @@ class Store:
     """(namespace, pool, key) → names of the tasks holding that idempotency key."""
     dependents: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, task) → names of the tasks whose dependsOn names it."""
+    leases: dict[Key, tuple[str | None, str | None, datetime]] = field(default_factory=dict)
+    """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first)."""
+    running_seen: dict[Key, datetime] = field(default_factory=dict)
+    """(namespace, Job name) → when we first saw its task container running."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -115,6 +119,8 @@ class Store:
             self._unindex((namespace, name), entry)
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
+                self.running_seen.pop((namespace, job), None)
+                self.leases.pop((namespace, job), None)
         return entry
 
     def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
@@ -130,13 +136,32 @@ class Store:
         if facts is not None:
             self.gone[task_uid][name] = facts.uid
 
-    def put_pod(self, namespace: str, facts: PodFacts) -> None:
+    def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> None:
         self.pods[(namespace, facts.job)] = facts
+        if facts.started_at is not None:
+            self.running_seen.setdefault((namespace, facts.job), now)
+
+    def put_lease(self, namespace: str, name: str, holder: str | None, renewed: str | None, now: datetime) -> bool:
+        """Record a heartbeat Lease; True when it was renewed (or first seen) just now."""
+        old = self.leases.get((namespace, name))
+        if old is not None and old[:2] == (holder, renewed):
+            return False
+        self.leases[(namespace, name)] = (holder, renewed, now)
+        return True
+
+    def drop_lease(self, namespace: str, name: str) -> None:
+        self.leases.pop((namespace, name), None)
+
+    def _liveness(self, namespace: str, job: AttemptJob) -> AttemptJob:
+        lease = self.leases.get((namespace, job.name))
+        renewed = lease[2] if lease and lease[1] and lease[0] == job.lease_id else None
+        return replace(job, running_seen_at=self.running_seen.get((namespace, job.name)), renewed_seen_at=renewed)
 
     def attempt_jobs(self, entry: TaskEntry) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`)."""
         namespace = entry.raw["metadata"]["namespace"]
-        seen = [combine(j, self.pods.get((namespace, j.name))) for j in self.jobs.get(entry.uid, {}).values()]
+        seen = [self._liveness(namespace, combine(j, self.pods.get((namespace, j.name))))
+                for j in self.jobs.get(entry.uid, {}).values()]
         present = {j.name for j in seen}
         for name, uid in self.gone.get(entry.uid, {}).items():
             number = _number_of(name)

@@ -60,6 +60,7 @@ class Writer:
         self.custom = client.CustomObjectsApi(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.core = client.CoreV1Api(self.api)
+        self.coordination = client.CoordinationV1Api(self.api)
 
     def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource with the stored resourceVersion as precondition."""
@@ -110,6 +111,15 @@ class Writer:
             if err.status in (403, 422):
                 raise Rejected(err.status, _message(err)) from None
             raise
+
+    def create_lease(self, lease: dict[str, Any]) -> None:
+        """Create the attempt's heartbeat Lease; one that already exists is ours (same name)."""
+        self._check()
+        try:
+            self.coordination.create_namespaced_lease(lease["metadata"]["namespace"], lease)
+        except ApiException as err:
+            if err.status != 409:
+                raise
 
     def delete_job(self, namespace: str, name: str) -> None:
         self._check()
