@@ -61,9 +61,10 @@ cluster-down:
 cluster-status:
 	$(CLUSTER) status
 
-## crds: regenerate crds/ from the models in operator/cronoq/api
+## crds: regenerate crds/ from the models in operator/cronoq/api, and the chart's copy
 crds: $(BIN)/.installed
 	$(BIN)/python -m cronoq.api.crdgen
+	bash charts/sync-crds.sh
 
 ## check-crds: fail if crds/ drifted from the models
 check-crds: $(BIN)/.installed

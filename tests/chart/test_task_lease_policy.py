@@ -1,0 +1,93 @@
+"""The chart's ValidatingAdmissionPolicy, with real bound ServiceAccount tokens: a task pod may
+renew its own attempt's Lease and nothing else (DESIGN §6, issue 6)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.support.cluster import REPO
+from tests.support.waiting import wait_until
+
+CHART = REPO / "charts" / "cronoq"
+
+
+@pytest.fixture(scope="module")
+def policy(devcluster, kubectl):
+    """Only the policy and its binding, rendered from the chart and applied."""
+    helm = str(devcluster.STATE / "bin" / "helm")
+    rendered = subprocess.run([helm, "template", "leasetest", str(CHART), "--namespace", "cronoq-system",
+                               "--show-only", "templates/task-lease-policy.yaml"],
+                              check=True, capture_output=True, text=True).stdout
+    kubectl("apply", "-f", "-", input=rendered)
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(rendered) if d]
+    yield names
+    for kind, name in zip(("validatingadmissionpolicy", "validatingadmissionpolicybinding"), names):
+        kubectl("delete", kind, name, "--ignore-not-found", check=False)
+
+
+def lease(name: str, holder: str) -> dict:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "labels": {"cronoq.io/attempt": "1", "cronoq.io/task": name.rsplit("-a", 1)[0]}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30}}
+
+
+def pod_token(api, kubectl, namespace: str, pod_name: str) -> str:
+    core = client.CoreV1Api(api)
+    pod = core.create_namespaced_pod(namespace, {
+        "metadata": {"name": pod_name, "annotations": {"kwok.cronoq.io/outcome": "Run"}},
+        "spec": {"serviceAccountName": "worker", "containers": [{"name": "task", "image": "example.invalid/t:1"}]}})
+    return kubectl("create", "token", "worker", "--bound-object-kind=Pod", f"--bound-object-name={pod_name}",
+                   f"--bound-object-uid={pod.metadata.uid}", "--duration=10m", namespace=namespace).stdout.strip()
+
+
+def as_token(api, token: str) -> client.CoordinationV1Api:
+    admin = api.configuration
+    conf = client.Configuration(host=admin.host, api_key={"authorization": f"Bearer {token}"})
+    conf.ssl_ca_cert = admin.ssl_ca_cert
+    return client.CoordinationV1Api(client.ApiClient(conf))
+
+
+def renew(leases: client.CoordinationV1Api, namespace: str, name: str, extra: dict | None = None):
+    now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return leases.patch_namespaced_lease(name, namespace, {"spec": {"renewTime": now, **(extra or {})}})
+
+
+def test_a_task_pod_renews_its_own_attempt_lease_and_no_other(api, kubectl, namespace, policy):
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    admin_leases = client.CoordinationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "worker"}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "lease"}, "rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update", "patch", "create", "delete"]}]})
+    rbac.create_namespaced_role_binding(namespace, {"metadata": {"name": "lease"},
+                                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "lease"},
+                                        "subjects": [{"kind": "ServiceAccount", "name": "worker", "namespace": namespace}]})
+    for name, holder in (("mine-a1", "e1-a1"), ("other-a1", "e1-a1")):
+        admin_leases.create_namespaced_lease(namespace, lease(name, holder))
+    mine = as_token(api, pod_token(api, kubectl, namespace, "mine-a1-x7k2p"))
+
+    # A fresh policy takes a moment to be enforced: wait until the first refusal is seen.
+    def refused_other() -> bool:
+        try:
+            renew(mine, namespace, "other-a1")
+        except ApiException as err:
+            return err.status in (403, 422) and "may renew only the Lease of its own attempt" in err.body
+        return False
+
+    wait_until(refused_other, timeout=30, what="the policy to refuse another attempt's Lease")
+    renewed = renew(mine, namespace, "mine-a1")
+    assert renewed.spec.renew_time is not None
+
+    with pytest.raises(ApiException) as takeover:
+        renew(mine, namespace, "mine-a1", {"holderIdentity": "e1-a2"})
+    assert "only spec.renewTime" in takeover.value.body
+    with pytest.raises(ApiException) as delete:
+        mine.delete_namespaced_lease("mine-a1", namespace)
+    assert "not create or delete" in delete.value.body
+    # The admin (the operator's kind of identity) is not subject to the policy.
+    renew(admin_leases, namespace, "other-a1", {"holderIdentity": "e1-a2"})
