@@ -1,0 +1,23 @@
+"""The cronoq worker SDK: what a task container runs.
+
+    import cronoq.worker
+
+    def handle(ctx: cronoq.worker.Context):
+        rows = load(ctx.payload["table"])            # ctx.id, ctx.attempt: the fencing token
+        if not rows:
+            raise cronoq.worker.Retryable("table not ready", retry_after=30)
+        return {"rows": len(rows)}                   # the task's output (JSON)
+
+    cronoq.worker.run(handle)
+
+`run()` renews the attempt's heartbeat Lease every TTL/3 on a background thread, calls the
+handler, writes the structured termination message and exits: 0 success, 1 retryable
+(`Retryable` or any other exception), 2 permanent (`Permanent`), 3 lease lost (self-fenced).
+`@cronoq.worker.task` does the same for a handler defined last in the program's main module.
+"""
+from cronoq.worker.errors import Permanent, Retryable
+from cronoq.worker.report import EXIT_LEASE_LOST, EXIT_PERMANENT, EXIT_RETRYABLE, EXIT_SUCCESS
+from cronoq.worker.runner import Context, run, task
+
+__all__ = ["Context", "Permanent", "Retryable", "run", "task",
+           "EXIT_SUCCESS", "EXIT_RETRYABLE", "EXIT_PERMANENT", "EXIT_LEASE_LOST"]

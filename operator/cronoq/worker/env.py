@@ -1,0 +1,80 @@
+"""The environment the operator gives an attempt's containers (set in engine/jobs.py): who the
+attempt is (the fencing token: task uid and attempt number), its payload, and its Lease.
+
+Variables missing altogether (running a handler locally, outside a pod) get harmless defaults
+and heartbeats stay off; variables present but unusable are an error, because a pod started by
+the operator never has them.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cronoq.worker.report import DEFAULT_PATH
+
+
+class InvalidEnvironment(ValueError):
+    """The CRONOQ_* environment cannot describe an attempt."""
+
+
+@dataclass(frozen=True)
+class AttemptEnv:
+    task_id: str = ""
+    task_name: str = ""
+    namespace: str = ""
+    attempt: int = 1
+    lease_name: str = ""
+    lease_id: str = ""
+    lease_ttl: float = 0.0
+    """Seconds; 0 turns heartbeats off."""
+    payload: Any = None
+    termination_log: str = DEFAULT_PATH
+    kubeconfig: str | None = None
+    """KUBECONFIG, when set: then it is used even inside a pod (tests run workers as local processes)."""
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> AttemptEnv:
+        attempt_text = environ.get("CRONOQ_ATTEMPT", "1")
+        try:
+            attempt = int(attempt_text)
+        except ValueError:
+            raise InvalidEnvironment(f"CRONOQ_ATTEMPT is not a whole number: {attempt_text!r}") from None
+        if attempt < 1:
+            raise InvalidEnvironment(f"CRONOQ_ATTEMPT must be at least 1, not {attempt}")
+
+        payload_text = environ.get("CRONOQ_PAYLOAD", "")
+        try:
+            payload = json.loads(payload_text) if payload_text.strip() else None
+        except ValueError as err:
+            raise InvalidEnvironment(f"CRONOQ_PAYLOAD is not JSON: {err}") from None
+
+        lease_name = environ.get("CRONOQ_LEASE_NAME", "")
+        ttl_text = environ.get("CRONOQ_LEASE_TTL")
+        if ttl_text is None:
+            if lease_name:
+                print("cronoq: CRONOQ_LEASE_NAME is set but CRONOQ_LEASE_TTL is not: not heartbeating",
+                      file=sys.stderr)
+            ttl = 0.0
+        else:
+            try:
+                ttl = float(ttl_text)
+            except ValueError:
+                raise InvalidEnvironment(f"CRONOQ_LEASE_TTL is not a number of seconds: {ttl_text!r}") from None
+            if not math.isfinite(ttl) or ttl < 0:
+                raise InvalidEnvironment(f"CRONOQ_LEASE_TTL must be a finite number of seconds >= 0, not {ttl_text!r}")
+
+        env = cls(task_id=environ.get("CRONOQ_TASK_ID", ""), task_name=environ.get("CRONOQ_TASK_NAME", ""),
+                  namespace=environ.get("CRONOQ_NAMESPACE", ""), attempt=attempt, lease_name=lease_name,
+                  lease_id=environ.get("CRONOQ_LEASE_ID", ""), lease_ttl=ttl, payload=payload,
+                  termination_log=environ.get("CRONOQ_TERMINATION_LOG") or DEFAULT_PATH,
+                  kubeconfig=environ.get("KUBECONFIG") or None)
+        if ttl > 0:
+            missing = [var for var, value in (("CRONOQ_LEASE_NAME", env.lease_name), ("CRONOQ_LEASE_ID", env.lease_id),
+                                              ("CRONOQ_NAMESPACE", env.namespace)) if not value]
+            if missing:
+                raise InvalidEnvironment(f"heartbeats are on (CRONOQ_LEASE_TTL={ttl_text}) but {', '.join(missing)} "
+                                         f"{'is' if len(missing) == 1 else 'are'} not set")
+        return env

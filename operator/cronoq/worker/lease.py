@@ -1,0 +1,238 @@
+"""Keeping an attempt's heartbeat Lease (DESIGN §6), shared by the SDK and the heartbeat sidecar.
+
+The Lease is renewed every TTL/3 by bumping `spec.renewTime`. A renewal is a JSON patch that
+first tests `spec.holderIdentity` against this attempt's lease id, so it can never renew a
+Lease another attempt has taken over; the operator only watches renewTime change.
+
+Self-fencing: when a newer attempt may already be running, this one must stop. That is the
+case at once when the Lease names another holder or is gone (404), and when no renewal has
+succeeded for a whole TTL (measured on the monotonic clock from when the last successful
+renewal was sent; the first is sent at start). A failed renewal is retried at the next tick.
+
+`Schedule` holds those decisions with the clock passed in; `LeaseKeeper` runs them in a loop
+(on a background thread for the SDK, in the foreground for the sidecar); `KubeLease` is the
+renewal against the API server.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+MIN_REQUEST_TIMEOUT = 0.5
+"""Seconds a renewal request may always take, however close the deadline."""
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What one renewal attempt found."""
+
+    renewed: bool
+    lost: bool = False
+    """The Lease names another holder or is gone: fence now, retrying cannot help."""
+    detail: str = ""
+
+    @classmethod
+    def ok(cls) -> Renewal:
+        return cls(True)
+
+    @classmethod
+    def failed(cls, detail: str) -> Renewal:
+        return cls(False, False, detail)
+
+    @classmethod
+    def gone(cls, detail: str) -> Renewal:
+        return cls(False, True, detail)
+
+
+class Schedule:
+    """When to renew and when to give up, for a lease of `ttl` seconds kept from `start`."""
+
+    def __init__(self, ttl: float, start: float) -> None:
+        if ttl <= 0:
+            raise ValueError("a lease schedule needs a TTL > 0")
+        self.ttl = ttl
+        self.interval = ttl / 3
+        self.deadline = start + ttl
+        self.next_at = start
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def expired(self, now: float) -> bool:
+        return now >= self.deadline
+
+    def renewed(self, sent_at: float) -> None:
+        """A renewal sent at `sent_at` succeeded: the lease is good for a TTL from then."""
+        self.deadline = max(self.deadline, sent_at + self.ttl)
+        self.next_at = sent_at + self.interval
+
+    def failed(self, sent_at: float) -> None:
+        """A renewal sent at `sent_at` failed: try again at the next tick (at once if that passed
+        while it failed). An extra renewal between ticks leaves the ticks alone."""
+        if sent_at >= self.next_at:
+            self.next_at += self.interval
+
+    def wait(self, now: float) -> float:
+        """Seconds until something is due: a renewal or the deadline."""
+        return max(0.0, min(self.next_at, self.deadline) - now)
+
+    def request_timeout(self, now: float) -> float:
+        """How long a renewal sent now may take: no longer than a tick, nor past the deadline."""
+        return max(MIN_REQUEST_TIMEOUT, min(self.interval, self.deadline - now))
+
+
+class LeaseKeeper:
+    """Renews a lease on `Schedule` until stopped or lost.
+
+    `renew(timeout)` makes one renewal and returns a `Renewal` (it must not raise). `clock` is
+    monotonic seconds; `wait(seconds)` (called with the keeper's lock held) defaults to waiting
+    on the keeper's condition, so that `stop()` and `renew_now()` wake it.
+    """
+
+    def __init__(self, ttl: float, renew: Callable[[float], Renewal], *, clock: Callable[[], float] = time.monotonic,
+                 wait: Callable[[float], Any] | None = None) -> None:
+        self.ttl = ttl
+        self._renew = renew
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._wait = wait or self._cond.wait
+        self._stopping = False
+        self._finished = False
+        self._requested = 0  # renew_now() tickets handed out
+        self._served = 0  # tickets covered by a renewal that has completed
+        self._renewed = 0  # tickets covered by a renewal that succeeded
+        self.renewals = 0
+        """Successful renewals so far."""
+        self.last_error = ""
+
+    def run(self) -> str | None:
+        """Keep the lease. Returns None once `stop()` was called, or why the lease was lost."""
+        with self._cond:
+            try:
+                return self._loop(Schedule(self.ttl, self._clock()))
+            finally:
+                self._finished = True
+                self._cond.notify_all()
+
+    def _loop(self, schedule: Schedule) -> str | None:
+        while not self._stopping:
+            now = self._clock()
+            if schedule.expired(now):
+                why = f"no successful renewal for {self.ttl:g}s (the lease TTL)"
+                return why + (f"; last error: {self.last_error}" if self.last_error else "")
+            ticket = self._requested
+            if not (schedule.due(now) or ticket > self._served):
+                self._wait(schedule.wait(now))
+                continue
+            timeout = schedule.request_timeout(now)
+            self._cond.release()  # stop() and renew_now() must not wait for the API server
+            try:
+                result = self._renew(timeout)
+            finally:
+                self._cond.acquire()
+            self._served = ticket
+            if result.lost:
+                return result.detail
+            if result.renewed:
+                schedule.renewed(now)
+                self.renewals += 1
+                self._renewed = ticket
+            else:
+                schedule.failed(now)
+                self.last_error = result.detail
+            self._cond.notify_all()
+        return None
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+
+    def renew_now(self, timeout: float | None = None) -> bool:
+        """Ask for a renewal now and wait for it (at most `timeout` seconds, default the TTL).
+        True when it succeeded; False when it failed, timed out, or the keeper is not running."""
+        with self._cond:
+            if self._finished or self._stopping:
+                return False
+            self._requested += 1
+            ticket = self._requested
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._served >= ticket or self._finished,
+                                self.ttl if timeout is None else timeout)
+            return self._renewed >= ticket
+
+    def start(self, on_lost: Callable[[str], Any]) -> threading.Thread:
+        """Run on a daemon thread; call `on_lost(why)` from it if the lease is lost."""
+
+        def main() -> None:
+            try:
+                why = self.run()
+            except BaseException as err:  # a bug here must not leave the attempt running unleased
+                why = f"the heartbeat thread failed: {err!r}"
+            if why is not None:
+                on_lost(why)
+
+        thread = threading.Thread(target=main, name="cronoq-heartbeat", daemon=True)
+        thread.start()
+        return thread
+
+
+def renew_time(now: datetime | None = None) -> str:
+    """RFC 3339 with microseconds in UTC, as Kubernetes MicroTime is written."""
+    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class KubeLease:
+    """Renews Lease `namespace/name` while it is held by `holder`, through the `kubernetes` client.
+
+    Credentials: the kubeconfig at `kubeconfig` when given (KUBECONFIG), else the pod's
+    ServiceAccount (in-cluster), else the default kubeconfig. Loaded at the first renewal, so a
+    failure to load counts as a failed renewal like any other.
+    """
+
+    def __init__(self, namespace: str, name: str, holder: str, *, kubeconfig: str | None = None) -> None:
+        self.namespace, self.name, self.holder = namespace, name, holder
+        self._kubeconfig = kubeconfig
+        self._api: Any = None
+
+    def renew(self, timeout: float) -> Renewal:
+        from kubernetes.client.rest import ApiException
+
+        patch = [{"op": "test", "path": "/spec/holderIdentity", "value": self.holder},
+                 {"op": "add", "path": "/spec/renewTime", "value": renew_time()}]
+        try:
+            self._coordination().patch_namespaced_lease(
+                self.name, self.namespace, patch, _content_type="application/json-patch+json",
+                _request_timeout=timeout)
+        except ApiException as err:
+            if err.status == 404:
+                return Renewal.gone(f"the Lease {self.namespace}/{self.name} is gone")
+            if err.status == 422:  # the holderIdentity test failed
+                return Renewal.gone(f"the Lease {self.namespace}/{self.name} is no longer held by {self.holder} "
+                                    f"(another attempt took over)")
+            return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {err.status} {err.reason}")
+        except Exception as err:  # network, TLS, credentials: retried at the next tick
+            from urllib3.exceptions import MaxRetryError
+
+            cause = err.reason if isinstance(err, MaxRetryError) and err.reason is not None else err
+            return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {type(cause).__name__}: {cause}")
+        return Renewal.ok()
+
+    def _coordination(self) -> Any:
+        if self._api is None:
+            from kubernetes import client, config
+
+            configuration = client.Configuration()
+            if self._kubeconfig:
+                config.load_kube_config(config_file=self._kubeconfig, client_configuration=configuration)
+            else:
+                try:
+                    config.load_incluster_config(client_configuration=configuration)
+                except config.ConfigException:
+                    config.load_kube_config(client_configuration=configuration)
+            configuration.retries = 0  # the keeper retries, on its own schedule
+            self._api = client.CoordinationV1Api(client.ApiClient(configuration))
+        return self._api

@@ -1,0 +1,140 @@
+"""Running one attempt of a task handler: heartbeats in the background, the handler in the
+foreground, and the outcome left as the structured termination message plus an exit code."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NoReturn, TypeVar
+
+from cronoq.worker import report
+from cronoq.worker.env import AttemptEnv, InvalidEnvironment
+from cronoq.worker.errors import Permanent, Retryable
+from cronoq.worker.lease import KubeLease, LeaseKeeper
+from cronoq.worker.report import Report
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a handler knows about its attempt. (`id`, `attempt`) is the fencing token: use it to
+    make side effects idempotent or to reject writes from an older attempt."""
+
+    id: str
+    """The task's uid."""
+    name: str
+    namespace: str
+    attempt: int
+    """1 for the first attempt; never repeats for a task."""
+    payload: Any
+    """The task's `spec.payload`, parsed JSON (None when it has none)."""
+    lease_name: str
+    lease_id: str
+    lease_ttl: float
+    """Seconds; 0 when heartbeats are off."""
+    _keeper: LeaseKeeper | None = field(default=None, repr=False, compare=False)
+
+    def heartbeat(self, timeout: float | None = None) -> bool:
+        """Renew the attempt's lease now, besides the automatic renewals every TTL/3, and wait for
+        it (at most `timeout` seconds, default the TTL). True when renewed; False when the renewal
+        failed or heartbeats are off. If the lease turns out lost, the process self-fences and
+        this never returns."""
+        return self._keeper.renew_now(timeout) if self._keeper is not None else False
+
+
+def run(handler: Callable[[Context], Any], *, environ: Mapping[str, str] | None = None) -> NoReturn:
+    """Run `handler(context)` as this attempt, then exit the process:
+
+    - it returns a value: success, the value is the output (a str as is, None as no output,
+      anything else as JSON), exit 0;
+    - it raises `Retryable(msg, retry_after=s)`, or any other exception: retryable (the
+      exception's type and text are the message), exit 1;
+    - it raises `Permanent(msg)`: permanent, exit 2 (also when the CRONOQ_* environment is
+      unusable);
+    - its lease is lost (another attempt holds it, it was deleted, or it could not be renewed
+      for a whole TTL): the handler is stopped where it is, the message says the lease was
+      lost (retryable), exit 3.
+
+    The handler may be a coroutine function. `environ` defaults to `os.environ`. A handler that
+    calls `sys.exit(n)` itself bypasses all this: no message is written, and the operator
+    classifies the bare exit code (`retry.permanentExitCodes`).
+    """
+    sys.exit(attempt(handler, os.environ if environ is None else environ))
+
+
+def task(handler: Handler) -> Handler:
+    """Decorator: when the handler's module is the program being run (`python job.py`), run it
+    as the attempt at once, so define it last in the module; imported, the function is left as is."""
+    if getattr(handler, "__module__", None) == "__main__":
+        run(handler)
+    return handler
+
+
+def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str]) -> int:
+    """Run `handler` as `run()` does, but return the exit code instead of exiting. A lost lease
+    still ends the process, with os._exit from the heartbeat thread: no cleanup runs, and no
+    later line of the handler either, because a newer attempt may already be running."""
+    try:
+        env = AttemptEnv.from_environ(environ)
+    except InvalidEnvironment as err:
+        result = Report(report.PERMANENT, f"invalid attempt environment: {err}")
+        report.write(result, environ.get("CRONOQ_TERMINATION_LOG") or report.DEFAULT_PATH)
+        return result.exit_code
+
+    ending = threading.Lock()  # whoever takes it writes the one termination message
+    keeper = None
+    if env.lease_ttl > 0:
+        lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig)
+        keeper = LeaseKeeper(env.lease_ttl, lease.renew)
+
+        def lost(why: str) -> None:
+            if not ending.acquire(blocking=False):
+                return  # the handler has ended and its outcome is being written
+            result = Report(report.RETRYABLE, f"lease lost: {why}", reason=report.LEASE_LOST)
+            report.write(result, env.termination_log)
+            try:
+                sys.stdout.flush()
+            finally:
+                os._exit(result.exit_code)
+
+        keeper.start(lost)
+
+    context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
+                      payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
+                      lease_ttl=env.lease_ttl, _keeper=keeper)
+    result = outcome(handler, context)
+    ending.acquire()
+    if keeper is not None:
+        keeper.stop()
+    report.write(result, env.termination_log)
+    return result.exit_code
+
+
+def outcome(handler: Callable[[Context], Any], context: Context) -> Report:
+    """Call the handler and say how that went."""
+    try:
+        value = handler(context)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_awaited(value))
+        return Report(report.SUCCESS, output=report.encode_output(value))
+    except Permanent as err:
+        return Report(report.PERMANENT, err.message or _describe(err))
+    except Retryable as err:
+        return Report(report.RETRYABLE, err.message or _describe(err), retry_after=err.retry_after)
+    except Exception as err:
+        traceback.print_exc()  # the operator keeps only the message; the log keeps the rest
+        return Report(report.RETRYABLE, _describe(err))
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
