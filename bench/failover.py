@@ -1,0 +1,126 @@
+"""Failover: two replicas with leader election; SIGKILL the leader and time until the new
+leader creates a Job. Right after the kill the load generator submits a marker Task every
+quarter second; a marker's Job can only come from the replica that leads after the kill, so
+the first one seen ends the measurement. The killed replica is restarted as the new standby
+and the round repeats.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any
+
+from bench import workload
+from bench.cluster import log
+from bench.kubeapi import Api, Credentials, OBSERVER_AGENT, jobs_path, pools_path, tasks_path
+from bench.replica import Replica, has_flag
+from bench.throughput import Context, wait_until
+
+POOL = "failover"
+LEASE = "bench-leader"
+MARKER_INTERVAL = 0.25
+
+
+class JobWatch:
+    """First-seen time of every Job in a namespace, by its task label (a light, in-process watch)."""
+
+    def __init__(self, kubeconfig: str, namespace: str) -> None:
+        self.api = Api(Credentials.from_kubeconfig(kubeconfig), user_agent=OBSERVER_AGENT, pool_size=2)
+        self.path = jobs_path(namespace)
+        self.seen: dict[str, float] = {}
+        self.connected = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+        if not self.connected.wait(30):
+            raise RuntimeError("the Job watch did not connect")
+
+    def _run(self) -> None:
+        rv = self.api.request("GET", f"{self.path}?limit=1")["metadata"]["resourceVersion"]
+        while True:
+            try:
+                for event in self.api.watch(self.path, rv, on_connected=self.connected.set):
+                    obj = event.get("object") or {}
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    task = (obj.get("metadata", {}).get("labels") or {}).get("cronoq.io/task")
+                    if task and event.get("type") in ("ADDED", "MODIFIED"):
+                        self.seen.setdefault(task, time.monotonic())
+            except Exception:  # noqa: BLE001 - reconnect
+                time.sleep(0.2)
+
+
+def available(ctx: Context) -> tuple[bool, str]:
+    import sys
+    if has_flag("--leader-election", sys.executable, ctx.source):
+        return True, ""
+    return False, "`cronoq operator --help` has no --leader-election flag in the measured source"
+
+
+def failover(ctx: Context, rounds: int = 3) -> dict[str, Any]:
+    ok, why = available(ctx)
+    if not ok:
+        log(f"failover: not available ({why})")
+        return {"available": False, "reason": why}
+    api = ctx.cluster.api
+    ns = ctx.cluster.namespace("bench-failover")
+    api.create(pools_path(ns), workload.pool(POOL, 10_000))
+    election = ("--leader-election", f"--lease-namespace={ns}", f"--lease-name={LEASE}")
+    replicas = [ctx.replica(ns, name=f"cronoq-bench-{x}", extra=election) for x in "ab"]
+    for r in replicas:
+        r.start(wait_ready=False)
+    watch = JobWatch(str(ctx.cluster.kubeconfig), ns)
+    results = []
+    try:
+        if not wait_until(lambda: sum(r.leading() for r in replicas) == 1, timeout=90):
+            return {"available": True, "error": "no replica became leader within 90s"}
+        _warm(api, ns, watch)
+        for round_ in range(rounds):
+            leader = next(r for r in replicas if r.leading())
+            standby = next(r for r in replicas if r is not leader)
+            marks: dict[str, float] = {}
+            stop = threading.Event()
+
+            def markers(round_=round_, marks=marks, stop=stop) -> None:
+                i = 0
+                while not stop.is_set():
+                    name = f"m{round_}-{i:04d}"
+                    marks[name] = time.monotonic()
+                    api.create(tasks_path(ns), workload.task(name, POOL))
+                    i += 1
+                    stop.wait(MARKER_INTERVAL)
+
+            killed = time.monotonic()
+            leader.kill(signal.SIGKILL)
+            thread = threading.Thread(target=markers, daemon=True)
+            thread.start()
+            took_over = None
+            deadline = killed + 120
+            first_job = None
+            while time.monotonic() < deadline and first_job is None:
+                if took_over is None and standby.leading():
+                    took_over = time.monotonic() - killed
+                hits = [watch.seen[m] for m in list(marks) if m in watch.seen]
+                if hits:
+                    first_job = min(hits) - killed
+                time.sleep(0.05)
+            stop.set()
+            thread.join()
+            results.append({"round": round_ + 1, "killed": leader.pod_name, "new_leader": standby.pod_name,
+                            "seconds_to_first_job": first_job, "seconds_to_leader_metric": took_over,
+                            "markers_submitted": len(marks)})
+            log(f"failover round {round_ + 1}: first Job by the new leader {first_job}s after SIGKILL")
+            leader.start(wait_ready=False)  # back as the standby
+            time.sleep(3)
+    finally:
+        for r in replicas:
+            r.stop()
+    ctx.cluster.delete_namespace(ns)
+    values = [r["seconds_to_first_job"] for r in results if r["seconds_to_first_job"] is not None]
+    return {"available": True, "rounds": results, "max_seconds": max(values) if values else None,
+            "median_seconds": sorted(values)[len(values) // 2] if values else None}
+
+
+def _warm(api: Api, ns: str, watch: JobWatch) -> None:
+    """A few tasks through the leader first, so the first round does not time its warm-up."""
+    for name in workload.names("warm", 5):
+        api.create(tasks_path(ns), workload.task(name, POOL))
+    wait_until(lambda: all(n in watch.seen for n in workload.names("warm", 5)), timeout=60)

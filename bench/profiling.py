@@ -1,0 +1,104 @@
+"""Where the operator's CPU goes: py-spy samples the running operator (no restart, no code
+change) into collapsed stacks, summarised here as the functions with the most samples,
+inclusive and self, and a coarse split by library.
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+RATE = 50
+"""Samples per second: enough for a picture, cheap enough not to change it."""
+
+BUCKETS = (
+    ("json / serialisation", ("json/", "sanitize_for_serialization", "deserialize", "__deserialize", "to_dict")),
+    ("kubernetes client models", ("kubernetes/client/models",)),
+    ("pydantic", ("pydantic",)),
+    ("ssl / sockets / http", ("ssl.py", "socket.py", "urllib3", "http/client", "aiohttp")),
+    ("kopf", ("kopf/",)),
+    ("cronoq engine", ("cronoq/engine",)),
+    ("cronoq controller", ("cronoq/controller",)),
+    ("cronoq kube", ("cronoq/kube",)),
+    ("logging", ("logging/",)),
+    ("asyncio", ("asyncio/",)),
+    ("threading / waiting", ("threading.py", "concurrent/futures", "queue.py")),
+)
+
+
+def py_spy() -> str | None:
+    here = Path(sys.executable).with_name("py-spy")
+    return str(here) if here.exists() else shutil.which("py-spy")
+
+
+class Profiler:
+    def __init__(self, pid: int, prefix: Path) -> None:
+        self.pid, self.raw = pid, prefix.with_suffix(".collapsed.txt")
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> Profiler:
+        exe = py_spy()
+        if exe is None:
+            return self
+        self.process = subprocess.Popen([exe, "record", "--pid", str(self.pid), "--rate", str(RATE), "--nonblocking",
+                                         "--format", "raw", "--output", str(self.raw)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return self
+
+    def finish(self) -> dict[str, Any] | None:
+        if self.process is None:
+            return None
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        return summarise(self.raw) if self.raw.exists() else None
+
+
+def _frame(frame: str) -> str:
+    """`func (path/to/file.py:123)` → `func (to/file.py)`: lines merged, paths shortened."""
+    func, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "lib/python3.11/", "operator/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    return f"{func} ({path})"
+
+
+def summarise(raw: Path, top: int = 20) -> dict[str, Any]:
+    inclusive: Counter = Counter()
+    leaf: Counter = Counter()
+    buckets: Counter = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = [_frame(f) for f in stack.split(";") if f and not f.startswith("process ")
+                  and not f.startswith("thread ")]
+        if not frames:
+            continue
+        total += n
+        for f in set(frames):
+            inclusive[f] += n
+        leaf[frames[-1]] += n
+        # A sample is charged to the innermost frame that falls into a bucket.
+        for f in reversed(frames):
+            bucket = next((name for name, keys in BUCKETS if any(k in f for k in keys)), None)
+            if bucket:
+                buckets[bucket] += n
+                break
+        else:
+            buckets["other"] += n
+    share = (lambda c: round(100 * c / total, 1)) if total else (lambda c: 0.0)
+    return {"samples": total, "rate": RATE, "file": raw.name,
+            "by_library_percent": {k: share(v) for k, v in buckets.most_common()},
+            "top_inclusive_percent": [(f, share(c)) for f, c in inclusive.most_common(top)],
+            "top_self_percent": [(f, share(c)) for f, c in leaf.most_common(top)]}

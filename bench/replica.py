@@ -1,0 +1,142 @@
+"""One operator replica as the bench runs it: `python -m cronoq operator` on the bench cluster,
+under its own ServiceAccount identity (so the audit log attributes its requests), from a snapshot
+of the committed source (so a colleague's half-saved edit is not what we measure).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from bench import procstat
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@lru_cache(maxsize=None)
+def help_text(python: str, source: str | None) -> str:
+    env = {**os.environ, **({"PYTHONPATH": source} if source else {})}
+    return subprocess.run([python, "-m", "cronoq", "operator", "--help"], capture_output=True, text=True,
+                          env=env, timeout=60).stdout
+
+
+def has_flag(flag: str, python: str = sys.executable, source: str | None = None) -> bool:
+    return flag in help_text(python, source)
+
+
+@dataclass
+class Replica:
+    kubeconfig: str
+    namespaces: tuple[str, ...]
+    log_path: Path
+    source: str | None = None
+    """A directory holding the `cronoq` package to run (put first on PYTHONPATH); None: as installed."""
+    extra_args: tuple[str, ...] = ()
+    pod_name: str = "cronoq-bench-0"
+    python: str = sys.executable
+    metrics_port: int = field(default_factory=free_port)
+    probe_port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+
+    def start(self, wait_ready: bool = True, timeout: float = 120) -> Replica:
+        argv = [self.python, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
+                f"--probe-port={self.probe_port}", "--log-level=warning", *self.extra_args]
+        argv += [f"--namespace={ns}" for ns in self.namespaces]
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name}
+        env.pop("CRONOQ_KUBECONFIG", None)
+        if self.source:
+            env["PYTHONPATH"] = self.source
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        if wait_ready:
+            self.wait(self.ready, timeout, "/readyz")
+        else:
+            self.wait(self.serving, timeout, "/metrics")
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait(self, check, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"the operator exited while waiting for {what}; see {self.log_path}:\n{self.tail()}")
+            if check():
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"the operator's {what} did not answer in {timeout:.0f}s; see {self.log_path}")
+
+    def _get(self, port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, ""
+        except OSError:
+            return 0, ""
+
+    def ready(self) -> bool:
+        return self._get(self.probe_port, "/readyz")[0] == 200
+
+    def serving(self) -> bool:
+        return self._get(self.metrics_port, "/metrics")[0] == 200
+
+    def metric(self, name: str) -> float | None:
+        """The value of an unlabelled sample (or the sum over labels) in /metrics; None if absent."""
+        status, text = self._get(self.metrics_port, "/metrics")
+        if status != 200:
+            return None
+        total = None
+        for line in text.splitlines():
+            if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"):
+                total = (total or 0.0) + float(line.rsplit(" ", 1)[1])
+        return total
+
+    def leading(self) -> bool:
+        return (self.metric("cronoq_leader") or 0.0) >= 1.0
+
+    def rss(self) -> int:
+        return procstat.rss_bytes(self.pid)
+
+    def cpu(self) -> float:
+        return procstat.cpu_seconds(self.pid)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive():
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if not self.alive():
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""`make bench`: cronoq beside bare Jobs on a local test cluster of the bench's own.
+
+    .venv/bin/python bench/run.py                      # N = 1000 and 5000, every scenario
+    .venv/bin/python bench/run.py --sizes 1000,20000   # other sizes
+    .venv/bin/python bench/run.py --quick              # a few minutes: small N, one failover round
+
+Starts (or reuses) the cluster in --cluster-dir with the audit log on, installs the CRDs, runs
+the operator from a snapshot of the committed source (git HEAD; --source worktree for the
+working tree), and writes bench/results/latest.{json,md,png} plus a dated JSON copy. Targets
+are reported, never asserted: the exit code is 0 whenever the bench itself ran.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import io
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench import report  # noqa: E402
+from bench.backlog import backlog  # noqa: E402
+from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
+from bench.failover import LEASE, failover  # noqa: E402
+from bench.idle import idle  # noqa: E402
+from bench.load import DEFAULT_CREATORS  # noqa: E402
+from bench.procstat import load_average  # noqa: E402
+from bench.replica import has_flag  # noqa: E402
+from bench.throughput import Context, baseline, cronoq  # noqa: E402
+
+SCENARIOS = ("baseline", "cronoq", "paced", "backlog", "idle", "failover")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,5000", help="N for the throughput runs, comma-separated")
+    p.add_argument("--paced-sizes", default=None,
+                   help="N for the runs paced at half the max rate (default: the smallest size)")
+    p.add_argument("--backlog", type=int, default=5000, help="tasks queued behind a pool of concurrency 50")
+    p.add_argument("--failover-rounds", type=int, default=3)
+    p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
+    p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round")
+    p.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run, of {','.join(SCENARIOS)}")
+    p.add_argument("--no-profile", dest="profile", action="store_false",
+                   help="do not sample the operator with py-spy during the largest burst and the backlog")
+    p.add_argument("--source", default="HEAD", help="git revision of operator/ to run, or `worktree`")
+    p.add_argument("--cluster-dir", type=Path, default=DEFAULT_DIR)
+    p.add_argument("--port-offset", type=int, default=DEFAULT_OFFSET)
+    p.add_argument("--keep-cluster", action="store_true", help="leave a cluster this run started running")
+    p.add_argument("--results", type=Path, default=REPO / "bench" / "results")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes, args.backlog, args.failover_rounds = "200", 300, 1
+    args.sizes = sorted(int(s) for s in args.sizes.split(",") if s)
+    args.paced_sizes = [int(s) for s in args.paced_sizes.split(",")] if args.paced_sizes else args.sizes[:1]
+    args.only = set(args.only.split(","))
+    return args
+
+
+def snapshot(revision: str, into: Path) -> tuple[str | None, str]:
+    """Export operator/ at `revision` into `into`; return (PYTHONPATH entry, description)."""
+    if revision == "worktree":
+        dirty = subprocess.run(["git", "status", "--porcelain", "operator"], cwd=REPO, capture_output=True,
+                               text=True).stdout.strip()
+        return None, f"worktree at {_git('rev-parse', '--short', 'HEAD')}{' (with uncommitted changes)' if dirty else ''}"
+    commit = _git("rev-parse", revision)
+    target = into / f"src-{commit[:12]}"
+    if not (target / "operator" / "cronoq").exists():
+        archive = subprocess.run(["git", "archive", commit, "operator"], cwd=REPO, capture_output=True, check=True).stdout
+        tarfile.open(fileobj=io.BytesIO(archive)).extractall(target)
+    return str(target / "operator"), f"{commit[:12]} ({_git('log', '-1', '--format=%s', commit)[:70]})"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def machine() -> dict:
+    mem = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    free = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.strip()
+    return {"nproc": os.cpu_count(), "cpu": model, "mem_total_kib": int(mem.split()[1]), "free_h": free,
+            "kernel": platform.release(), "python": platform.python_version(), "load_average_start": load_average()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    cluster = BenchCluster(directory=args.cluster_dir, port_offset=args.port_offset)
+    work = args.cluster_dir / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    source, described = snapshot(args.source, work)
+    if source:
+        sys.path.insert(0, source)  # bare Jobs are built by the measured source's Job builder
+    started = datetime.now(timezone.utc)
+    results: dict = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
+                     "operator_source": described, "options": {"sizes": args.sizes, "paced_sizes": args.paced_sizes,
+                                                               "backlog": args.backlog, "creators": args.creators,
+                                                               "quick": args.quick},
+                     "throughput": [], "paced": []}
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+
+    def save() -> None:
+        results["machine"]["load_average_end"] = load_average()
+        report.write(results, args.results, stamp)
+
+    cluster.up()
+    try:
+        # Single-replica scenarios run without leader election, so their API counts are the
+        # per-task cost alone; the failover scenario turns it on.
+        operator_args = ("--no-leader-election",) if has_flag("--no-leader-election", sys.executable, source) else ()
+        ctx = Context(cluster=cluster, work=work, source=source, creators=args.creators,
+                      operator_args=operator_args, leader_lease=("cronoq-leader", LEASE), profile=args.profile)
+        kept: list[str] = []
+        largest = args.sizes[-1]
+        for n in args.sizes:
+            row: dict = {"n": n}
+            if "baseline" in args.only:
+                row["baseline"] = baseline(ctx, n)
+                save()
+            if "cronoq" in args.only:
+                keep = n == largest and "idle" in args.only
+                row["cronoq"] = cronoq(ctx, n, keep=keep, profile=n == largest)
+                if keep:
+                    kept.append(row["cronoq"]["namespace"])
+            results["throughput"].append(row)
+            save()
+            max_rate = (row.get("cronoq") or {}).get("throughput")
+            if "paced" in args.only and n in args.paced_sizes and max_rate:
+                results["paced"].append(cronoq(ctx, n, rate=max_rate / 2, label="paced"))
+                save()
+        if "backlog" in args.only:
+            results["backlog"] = backlog(ctx, args.backlog, keep="idle" in args.only, profile=True)
+            if "idle" in args.only:
+                kept.append(results["backlog"]["namespace"])
+            save()
+        if "idle" in args.only and kept:
+            results["idle"] = idle(ctx, kept)
+            save()
+        if "failover" in args.only:
+            results["failover"] = failover(ctx, rounds=args.failover_rounds)
+            save()
+        for ns in kept:
+            cluster.delete_namespace(ns)
+    finally:
+        results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        save()
+        if not args.keep_cluster:
+            cluster.down()
+    log(f"results: {args.results / 'latest.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
