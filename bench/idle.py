@@ -35,7 +35,10 @@ def idle(ctx: Context, namespaces: list[str], seconds: float = IDLE_SECONDS) -> 
     rss_ready, cpu_ready = replica.rss(), replica.cpu()
     time.sleep(5)  # let the first reconcile pass over every task settle before the idle window
     mark, cpu0, t0, load_before = audit.mark(), replica.cpu(), time.monotonic(), load_average()
-    time.sleep(seconds)
+    timeline = []  # (seconds into the window, RSS, CPU seconds): growth at rest shows here
+    while time.monotonic() - t0 < seconds:
+        timeline.append((round(time.monotonic() - t0, 1), replica.rss(), round(replica.cpu() - cpu0, 2)))
+        time.sleep(5)
     cpu1, t1, rss_idle = replica.cpu(), time.monotonic(), replica.rss()
     audit.settle()
     requests = audit.requests(mark, OPERATOR_USER)
@@ -45,7 +48,7 @@ def idle(ctx: Context, namespaces: list[str], seconds: float = IDLE_SECONDS) -> 
         "cpu_seconds_startup": cpu_ready, "rss_ready": rss_ready, "rss_idle": rss_idle,
         "rss_bytes_per_task": rss_idle / total if total else None,
         "idle_seconds": t1 - t0, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
-        "idle_requests": api["requests"], "idle_writes": api["writes"], "api": api,
+        "rss_timeline": timeline, "idle_requests": api["requests"], "idle_writes": api["writes"], "api": api,
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"idle with {total} finished tasks: RSS {rss_idle / 2**20:.0f} MiB, "

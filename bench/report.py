@@ -109,7 +109,7 @@ def markdown(r: dict[str, Any]) -> str:
                 f"{idle['idle_seconds']:.0f}s idle ({idle['rss_bytes_per_task'] / 1024:.1f} KiB per task, "
                 "interpreter included); "
                 f"idle CPU {idle['idle_cpu_fraction'] * 100:.1f}% of a core; {idle['idle_requests']} requests "
-                f"({idle['idle_writes']} writes) in the idle window.", ""]
+                f"({idle['idle_writes']} writes) in the idle window." + _timeline(idle), ""]
 
     bl = r.get("backlog")
     if bl:
@@ -154,6 +154,14 @@ def markdown(r: dict[str, Any]) -> str:
             out.append("")
     out += ["Raw numbers: `latest.json`; chart: `latest.png`; analysis: `bench/README.md`.", ""]
     return "\n".join(out)
+
+
+def _timeline(idle: dict[str, Any]) -> str:
+    points = idle.get("rss_timeline") or []
+    if not points:
+        return ""
+    return (" RSS over the idle window: " + ", ".join(f"{t:.0f}s {rss / MIB:.0f}" for t, rss, _ in points[::3])
+            + " MiB.")
 
 
 def _la(la) -> str:
