@@ -31,6 +31,8 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
                     choices=["debug", "info", "warning", "error"])
 
+    sub.add_parser("heartbeat", help="renew this attempt's heartbeat Lease until SIGTERM (the sidecar)")
+
     cancel = sub.add_parser("cancel", help="cancel tasks (sets spec.cancel: true)")
     cancel.add_argument("names", nargs="+", metavar="NAME")
     cancel.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
@@ -81,5 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_operator(args)
     if args.command == "cancel":
         return cancel(args)
+    if args.command == "heartbeat":
+        from cronoq.heartbeat import main as heartbeat_main
+        return heartbeat_main([])
     parser().print_help()
     return 0

@@ -91,11 +91,12 @@ def test_queued_task_admitted_later_keeps_its_submission_time() -> None:
     assert plan.status.submitted_at == T0
 
 
-def test_missing_pool_queues_without_asking_for_a_slot_and_never_starts() -> None:
+def test_missing_pool_queues_and_never_starts_even_if_admitted() -> None:
     task = make_task().pool("nowhere").obj()
     plan = run(task, observe(now=T0, admit=True, pool_found=False, pool_name="nowhere"))
     assert plan.status.phase is TaskPhase.QUEUED and plan.create_job is None
-    assert not plan.wants_slot
+    # It waits among the pool's candidates, so all of them are weighed at once when the pool appears.
+    assert plan.wants_slot
     assert condition(plan.status, "Running").reason == reasons.POOL_NOT_FOUND
     assert "nowhere" in plan.status.message
 

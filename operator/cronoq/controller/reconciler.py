@@ -244,6 +244,21 @@ class Controller:
         namespace, name = entry.raw["metadata"]["namespace"], entry.raw["metadata"]["name"]
         key = (namespace, name)
         task = entry.task
+        status = task.status if task is not None else None
+        # Slot bookkeeping first, before any await: admission must never see this task in
+        # neither the waiting set nor the store's fresh set.
+        granted = self.grants.pop(key, None) is not None
+        waiting = self.waiting[pool_key]
+        if plan.wants_slot and task is not None:
+            if key not in waiting:
+                submitted = (status.submitted_at if status else None) or entry.first_seen
+                waiting[key] = Candidate.of(namespace, name, task.spec.priority, submitted)
+                self.ready_since.setdefault(key, self.clock())
+            self.queue.add(("pool", *pool_key))
+        else:
+            waiting.pop(key, None)
+        if granted or plan.ended:
+            self.queue.add(("pool", *pool_key))  # a slot was used or freed: someone else's turn
         if plan.create_job is not None and task is not None:
             record = task.status.attempts[-1] if task.status and task.status.attempts else None
             lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
@@ -278,25 +293,12 @@ class Controller:
             metrics.ATTEMPTS.labels(pool_key[1], attempt.outcome.value).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
-        status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
             metrics.TASKS.labels(pool_key[1], status.phase.value).inc()
             if status.submitted_at and status.finished_at:
                 metrics.TASK_DURATION.labels(pool_key[1], status.phase.value).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
-        granted = self.grants.pop(key, None) is not None
-        waiting = self.waiting[pool_key]
-        if plan.wants_slot and task is not None:
-            if key not in waiting:
-                submitted = (status.submitted_at if status else None) or entry.first_seen
-                waiting[key] = Candidate.of(namespace, name, task.spec.priority, submitted)
-                self.ready_since.setdefault(key, self.clock())
-            self.queue.add(("pool", *pool_key))
-        else:
-            waiting.pop(key, None)
-        if granted or plan.ended:
-            self.queue.add(("pool", *pool_key))  # a slot was used or freed: someone else's turn
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
 
@@ -351,7 +353,7 @@ class Controller:
         waiting = self.waiting.get(pool_key, {})
         running = len(self.store.running.get(pool_key, ()))
         metrics.RUNNING_ATTEMPTS.labels(name).set(running)
-        metrics.QUEUE_DEPTH.labels(name).set(len(waiting))
+        metrics.QUEUE_DEPTH.labels(name).set(len(waiting.keys() | self.store.fresh.get(pool_key, set())))
         if pool is None:
             return
         now = self.clock()
@@ -364,6 +366,10 @@ class Controller:
                 continue
             if key not in self.grants:
                 candidates.append(candidate)
+        for key in self.store.fresh.get(pool_key, ()):  # not yet reconciled: weigh them too
+            if key not in waiting and key not in self.grants:
+                entry = self.store.tasks[key]
+                candidates.append(Candidate.of(*key, entry.task.spec.priority, entry.first_seen))
         for candidate in admit(candidates, concurrency=pool.spec.concurrency, running=running + granted_here):
             key = (candidate.namespace, candidate.name)
             self.grants[key] = pool_key

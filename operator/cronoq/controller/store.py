@@ -61,6 +61,9 @@ class Store:
     """(namespace, pool, key) → names of the tasks holding that idempotency key."""
     dependents: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, task) → names of the tasks whose dependsOn names it."""
+    fresh: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, pool) → new tasks (no status yet) that nothing but a slot holds back (no key,
+    no dependencies): admission weighs them even before their first reconcile."""
     leases: dict[Key, tuple[str | None, str | None, datetime]] = field(default_factory=dict)
     """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first)."""
     running_seen: dict[Key, datetime] = field(default_factory=dict)
@@ -90,6 +93,9 @@ class Store:
     def _index(self, key: Key, entry: TaskEntry) -> None:
         if entry.phase is TaskPhase.RUNNING:
             self.running[(key[0], entry.pool)].add(key)
+        spec = entry.task.spec if entry.task is not None else None
+        if spec is not None and entry.task.status is None and not (spec.key or spec.depends_on or spec.cancel):
+            self.fresh[(key[0], entry.pool)].add(key)
         if entry.task is not None:
             if entry.task.spec.key:
                 self.keyed[(key[0], entry.pool, entry.task.spec.key)].add(key[1])
@@ -98,6 +104,7 @@ class Store:
 
     def _unindex(self, key: Key, entry: TaskEntry) -> None:
         self.running[(key[0], entry.pool)].discard(key)
+        self.fresh[(key[0], entry.pool)].discard(key)
         if entry.task is not None:
             if entry.task.spec.key:
                 self.keyed[(key[0], entry.pool, entry.task.spec.key)].discard(key[1])

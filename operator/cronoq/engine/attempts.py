@@ -83,7 +83,8 @@ class Plan:
     """Attempts this plan records as ended (for metrics)."""
     started: Attempt | None = None
     wants_slot: bool = False
-    """Ready to start an attempt, waiting for the pool to admit it."""
+    """Ready to start an attempt, waiting for the pool to admit it (or to exist: then every
+    waiting task is weighed at once when it appears)."""
     requeue_after: float | None = None
     """Seconds until a deadline or backoff expires and the task should be looked at again."""
 
@@ -230,20 +231,20 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         reason, message = ((reasons.WAITING_FOR_SLOT, f"queued in pool {seen.pool_name}") if seen.pool_found else
                            (reasons.POOL_NOT_FOUND, f"TaskPool {seen.pool_name} does not exist; the task starts once it does"))
         if phase is TaskPhase.QUEUED and _reason(status) == reason:
-            return replace(base, wants_slot=seen.pool_found, requeue_after=requeue)
+            return replace(base, wants_slot=True, requeue_after=requeue)
         status = status.model_copy(update={
             "phase": TaskPhase.QUEUED, "submitted_at": status.submitted_at or seen.first_seen or now,
         })
         status = _say(status, reason, message, task, now)
-        return replace(base, status=_stamp(status, task, seen), wants_slot=seen.pool_found, events=tuple(events),
+        return replace(base, status=_stamp(status, task, seen), wants_slot=True, events=tuple(events),
                        requeue_after=requeue)
 
     if changed:
         return replace(base, status=_stamp(status, task, seen), delete_jobs=_uniq(deletes), events=tuple(events),
-                       ended=ended_now, requeue_after=requeue, wants_slot=ready and seen.pool_found)
+                       ended=ended_now, requeue_after=requeue, wants_slot=ready)
     if phase is TaskPhase.RETRYING and status.next_attempt_at is not None:
         requeue = max((status.next_attempt_at - now).total_seconds(), 0.0)
-    return replace(base, wants_slot=ready and seen.pool_found, requeue_after=requeue)
+    return replace(base, wants_slot=ready, requeue_after=requeue)
 
 
 def _gated(base: Plan, status: TaskStatus, records: list[Attempt], task: Task, seen: Observation) -> Plan:

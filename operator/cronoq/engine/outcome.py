@@ -75,6 +75,8 @@ def from_termination(end: Termination, policy: RetryPolicy) -> Verdict:
                        and not isinstance(retry_after, bool) and retry_after > 0 else None)
         reason = {AttemptOutcome.SUCCESS: reasons.COMPLETED, AttemptOutcome.RETRYABLE: reasons.RETRYABLE,
                   AttemptOutcome.PERMANENT: reasons.PERMANENT}[outcome]
+        if str(report.get("reason", "")) == reasons.LEASE_LOST:  # the SDK fenced itself
+            reason = reasons.LEASE_LOST
         return Verdict(outcome, reason, truncate(str(report.get("message") or "")), end.exit_code,
                        truncate(output) if outcome is AttemptOutcome.SUCCESS and output is not None else None,
                        retry_after)

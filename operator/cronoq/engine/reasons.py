@@ -18,6 +18,7 @@ JOB_REJECTED = "JobRejected"     # the API server refused the attempt's Job (bad
 TIMEOUT = "Timeout"
 START_TIMEOUT = "StartTimeout"   # stuck Pending (unschedulable, image pull) longer than allowed
 LEASE_EXPIRED = "LeaseExpired"
+LEASE_LOST = "LeaseLost"         # the SDK could not renew its lease and stopped itself
 CANCELLED = "Cancelled"
 
 # Why a task is where it is (conditions and the task's message).

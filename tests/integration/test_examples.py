@@ -1,0 +1,40 @@
+"""Every example in examples/ is applied to the real cluster and run by the operator, and ends as
+its comments say (kopf's tests/e2e/test_examples.py in spirit)."""
+from __future__ import annotations
+
+from tests.support.cluster import REPO
+from tests.support.tasks import TERMINAL
+from tests.support.waiting import wait_until
+
+EXPECTED = {
+    "hello-world": ("Succeeded", 1),
+    "flaky": ("Succeeded", 3),
+    "bad-input": ("Failed", 1),
+    "welcome-email-1": ("Succeeded", 1),
+    "welcome-email-2": ("Succeeded", 0),
+    "fetch": ("Succeeded", 1), "resize": ("Succeeded", 1), "scan": ("Succeeded", 1),
+    "publish": ("Succeeded", 1), "cleanup": ("Succeeded", 1),
+    "urgent": ("Succeeded", 1), "report-a": ("Succeeded", 1), "report-b": ("Succeeded", 1),
+    "backfill": ("Succeeded", 1),
+}
+
+
+def test_every_example_runs_to_its_documented_end(cq, kubectl):
+    kubectl("apply", "-R", "-f", str(REPO / "examples"), namespace=cq.namespace)
+
+    def all_ended():
+        statuses = {t["metadata"]["name"]: t.get("status") or {} for t in
+                    cq.custom.list_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "tasks")["items"]}
+        return statuses if statuses and all(s.get("phase") in TERMINAL for s in statuses.values()) else None
+
+    statuses = wait_until(all_ended, timeout=120, what="every example task ended")
+
+    assert {n: (s["phase"], s.get("attempt", 0)) for n, s in statuses.items()} == EXPECTED
+    assert statuses["hello-world"]["output"] == "hello, world"
+    assert statuses["welcome-email-2"]["duplicateOf"] == "welcome-email-1"
+    # The batch pool runs one at a time, highest priority first.
+    started = sorted(("urgent", "report-a", "report-b", "backfill"),
+                     key=lambda n: statuses[n]["attempts"][0]["startedAt"])
+    assert started[0] == "urgent" and started[-1] == "backfill"
+    dependency_order = [statuses[n]["attempts"][0]["startedAt"] for n in ("fetch", "resize", "publish")]
+    assert dependency_order == sorted(dependency_order)
