@@ -25,6 +25,7 @@ DEFAULT_OFFSET = 3000
 IDENTITY_NAMESPACE = "cronoq-bench-system"
 IDENTITY = "cronoq-bench"
 OPERATOR_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{IDENTITY}"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def log(msg: str) -> None:
@@ -86,6 +87,17 @@ class BenchCluster:
         if self.started_here:
             log("stopping the bench cluster")
             self.devcluster("down")
+
+    def component_cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by each control-plane process (the bench's share of the machine)."""
+        from bench.procstat import cpu_seconds
+        out = {}
+        for name in COMPONENTS:
+            try:
+                out[name] = cpu_seconds(int((self.directory / "run" / f"{name}.pid").read_text()))
+            except (OSError, ValueError):
+                pass
+        return out
 
     # ---------------------------------------------------------------- namespaces
 

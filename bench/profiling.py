@@ -33,6 +33,18 @@ BUCKETS = (
 )
 
 
+ACTIVITIES = (
+    ("API calls (cronoq Writer → kubernetes client: validate_call, serialise, HTTPS)", ("cronoq/kube/writes.py",)),
+    ("cronoq watch handlers and store (Task models parsed per event)", ("cronoq/controller/handlers.py",
+                                                                        "cronoq/controller/store.py")),
+    ("cronoq reconcile, admission, Job building", ("cronoq/controller/", "cronoq/engine/")),
+    ("kopf per-event processing (causes, patches, handler dispatch)", ("kopf/_core/reactor/processing.py",
+                                                                       "kopf/_core/actions/", "kopf/_core/reactor/queueing.py")),
+    ("kopf watch streams (HTTP, JSON parsing)", ("kopf/_cogs/clients/",)),
+    ("metrics / probes", ("prometheus_client", "aiohttp/web")),
+)
+"""What the operator was doing, judged by the first rule any frame of a sample matches."""
+
 INTERESTING = ("cronoq/", "kopf/", "kubernetes/", "pydantic", "urllib3/", "json/", "copy.py", "ssl.py", "aiohttp/")
 """Frames worth listing by inclusive time (the interpreter's own entry frames are in every sample)."""
 
@@ -82,6 +94,7 @@ def summarise(raw: Path, top: int = 20) -> dict[str, Any]:
     inclusive: Counter = Counter()
     leaf: Counter = Counter()
     buckets: Counter = Counter()
+    activities: Counter = Counter()
     total = 0
     for line in raw.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
@@ -96,6 +109,9 @@ def summarise(raw: Path, top: int = 20) -> dict[str, Any]:
         for f in set(frames):
             inclusive[f] += n
         leaf[frames[-1]] += n
+        activity = next((name for name, keys in ACTIVITIES if any(k in f for f in frames for k in keys)),
+                        "event loop, threads and the rest")
+        activities[activity] += n
         # A sample is charged to the innermost frame that falls into a bucket.
         for f in reversed(frames):
             bucket = next((name for name, keys in BUCKETS if any(k in f for k in keys)), None)
@@ -107,6 +123,7 @@ def summarise(raw: Path, top: int = 20) -> dict[str, Any]:
     share = (lambda c: round(100 * c / total, 1)) if total else (lambda c: 0.0)
     telling = [(f, c) for f, c in inclusive.most_common() if any(k in f for k in INTERESTING)]
     return {"samples": total, "rate": RATE, "file": raw.name,
+            "by_activity_percent": {k: share(v) for k, v in activities.most_common()},
             "by_library_percent": {k: share(v) for k, v in buckets.most_common()},
             "top_inclusive_percent": [(f, share(c)) for f, c in telling[:top]],
             "top_self_percent": [(f, share(c)) for f, c in leaf.most_common(top)]}

@@ -7,6 +7,8 @@ from typing import Any
 
 from bench.targets import MIB, judge
 
+COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
 
 def write(results: dict[str, Any], into: Path, stamp: str) -> None:
     into.mkdir(parents=True, exist_ok=True)
@@ -55,6 +57,19 @@ def markdown(r: dict[str, Any]) -> str:
             la = c.get("load_average", {})
             out.append(f"| {row['n']} | {_s(b.get('throughput'), '', 1)} | {_s(c.get('throughput'), '', 1)} | "
                        f"{_s(ratio, '×')} | {_la(la.get('before', ()))} → {_la(la.get('after', ()))} |")
+        out.append("")
+        out += ["## CPU seconds spent during each run, by process", "",
+                "What the machine's cores did while the run lasted (the operator's own CPU is in the next sections).",
+                "", "| Run | N | wall s | " + " | ".join(COMPONENT_NAMES) + " | operator |",
+                "|---|---|---|" + "---|" * (len(COMPONENT_NAMES) + 1)]
+        for row in rows:
+            for label, run in (("bare Jobs", row.get("baseline")), ("cronoq", row.get("cronoq"))):
+                if run and run.get("cluster_cpu_seconds"):
+                    wall = run["n"] / run["throughput"] if run.get("throughput") else None
+                    cpu = run["cluster_cpu_seconds"]
+                    op = (run.get("operator") or {}).get("cpu_seconds")
+                    out.append(f"| {label} | {run['n']} | {_s(wall, '', 0)} | " +
+                               " | ".join(_s(cpu.get(c), '', 0) for c in COMPONENT_NAMES) + f" | {_s(op, '', 0)} |")
         out.append("")
         out += ["## Latency (p50 / p95 / p99)", "",
                 "| Run | N | rate | create → Job created | create → Succeeded |", "|---|---|---|---|---|"]
@@ -145,6 +160,8 @@ def markdown(r: dict[str, Any]) -> str:
         out += ["## Where the operator's CPU goes (py-spy, samples of the running operator)", ""]
         for label, p in profiles:
             out += [f"### {label}: {p['samples']} samples at {p['rate']} Hz", "",
+                    "By activity: " + ", ".join(f"{k} {v}%" for k, v in p.get("by_activity_percent", {}).items()) + ".",
+                    "",
                     "By library (innermost matching frame): " +
                     ", ".join(f"{k} {v}%" for k, v in p["by_library_percent"].items()) + ".", "",
                     "| inclusive % | function |", "|---|---|"]

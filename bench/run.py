@@ -58,6 +58,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port-offset", type=int, default=DEFAULT_OFFSET)
     p.add_argument("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     p.add_argument("--results", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--report-only", type=Path, metavar="JSON",
+                   help="only rewrite latest.md and latest.png from a results JSON (profiles re-read if still there)")
     args = p.parse_args(argv)
     if args.quick:
         args.sizes, args.backlog, args.failover_rounds = "200", 300, 1
@@ -94,8 +96,25 @@ def machine() -> dict:
             "kernel": platform.release(), "python": platform.python_version(), "load_average_start": load_average()}
 
 
+def rewrite(path: Path, into: Path, work: Path) -> int:
+    """Regenerate the Markdown and the chart from a finished run's JSON."""
+    from bench.profiling import summarise
+    results = json.loads(path.read_text())
+    holders = [row.get("cronoq") or {} for row in results.get("throughput", [])] + [results.get("backlog") or {}]
+    for holder in holders:
+        profile = holder.get("profile")
+        if profile and (work / profile["file"]).exists():
+            holder["profile"] = summarise(work / profile["file"])
+    stamp = path.stem.removeprefix("run-") if path.stem.startswith("run-") else \
+        datetime.fromisoformat(results["started"]).strftime("%Y%m%d-%H%M%S")
+    report.write(results, into, stamp)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.report_only:
+        return rewrite(args.report_only, args.results, args.cluster_dir / "work")
     cluster = BenchCluster(directory=args.cluster_dir, port_offset=args.port_offset)
     work = args.cluster_dir / "work"
     work.mkdir(parents=True, exist_ok=True)

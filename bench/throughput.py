@@ -54,9 +54,10 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
     ns = ctx.cluster.namespace(f"bench-jobs-{n}")
     jobs = [workload.bare_job(name, ns) for name in workload.names("j", n)]
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"jobs={n}")
-    load_before = load_average()
+    load_before, cluster_cpu = load_average(), ctx.cluster.component_cpu()
     sub = submit(api, jobs_path(ns), jobs, creators=ctx.creators)
     seen = observer.result()
+    cluster_cpu = _spent(cluster_cpu, ctx.cluster.component_cpu())
     sent = {j["metadata"]["name"]: sub.sent[j["metadata"]["name"]] for j in jobs if j["metadata"]["name"] in sub.sent}
     complete = {name: s.get("Complete") for name, s in seen["jobs"].items()}
     result = {
@@ -66,6 +67,7 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
         "latency": {"to_observed": summary(between(sent, {k: v["added"] for k, v in seen["jobs"].items()})),
                     "to_succeeded": summary(between(sent, complete))},
         "load_average": {"before": load_before, "after": load_average()},
+        "cluster_cpu_seconds": cluster_cpu,
     }
     log(f"baseline n={n}: {_fmt(result['throughput'])} jobs/s, p50 {_fmt(result['latency']['to_succeeded']['p50'])}s")
     ctx.cluster.delete_namespace(ns)
@@ -85,11 +87,12 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n}")
     profiler = profiler_for(ctx, operator, f"{label}-{n}") if profile else None
     cpu_before, rss_before, load_before = operator.cpu(), operator.rss(), load_average()
+    cluster_cpu = ctx.cluster.component_cpu()
     peak = PeakRss(operator.pid).start()
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators, rate=rate)
     seen = observer.result()
     cpu_after, rss_after, rss_peak = operator.cpu(), operator.rss(), peak.stop()
-    load_after = load_average()
+    load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
     profile = profiler.finish() if profiler else None
     audit.settle()
     requests = audit.requests(mark, OPERATOR_USER)
@@ -114,6 +117,7 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
                      "rss_before": rss_before, "rss_after": rss_after, "rss_peak": rss_peak},
         "api": breakdown(requests, n, leader_lease=ctx.leader_lease),
         "load_average": {"before": load_before, "after": load_after},
+        "cluster_cpu_seconds": cluster_cpu,
         "profile": profile,
         "namespace": ns,
     }
@@ -130,6 +134,10 @@ def profiler_for(ctx: Context, operator: Replica, label: str):
         return None
     from bench.profiling import Profiler
     return Profiler(operator.pid, ctx.work / f"profile-{label}").start()
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 2) for k in before if k in after}
 
 
 def _fmt(v: float | None) -> str:
