@@ -83,3 +83,17 @@ def test_heartbeats_off_with_a_zero_ttl(cq, api):
 
     leases = client.CoordinationV1Api(api).list_namespaced_lease(cq.namespace, label_selector="cronoq.io/task=free")
     assert leases.items == []
+
+
+def test_heartbeat_sidecar_is_a_native_sidecar_with_the_attempts_lease(cq):
+    cq.pool(heartbeatSidecar=True, leaseTTL="30s")
+    cq.task("sidecar", delay="200ms")
+
+    cq.wait_phase("sidecar", "Succeeded")
+
+    (job,) = cq.jobs("sidecar")
+    (init,) = job.spec.template.spec.init_containers
+    assert (init.name, init.restart_policy, init.args) == ("cronoq-heartbeat", "Always", ["heartbeat"])
+    env = {e.name: e.value for e in init.env}
+    assert env["CRONOQ_LEASE_NAME"] == "sidecar-a1" and env["CRONOQ_LEASE_TTL"] == "30"
+    assert "CRONOQ_PAYLOAD" not in env

@@ -267,6 +267,8 @@ class Controller:
             ttl = settings.lease_ttl
             job = build_job(task, pool.spec if pool else None, plan.create_job, lease, lease_ttl=ttl,
                             sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None)
+            log.debug("creating Job %s/%s (lease TTL %s, sidecar %s)", namespace, job["metadata"]["name"], ttl,
+                      settings.heartbeat_sidecar and self.sidecar_image)
             try:
                 if ttl > timedelta(0):  # before the Job, so its pod never finds its lease missing
                     await asyncio.to_thread(self.writer.create_lease, build_lease(task, plan.create_job, lease, ttl))

@@ -105,6 +105,10 @@ class Runtime:
         metrics.LEADER.set(0)
         for task in self._tasks:
             task.cancel()
+        if self.controller is not None:
+            self.controller.acting = False
+        if self.leadership is not None:
+            await asyncio.to_thread(self.leadership.release)
         if self._probe_runner is not None:
             await self._probe_runner.cleanup()
 
