@@ -233,7 +233,8 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         if phase is TaskPhase.QUEUED and _reason(status) == reason:
             return replace(base, wants_slot=True, requeue_after=requeue)
         status = status.model_copy(update={
-            "phase": TaskPhase.QUEUED, "submitted_at": status.submitted_at or seen.first_seen or now,
+            "phase": TaskPhase.QUEUED, "next_attempt_at": None,
+            "submitted_at": status.submitted_at or seen.first_seen or now,
         })
         status = _say(status, reason, message, task, now)
         return replace(base, status=_stamp(status, task, seen), wants_slot=True, events=tuple(events),
@@ -358,7 +359,8 @@ def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: date
     duration = int(max((finished - started).total_seconds(), 0) * 1000) if started else None
     return attempt.model_copy(update={
         "started_at": started, "finished_at": finished, "outcome": verdict.outcome, "exit_code": verdict.exit_code,
-        "reason": verdict.reason, "message": truncate(verdict.message, 1024) or None, "duration_ms": duration,
+        # model_copy does not validate: keep within the CRD's bounds here, or the write would fail.
+        "reason": verdict.reason[:128], "message": truncate(verdict.message, 1024) or None, "duration_ms": duration,
     })
 
 
