@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Hashable
 
 from cronoq import metrics
-from cronoq.api import PhaseCounts, TaskPhase, TaskPoolSpec, TaskPoolStatus
+from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import reasons
@@ -108,7 +108,6 @@ class Controller:
             self.queue.add(("task", key[0], name))
 
     def on_pool(self, kind: str | None, raw: dict[str, Any]) -> None:
-        from cronoq.api import TaskPool
         meta = raw["metadata"]
         key = (meta["namespace"], meta["name"])
         if kind == "DELETED":
@@ -420,5 +419,4 @@ class Controller:
             written = await asyncio.to_thread(self.writer.replace_pool_status, raw, new.to_dict())
         except Conflict:
             return
-        from cronoq.api import TaskPool
         self.store.pools[key] = TaskPool.model_validate(written)

@@ -63,32 +63,26 @@ class Writer:
         self.coordination = client.CoordinationV1Api(self.api)
 
     def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        """PUT the status subresource with the stored resourceVersion as precondition."""
+        return self._replace_status("tasks", raw, status)
+
+    def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return self._replace_status("taskpools", raw, status)
+
+    def _replace_status(self, plural: str, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status subresource with the stored resourceVersion as precondition: a change
+        since we read the object raises Conflict; a CEL refusal (e.g. an older epoch) Rejected."""
         self._check()
         meta = raw["metadata"]
         body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
                 "spec": raw.get("spec", {}), "status": status}
         try:
             return self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], "tasks", meta["name"], body)
+                GROUP, VERSION, meta["namespace"], plural, meta["name"], body)
         except ApiException as err:
             if err.status == 409:
                 raise Conflict(_message(err)) from None
             if err.status in (403, 422):
                 raise Rejected(err.status, _message(err)) from None
-            raise
-
-    def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        self._check()
-        meta = raw["metadata"]
-        body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
-                "spec": raw.get("spec", {}), "status": status}
-        try:
-            return self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], "taskpools", meta["name"], body)
-        except ApiException as err:
-            if err.status == 409:
-                raise Conflict(_message(err)) from None
             raise
 
     def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
