@@ -36,3 +36,15 @@ LEADER = Gauge("cronoq_leader", "1 while this replica is the leader and reconcil
 def serve(port: int, addr: str = "0.0.0.0") -> None:
     """Serve /metrics on `port` from a background thread."""
     start_http_server(port, addr=addr, registry=REGISTRY)
+
+
+def start_series(pool: str) -> None:
+    """Create a pool's counter series at 0, so `increase()` sees its very first dead letter."""
+    from cronoq.api import TERMINAL_PHASES, AttemptOutcome
+
+    for phase in TERMINAL_PHASES:
+        TASKS.labels(pool, phase.value)
+    for outcome in AttemptOutcome:
+        ATTEMPTS.labels(pool, outcome.value)
+    QUEUE_DEPTH.labels(pool)
+    RUNNING_ATTEMPTS.labels(pool)

@@ -116,6 +116,8 @@ class Controller:
             old = self.store.pools.get(key)
             pool = TaskPool.model_validate(raw)
             self.store.pools[key] = pool
+            if old is None:
+                metrics.start_series(key[1])
             if old is not None and old.spec == pool.spec:
                 return
         # A pool appearing, going or changing matters to every task in it.
