@@ -1,0 +1,38 @@
+"""The chart's RBAC is sufficient: the operator, run locally with a real token of the chart's
+ServiceAccount (not the admin), completes a task end to end — cluster-wide RBAC, and with
+watchNamespaces. That it is not more than needed is tests/chart/test_rbac.py."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.chart.identity import service_account_kubeconfig
+from tests.support.operator import OperatorProcess
+from tests.support.tasks import Cronoq
+
+pytestmark = pytest.mark.cluster
+
+RELEASE = "cronoq"
+
+
+@pytest.mark.parametrize("mode", ["cluster-wide", "watchNamespaces"])
+def test_the_operator_runs_a_task_with_the_charts_identity(mode, api, kubectl, install, namespace, make_namespace,
+                                                          tmp_path):
+    work = make_namespace("work")
+    args = [f"--set-json=watchNamespaces={json.dumps([work])}"] if mode == "watchNamespaces" else []
+    install(RELEASE, namespace, *args)
+    config = service_account_kubeconfig(kubectl, namespace, RELEASE, tmp_path / "sa.kubeconfig")
+    # The leader Lease lives in the release namespace, as in the chart's Deployment.
+    proc = OperatorProcess(str(config), (work,), tmp_path / "operator.log", lease=(namespace, "cronoq-local"))
+    proc.start()
+    try:
+        cq = Cronoq(api, work, proc)
+        cq.pool(retry={"maxAttempts": 2, "initialBackoff": "0s"})
+        cq.task("as-sa", outcome_a1="Fail", message="done", delay="100ms")
+        status = cq.wait_phase("as-sa", "Succeeded", timeout=60)
+        assert (status["attempt"], status["output"]) == (2, "done")
+        assert {"AttemptStarted", "AttemptEnded"} <= set(cq.reasons("as-sa")), "Events are allowed too"
+        assert "Forbidden" not in proc.log_path.read_text()
+    finally:
+        proc.stop()
