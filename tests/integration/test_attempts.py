@@ -120,3 +120,15 @@ def test_a_late_report_from_an_aborted_attempt_changes_nothing_and_is_counted(cq
     assert (now["phase"], now["attempt"]) == ("Running", 2)
     assert now["attempts"][0]["reason"] == "Timeout"
     assert now["attempts"] == running["attempts"], "the late report changed no attempt record"
+
+
+def test_a_pod_stuck_pending_past_the_start_timeout_is_retried_with_its_own_reason(cq):
+    cq.pool(startTimeout="2s", retry={"maxAttempts": 2, "initialBackoff": "0s"}, timeout="1s")
+    # Attempt 1 never starts; attempt 2 starts at once. The 1s timeout never applies to Pending time.
+    cq.task("stuck", outcome_a1="Pending", delay="100ms")
+
+    status = cq.wait_phase("stuck", "Succeeded", timeout=60)
+
+    first = status["attempts"][0]
+    assert (first["outcome"], first["reason"]) == ("Retryable", "StartTimeout")
+    assert first.get("startedAt") is None and "did not start within 2s" in first["message"]

@@ -18,6 +18,7 @@ from cronoq.api.durations import duration_type
 
 LeaseTTL = duration_type("2s", "1h", off=True)
 KeyRetention = duration_type("0s", "720h")
+StartTimeout = duration_type("1s", "24h")
 
 Count = Annotated[int, Field(ge=0, le=10**9)]
 
@@ -38,6 +39,10 @@ class TaskPoolSpec(Model):
     lease_ttl: LeaseTTL = Field(timedelta(seconds=30), alias="leaseTTL")
     """Heartbeat lease TTL of each attempt: an attempt whose lease is not renewed within it is
     aborted and retried (2s to 1h; 0s turns heartbeats off). Default 30s."""
+    start_timeout: StartTimeout = timedelta(minutes=10)
+    """How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
+    attempt is abandoned and retried with reason StartTimeout (1s to 24h). Default 10m. Timeouts and
+    lease TTLs count only from container start, so this bounds the time before it."""
     heartbeat_sidecar: bool = False
     """Add cronoq's heartbeat sidecar to every attempt's pod, for images without the cronoq SDK:
     the sidecar renews the attempt's lease while the pod runs. Default false (the SDK heartbeats)."""

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
-from cronoq.api.pool import LeaseTTL
+from cronoq.api.pool import LeaseTTL, StartTimeout
 
 from cronoq.api.common import (
     API_VERSION, Conditions, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride, Timeout,
@@ -153,6 +153,9 @@ class TaskSpec(PodSettings):
     lease_ttl: LeaseTTL | None = Field(None, alias="leaseTTL")
     """Heartbeat lease TTL of each attempt, e.g. `30s` (2s to 1h; `0s` turns heartbeats off).
     Unset: the pool's."""
+    start_timeout: StartTimeout | None = None
+    """How long the attempt's pod may stay Pending before the attempt is retried as StartTimeout
+    (1s to 24h). Unset: the pool's (10m)."""
     heartbeat_sidecar: bool | None = None
     """Add cronoq's heartbeat sidecar to the attempt's pod (for images without the SDK). Unset: the pool's."""
     timeout: Timeout | None = None

@@ -32,7 +32,7 @@ HISTORY = 20
 
 DEFAULT_START_TIMEOUT = timedelta(minutes=10)
 """How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
-attempt is abandoned as retryable with reason StartTimeout."""
+attempt is abandoned as retryable with reason StartTimeout (the pool's startTimeout default)."""
 
 # Attempts the operator itself ended: a report from their Job arriving later is stale.
 OPERATOR_ENDED = frozenset({reasons.TIMEOUT, reasons.START_TIMEOUT, reasons.LEASE_EXPIRED, reasons.CANCELLED})
@@ -54,6 +54,7 @@ class Effective:
         spec = task.spec
         return cls(retry=pool.retry.overlay(spec.retry), timeout=spec.timeout or pool.timeout,
                    lease_ttl=spec.lease_ttl if spec.lease_ttl is not None else pool.lease_ttl,
+                   start_timeout=spec.start_timeout or pool.start_timeout,
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar)
 
