@@ -37,12 +37,13 @@ CACHE = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq"))
 KUBECONFIG = STATE / "kubeconfig"
 NODES = int(os.environ.get("CRONOQ_KWOK_NODES", "2"))
 
-# Ports, all on loopback. Unusual numbers, so a developer's own cluster is left alone;
+# Ports, all on loopback. Unusual numbers, so a developer's own cluster is left alone, and below
+# Linux's ephemeral range (32768+), so an outgoing connection never holds one we must bind.
 # CRONOQ_PORT_OFFSET shifts them all, so a second cluster can run beside the first.
 _OFFSET = int(os.environ.get("CRONOQ_PORT_OFFSET", "0"))
-ETCD_CLIENT, ETCD_PEER = 32379 + _OFFSET, 32380 + _OFFSET
-APISERVER = 36443 + _OFFSET
-CONTROLLER_MANAGER, SCHEDULER, KWOK = 36257 + _OFFSET, 36259 + _OFFSET, 36250 + _OFFSET
+ETCD_CLIENT, ETCD_PEER = 22379 + _OFFSET, 22380 + _OFFSET
+APISERVER = 26443 + _OFFSET
+CONTROLLER_MANAGER, SCHEDULER, KWOK = 26257 + _OFFSET, 26259 + _OFFSET, 26250 + _OFFSET
 PORTS = (ETCD_CLIENT, ETCD_PEER, APISERVER, CONTROLLER_MANAGER, SCHEDULER, KWOK)
 SERVICE_RANGE = "10.96.0.0/16"
 

@@ -34,7 +34,7 @@ def port_free(port: int) -> bool:
 
 def test_up_twice_is_safe_and_down_frees_every_port(tmp_path, devcluster, kubeconfig):
     state = tmp_path / "cluster"
-    ports = [p + OFFSET for p in (32379, 32380, 36443, 36257, 36259, 36250)]
+    ports = [p + OFFSET for p in (22379, 22380, 26443, 26257, 26259, 26250)]
     try:
         first = run(state, "up")
         assert first.returncode == 0, first.stderr
