@@ -23,7 +23,9 @@ def count_tasks(ctx: Context, namespace: str) -> int:
 
 
 def idle(ctx: Context, namespaces: list[str], seconds: float = IDLE_SECONDS) -> dict[str, Any]:
+    from bench.footprint import per_task
     present = {ns: count_tasks(ctx, ns) for ns in namespaces}
+    footprint = per_task(ctx.cluster.api, namespaces[0])
     total = sum(present.values())
     replica = ctx.replica(namespaces[0])
     replica.namespaces = tuple(namespaces)
@@ -48,7 +50,7 @@ def idle(ctx: Context, namespaces: list[str], seconds: float = IDLE_SECONDS) -> 
         "cpu_seconds_startup": cpu_ready, "rss_ready": rss_ready, "rss_idle": rss_idle,
         "rss_bytes_per_task": rss_idle / total if total else None,
         "idle_seconds": t1 - t0, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
-        "rss_timeline": timeline, "idle_requests": api["requests"], "idle_writes": api["writes"], "api": api,
+        "rss_timeline": timeline, "task_footprint": footprint, "idle_requests": api["requests"], "idle_writes": api["writes"], "api": api,
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"idle with {total} finished tasks: RSS {rss_idle / 2**20:.0f} MiB, "

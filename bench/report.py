@@ -125,6 +125,13 @@ def markdown(r: dict[str, Any]) -> str:
                 "interpreter included); "
                 f"idle CPU {idle['idle_cpu_fraction'] * 100:.1f}% of a core; {idle['idle_requests']} requests "
                 f"({idle['idle_writes']} writes) in the idle window." + _timeline(idle), ""]
+        fp = idle.get("task_footprint") or {}
+        if fp:
+            out += [f"One finished Task, measured with tracemalloc over {fp['sample']} of them: "
+                    f"{fp['json_bytes'] / 1024:.1f} KiB of JSON ({fp['json_bytes_without_managed_fields'] / 1024:.1f} KiB "
+                    f"without managedFields); as the raw dict the store keeps {fp['raw_dict_bytes'] / 1024:.1f} KiB "
+                    f"({fp['raw_dict_bytes_without_managed_fields'] / 1024:.1f} KiB without managedFields), "
+                    f"and its pydantic model another {_s((fp.get('model_bytes') or 0) / 1024, ' KiB', 1)}.", ""]
 
     bl = r.get("backlog")
     if bl:
