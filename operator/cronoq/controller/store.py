@@ -72,8 +72,11 @@ class Store:
     # ------------------------------------------------------------------ tasks
 
     def put_task(self, raw: dict[str, Any], now: datetime) -> TaskEntry | None:
-        """Store a Task unless an equal or newer version is already stored; return the entry."""
+        """Store a Task unless an equal or newer version is already stored; return the entry.
+        managedFields are dropped: they are most of an object's size, cronoq never reads them,
+        and a status PUT without them leaves the server's copy as it is."""
         meta = raw["metadata"]
+        meta.pop("managedFields", None)
         key = (meta["namespace"], meta["name"])
         old = self.tasks.get(key)
         if old is not None and old.uid == meta["uid"] and _rv(old.raw) >= _rv(raw):
