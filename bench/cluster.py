@@ -66,7 +66,7 @@ class BenchCluster:
 
     def up(self) -> None:
         """Start the cluster, or reuse it when it already runs (and then leave it running)."""
-        if self.devcluster("status").returncode == 0:
+        if self._healthy_or_absent():
             log(f"reusing the cluster in {self.directory}")
         else:
             log(f"starting a cluster in {self.directory} (port offset {self.port_offset}, audit log on)")
@@ -82,6 +82,29 @@ class BenchCluster:
         for crd in ("tasks.cronoq.io", "taskpools.cronoq.io"):
             self._wait(lambda: _established(self.api, crd), 30, f"CRD {crd} established")
         self.make_identity()
+
+    def _healthy_or_absent(self) -> bool:
+        """True: a healthy cluster runs. False: none does. A cluster whose processes run but that
+        does not answer (a loaded API server can miss devcluster's 2s checks) is asked again, and
+        never wiped: `devcluster up` would start afresh and lose what a kept run left there."""
+        for _ in range(10):
+            if self.devcluster("status").returncode == 0:
+                return True
+            if not self._processes_alive():
+                return False
+            time.sleep(3)
+        raise RuntimeError(f"the cluster in {self.directory} runs but is not healthy; stop it with "
+                           f"CRONOQ_CLUSTER_DIR={self.directory} CRONOQ_PORT_OFFSET={self.port_offset} "
+                           "python3 hack/devcluster.py down")
+
+    def _processes_alive(self) -> bool:
+        for name in COMPONENTS:
+            try:
+                os.kill(int((self.directory / "run" / f"{name}.pid").read_text()), 0)
+                return True
+            except (OSError, ValueError):
+                continue
+        return False
 
     def down(self) -> None:
         if self.started_here:

@@ -1,6 +1,11 @@
-"""The operator at rest with many finished Tasks present: memory after it has listed them all,
-CPU and API requests while nothing happens. A finished task should cost a few hundred bytes of
-facts and no requests; resyncs that write, or objects kept whole, show up here.
+"""The operator at rest with many finished Tasks present: what a fresh operator costs to start
+over them (list, first reconcile of each), and then memory, CPU and API requests while nothing
+happens. A finished task should cost a few hundred bytes of facts and no requests; resyncs that
+write, or objects kept whole, show up here.
+
+/readyz answers before the operator has listed anything (a standby counts as available), so
+"started" is judged by the `cronoq_leader` metric (set once the initial listing is in) and
+then by the operator's CPU falling quiet; the idle window opens only after that.
 """
 from __future__ import annotations
 
@@ -9,12 +14,16 @@ from typing import Any
 
 from bench.audit import AuditLog, breakdown
 from bench.cluster import OPERATOR_USER, log
+from bench.footprint import per_task
 from bench.kubeapi import tasks_path
-from bench.procstat import load_average
-from bench.throughput import Context
+from bench.procstat import PeakRss, load_average
+from bench.throughput import Context, cronoq, wait_until
 
 IDLE_SECONDS = 75.0
 """Longer than the operator's 60s resync, so one resync pass falls inside the window."""
+QUIET = 0.05
+"""CPU seconds per second under which the operator counts as settled (5% of a core)."""
+SETTLE_TIMEOUT = 900.0
 
 
 def count_tasks(ctx: Context, namespace: str) -> int:
@@ -22,20 +31,43 @@ def count_tasks(ctx: Context, namespace: str) -> int:
     return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
 
 
-def idle(ctx: Context, namespaces: list[str], seconds: float = IDLE_SECONDS) -> dict[str, Any]:
-    from bench.footprint import per_task
+def idle(ctx: Context, namespaces: list[str], want: int = 10_000, seconds: float = IDLE_SECONDS) -> dict[str, Any]:
+    """Measure over the finished Tasks in `namespaces`, first topping them up to `want` if fewer
+    (the extra namespace is appended to `namespaces`, for the caller to delete)."""
     present = {ns: count_tasks(ctx, ns) for ns in namespaces}
-    footprint = per_task(ctx.cluster.api, namespaces[0])
+    fill = None
+    if sum(present.values()) < want:
+        missing = want - sum(present.values())
+        log(f"idle: {sum(present.values())} finished tasks present; running {missing} more")
+        fill = cronoq(ctx, missing, label="fill", keep=True)
+        namespaces.append(fill["namespace"])
+        present[fill["namespace"]] = count_tasks(ctx, fill["namespace"])
     total = sum(present.values())
+    footprint = per_task(ctx.cluster.api, namespaces[0])
+
     replica = ctx.replica(namespaces[0])
     replica.namespaces = tuple(namespaces)
     replica.log_path = ctx.work / "operator-idle.log"
     audit = AuditLog(ctx.cluster.audit_log)
     started = time.monotonic()
     replica.start(timeout=600)
-    startup = time.monotonic() - started
-    rss_ready, cpu_ready = replica.rss(), replica.cpu()
-    time.sleep(5)  # let the first reconcile pass over every task settle before the idle window
+    peak = PeakRss(replica.pid, interval=0.5).start()
+    ready = time.monotonic() - started
+    warmed = wait_until(replica.leading, timeout=SETTLE_TIMEOUT)
+    warm = time.monotonic() - started if warmed else None
+    rss_warm = replica.rss()
+    settled, last = None, replica.cpu()
+    while time.monotonic() - started < SETTLE_TIMEOUT:
+        time.sleep(5)
+        now = replica.cpu()
+        if (now - last) / 5 < QUIET:
+            settled = time.monotonic() - started
+            break
+        last = now
+    cpu_settle, rss_peak_start = replica.cpu(), peak.stop()
+    log(f"idle: operator over {total} tasks ready {ready:.1f}s, listed {warm}s, settled {settled}s, "
+        f"peak RSS {rss_peak_start / 2**20:.0f} MiB")
+
     mark, cpu0, t0, load_before = audit.mark(), replica.cpu(), time.monotonic(), load_average()
     timeline = []  # (seconds into the window, RSS, CPU seconds): growth at rest shows here
     while time.monotonic() - t0 < seconds:
@@ -43,14 +75,15 @@ def idle(ctx: Context, namespaces: list[str], seconds: float = IDLE_SECONDS) -> 
         time.sleep(5)
     cpu1, t1, rss_idle = replica.cpu(), time.monotonic(), replica.rss()
     audit.settle()
-    requests = audit.requests(mark, OPERATOR_USER)
-    api = breakdown(requests, total, leader_lease=ctx.leader_lease)
+    api = breakdown(audit.requests(mark, OPERATOR_USER), total, leader_lease=ctx.leader_lease)
     result = {
-        "tasks_present": total, "by_namespace": present, "startup_seconds": startup,
-        "cpu_seconds_startup": cpu_ready, "rss_ready": rss_ready, "rss_idle": rss_idle,
-        "rss_bytes_per_task": rss_idle / total if total else None,
+        "tasks_present": total, "by_namespace": present, "filled": fill is not None,
+        "startup_seconds": ready, "listed_seconds": warm, "settled_seconds": settled,
+        "cpu_seconds_to_settle": cpu_settle, "rss_listed": rss_warm, "rss_peak_startup": rss_peak_start,
+        "rss_idle": rss_idle, "rss_bytes_per_task": rss_idle / total if total else None,
         "idle_seconds": t1 - t0, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
-        "rss_timeline": timeline, "task_footprint": footprint, "idle_requests": api["requests"], "idle_writes": api["writes"], "api": api,
+        "rss_timeline": timeline, "task_footprint": footprint, "idle_requests": api["requests"],
+        "idle_writes": api["writes"], "api": api,
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"idle with {total} finished tasks: RSS {rss_idle / 2**20:.0f} MiB, "

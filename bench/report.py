@@ -118,13 +118,15 @@ def markdown(r: dict[str, Any]) -> str:
     if idle:
         out += ["## Idle with finished Tasks present", "",
                 f"A fresh operator over {idle['tasks_present']} finished Tasks "
-                f"({', '.join(f'{k}: {v}' for k, v in idle['by_namespace'].items())}): ready in "
-                f"{idle['startup_seconds']:.1f}s ({idle['cpu_seconds_startup']:.1f} CPU s), RSS "
-                f"{idle['rss_ready'] / MIB:.0f} MiB when ready and {idle['rss_idle'] / MIB:.0f} MiB after "
-                f"{idle['idle_seconds']:.0f}s idle ({idle['rss_bytes_per_task'] / 1024:.1f} KiB per task, "
-                "interpreter included); "
-                f"idle CPU {idle['idle_cpu_fraction'] * 100:.1f}% of a core; {idle['idle_requests']} requests "
-                f"({idle['idle_writes']} writes) in the idle window." + _timeline(idle), ""]
+                f"({', '.join(f'{k}: {v}' for k, v in idle['by_namespace'].items())}): /readyz after "
+                f"{idle['startup_seconds']:.1f}s, initial listing done (`cronoq_leader` 1) after "
+                f"{_s(idle.get('listed_seconds'), 's', 1)}, CPU quiet (< 5% of a core) after "
+                f"{_s(idle.get('settled_seconds'), 's', 0)} and {idle.get('cpu_seconds_to_settle', 0):.0f} CPU s; "
+                f"RSS peak while starting {idle.get('rss_peak_startup', 0) / MIB:.0f} MiB. "
+                f"Then, over {idle['idle_seconds']:.0f}s idle: RSS {idle['rss_idle'] / MIB:.0f} MiB "
+                f"({idle['rss_bytes_per_task'] / 1024:.1f} KiB per task, interpreter included), CPU "
+                f"{idle['idle_cpu_fraction'] * 100:.1f}% of a core, {idle['idle_requests']} requests "
+                f"({idle['idle_writes']} writes)." + _timeline(idle), ""]
         fp = idle.get("task_footprint") or {}
         if fp:
             out += [f"One finished Task, measured with tracemalloc over {fp['sample']} of them: "

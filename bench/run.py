@@ -47,6 +47,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--paced-sizes", default=None,
                    help="N for the runs paced at half the max rate (default: the smallest size)")
     p.add_argument("--backlog", type=int, default=5000, help="tasks queued behind a pool of concurrency 50")
+    p.add_argument("--idle-tasks", type=int, default=10_000,
+                   help="finished Tasks the idle operator looks after (topped up by an extra run if fewer)")
+    p.add_argument("--idle-namespaces", default="",
+                   help="namespaces of finished Tasks (e.g. kept by --keep-cluster runs) to count for the idle scenario")
     p.add_argument("--failover-rounds", type=int, default=3)
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
     p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round")
@@ -62,7 +66,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="only rewrite latest.md and latest.png from a results JSON (profiles re-read if still there)")
     args = p.parse_args(argv)
     if args.quick:
-        args.sizes, args.backlog, args.failover_rounds = "200", 300, 1
+        args.sizes, args.backlog, args.failover_rounds, args.idle_tasks = "200", 300, 1, 500
     args.sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     args.paced_sizes = [int(s) for s in args.paced_sizes.split(",")] if args.paced_sizes else args.sizes[:1]
     args.only = set(args.only.split(","))
@@ -163,8 +167,11 @@ def main(argv: list[str] | None = None) -> int:
             if "idle" in args.only:
                 kept.append(results["backlog"]["namespace"])
             save()
-        if "idle" in args.only and kept:
-            results["idle"] = idle(ctx, kept)
+        if "idle" in args.only:
+            given = [ns for ns in args.idle_namespaces.split(",") if ns]
+            namespaces = kept + given
+            results["idle"] = idle(ctx, namespaces, want=args.idle_tasks)
+            kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
             save()
         if "failover" in args.only:
             results["failover"] = failover(ctx, rounds=args.failover_rounds)
