@@ -14,7 +14,7 @@ BASELINE, CRONOQ, PACED = "#7f7f7f", "#1f77b4", "#2ca02c"
 
 def draw(results: dict[str, Any], path: Path) -> None:
     rows = [row for row in results.get("throughput", []) if row.get("baseline") or row.get("cronoq")]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [1, 2]})
 
     xs = range(len(rows))
     width = 0.38
@@ -34,14 +34,14 @@ def draw(results: dict[str, Any], path: Path) -> None:
     series = []  # (label, summary, color)
     for row in rows:
         if row.get("baseline"):
-            series.append((f"Jobs N={row['n']}\ncreate→Complete", row["baseline"]["latency"]["to_succeeded"], BASELINE))
+            series.append((f"Jobs\nN={row['n']}\n→Complete", row["baseline"]["latency"]["to_succeeded"], BASELINE))
         if row.get("cronoq"):
             c = row["cronoq"]["latency"]
-            series.append((f"cronoq N={row['n']}\ncreate→Job", c["to_job"], CRONOQ))
-            series.append((f"cronoq N={row['n']}\ncreate→Succeeded", c["to_succeeded"], CRONOQ))
+            series.append((f"cronoq\nN={row['n']}\n→Job", c["to_job"], CRONOQ))
+            series.append((f"cronoq\nN={row['n']}\n→Succeeded", c["to_succeeded"], CRONOQ))
     for p in results.get("paced", []):
-        series.append((f"cronoq N={p['n']} paced\ncreate→Job", p["latency"]["to_job"], PACED))
-        series.append((f"cronoq N={p['n']} paced\ncreate→Succeeded", p["latency"]["to_succeeded"], PACED))
+        series.append((f"paced\nN={p['n']}\n→Job", p["latency"]["to_job"], PACED))
+        series.append((f"paced\nN={p['n']}\n→Succeeded", p["latency"]["to_succeeded"], PACED))
     quantiles = (("p50", 1.0), ("p95", 0.65), ("p99", 0.35))
     w = 0.26
     for i, (label, summary, color) in enumerate(series):
@@ -51,7 +51,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
                       edgecolor="black", linewidth=0.3)
     right.set_xticks(range(len(series)), [s[0] for s in series], fontsize=7)
     right.set_yscale("log")
-    right.set_ylabel("seconds (log scale)")
+    right.set_ylabel("seconds from the create request (log scale)")
     right.set_title("Latency p50 / p95 / p99 (grey: bare Jobs, blue: cronoq burst, green: paced at half max)")
     right.title.set_fontsize(9)
     if series:

@@ -38,9 +38,11 @@ ACTIVITIES = (
     ("cronoq watch handlers and store (Task models parsed per event)", ("cronoq/controller/handlers.py",
                                                                         "cronoq/controller/store.py")),
     ("cronoq reconcile, admission, Job building", ("cronoq/controller/", "cronoq/engine/")),
-    ("kopf per-event processing (causes, patches, handler dispatch)", ("kopf/_core/reactor/processing.py",
-                                                                       "kopf/_core/actions/", "kopf/_core/reactor/queueing.py")),
-    ("kopf watch streams (HTTP, JSON parsing)", ("kopf/_cogs/clients/",)),
+    # Before per-event processing: kopf's watcher coroutine (queueing.py) also wraps the stream reads.
+    ("kopf watch streams (HTTP, JSON parsing of every event)", ("kopf/_cogs/clients/",)),
+    ("kopf per-event processing (causes, body copies, handler dispatch)", ("kopf/_core/reactor/processing.py",
+                                                                           "kopf/_core/actions/",
+                                                                           "kopf/_core/reactor/queueing.py")),
     ("metrics / probes", ("prometheus_client", "aiohttp/web")),
 )
 """What the operator was doing, judged by the first rule any frame of a sample matches."""
