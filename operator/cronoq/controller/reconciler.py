@@ -259,7 +259,7 @@ class Controller:
         else:
             waiting.pop(key, None)
         if granted or plan.ended:
-            self.queue.add(("pool", *pool_key))  # a slot was used or freed: someone else's turn
+            self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
         if plan.create_job is not None and task is not None:
             record = task.status.attempts[-1] if task.status and task.status.attempts else None
             lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
@@ -376,7 +376,7 @@ class Controller:
         for candidate in admit(candidates, concurrency=pool.spec.concurrency, running=running + granted_here):
             key = (candidate.namespace, candidate.name)
             self.grants[key] = pool_key
-            self.queue.add(("task", *key))
+            self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
 
     async def _pool_statuses(self) -> None:
         while True:

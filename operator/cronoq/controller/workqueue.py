@@ -1,26 +1,41 @@
 """A work queue of keys in the manner of client-go's: a key is processed by one worker at a time,
 adding a key that is already waiting does nothing, and adding one that is being processed runs
-it once more afterwards. Delayed adds serve backoffs and deadlines."""
+it once more afterwards. Delayed adds serve backoffs and deadlines.
+
+Urgent keys (a task just granted a pool slot, a pool with a free slot) jump ahead of the
+routine ones, so with thousands of tasks waiting a high-priority task is not queued behind
+all their reconciles.
+"""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Awaitable, Callable, Hashable
+
+URGENT, ROUTINE = 0, 1
 
 
 class WorkQueue:
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
-        self._waiting: set[Hashable] = set()
+        self._queue: asyncio.PriorityQueue[tuple[int, int, Hashable]] = asyncio.PriorityQueue()
+        self._order = itertools.count()
+        self._waiting: dict[Hashable, int] = {}
+        """Keys waiting to be processed → the most urgent level they were added with."""
         self._processing: set[Hashable] = set()
-        self._again: set[Hashable] = set()
+        self._again: dict[Hashable, int] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: Hashable, urgent: bool = False) -> None:
+        level = URGENT if urgent else ROUTINE
         if key in self._processing:
-            self._again.add(key)
-        elif key not in self._waiting:
-            self._waiting.add(key)
-            self._queue.put_nowait(key)
+            self._again[key] = min(level, self._again.get(key, ROUTINE))
+            return
+        waiting = self._waiting.get(key)
+        if waiting is not None and waiting <= level:
+            return
+        # New, or now more urgent: (re)enter at this level; a stale routine entry is skipped later.
+        self._waiting[key] = level
+        self._queue.put_nowait((level, next(self._order), key))
 
     def add_after(self, key: Hashable, seconds: float) -> None:
         """Add `key` after `seconds`; an earlier pending timer for the key wins over a later one."""
@@ -49,13 +64,15 @@ class WorkQueue:
 
     async def _worker(self, process: Callable[[Hashable], Awaitable[None]]) -> None:
         while True:
-            key = await self._queue.get()
-            self._waiting.discard(key)
+            level, _, key = await self._queue.get()
+            if self._waiting.get(key) != level:
+                continue  # a duplicate entry: the key was processed already, or moved up
+            del self._waiting[key]
             self._processing.add(key)
             try:
                 await process(key)
             finally:
                 self._processing.discard(key)
-                if key in self._again:
-                    self._again.discard(key)
-                    self.add(key)
+                again = self._again.pop(key, None)
+                if again is not None:
+                    self.add(key, urgent=again == URGENT)
