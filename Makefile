@@ -74,5 +74,10 @@ check-crds: $(BIN)/.installed
 install-crds:
 	kubectl apply --server-side --force-conflicts -f crds/
 
+## bench: the benchmarks, on a cluster of their own (bench/README.md); BENCH_ARGS=--quick for a short run
+bench: $(BIN)/.installed
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
 clean: cluster-down
 	rm -rf $(VENV) .cluster .pytest_cache .hypothesis
