@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -113,32 +114,35 @@ class Runtime:
             await self._probe_runner.cleanup()
 
     def _warm(self, api: client.ApiClient) -> None:
-        """List everything once, so the first admission decisions see every running attempt."""
+        """List everything once, so the first admission decisions see every running attempt.
+
+        Raw JSON, paged: the kubernetes client's typed models would cost seconds of CPU and
+        hundreds of MiB for ten thousand Jobs and pods that are reduced to a few facts anyway."""
         custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
         coordination = client.CoordinationV1Api(api)
         selector = naming.TASK_UID
         c = self.controller
         scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
-        for namespace in scopes:
-            def items(result: Any) -> list[dict[str, Any]]:
-                return result["items"] if isinstance(result, dict) else [api.sanitize_for_serialization(i) for i in result.items]
-
-            if namespace is None:
-                pools = custom.list_cluster_custom_object(GROUP, VERSION, "taskpools")
-                tasks = custom.list_cluster_custom_object(GROUP, VERSION, "tasks")
-                jobs = batch.list_job_for_all_namespaces(label_selector=selector)
-                pods = core.list_pod_for_all_namespaces(label_selector=selector)
-                leases = coordination.list_lease_for_all_namespaces(label_selector=selector)
+        for ns in scopes:
+            if ns is None:
+                listings = (
+                    ("TaskPool", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "taskpools", **kw), c.on_pool),
+                    ("Task", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "tasks", **kw), c.on_task),
+                    ("Job", lambda **kw: batch.list_job_for_all_namespaces(label_selector=selector, **kw), c.on_job),
+                    ("Pod", lambda **kw: core.list_pod_for_all_namespaces(label_selector=selector, **kw), c.on_pod),
+                    ("Lease", lambda **kw: coordination.list_lease_for_all_namespaces(label_selector=selector, **kw),
+                     c.on_lease))
             else:
-                pools = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "taskpools")
-                tasks = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "tasks")
-                jobs = batch.list_namespaced_job(namespace, label_selector=selector)
-                pods = core.list_namespaced_pod(namespace, label_selector=selector)
-                leases = coordination.list_namespaced_lease(namespace, label_selector=selector)
-            for kind, listing, feed in (("TaskPool", pools, c.on_pool), ("Task", tasks, c.on_task),
-                                        ("Job", jobs, c.on_job), ("Pod", pods, c.on_pod),
-                                        ("Lease", leases, c.on_lease)):
-                for obj in items(listing):
+                listings = (
+                    ("TaskPool", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "taskpools", **kw),
+                     c.on_pool),
+                    ("Task", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "tasks", **kw), c.on_task),
+                    ("Job", lambda **kw: batch.list_namespaced_job(ns, label_selector=selector, **kw), c.on_job),
+                    ("Pod", lambda **kw: core.list_namespaced_pod(ns, label_selector=selector, **kw), c.on_pod),
+                    ("Lease", lambda **kw: coordination.list_namespaced_lease(ns, label_selector=selector, **kw),
+                     c.on_lease))
+            for kind, lister, feed in listings:
+                for obj in _list_raw(lister):
                     if not self.options.watches(obj["metadata"]["namespace"]):
                         continue
                     obj.setdefault("kind", kind)
@@ -158,6 +162,20 @@ class Runtime:
         self._probe_runner = web.AppRunner(app)
         await self._probe_runner.setup()
         await web.TCPSite(self._probe_runner, "0.0.0.0", port).start()
+
+
+def _list_raw(lister, page: int = 500):
+    """Every object of a LIST, as plain dicts, in pages of `page`."""
+    cont = None
+    while True:
+        kwargs = {"limit": page, "_preload_content": False}
+        if cont:
+            kwargs["_continue"] = cont
+        body = json.loads(lister(**kwargs).data)
+        yield from body.get("items") or []
+        cont = (body.get("metadata") or {}).get("continue")
+        if not cont:
+            return
 
 
 RUNTIME = Runtime()
