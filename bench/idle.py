@@ -43,7 +43,13 @@ def idle(ctx: Context, namespaces: list[str], want: int = 10_000, seconds: float
         namespaces.append(fill["namespace"])
         present[fill["namespace"]] = count_tasks(ctx, fill["namespace"])
     total = sum(present.values())
-    footprint = per_task(ctx.cluster.api, namespaces[0])
+    fullest = max(present, key=present.get)
+    footprint = per_task(ctx.cluster.api, fullest)
+    from bench.footprint import listing_cost
+    try:
+        footprint["startup_listing"] = listing_cost(str(ctx.cluster.kubeconfig), fullest)
+    except Exception as err:  # noqa: BLE001 - a footnote, not the measurement
+        footprint["startup_listing"] = {"error": repr(err)[:200]}
 
     replica = ctx.replica(namespaces[0])
     replica.namespaces = tuple(namespaces)
@@ -77,7 +83,8 @@ def idle(ctx: Context, namespaces: list[str], want: int = 10_000, seconds: float
     audit.settle()
     api = breakdown(audit.requests(mark, OPERATOR_USER), total, leader_lease=ctx.leader_lease)
     result = {
-        "tasks_present": total, "by_namespace": present, "filled": fill is not None,
+        "tasks_present": total, "by_namespace": present,
+        "fill": {k: v for k, v in fill.items() if k != "profile"} if fill else None,
         "startup_seconds": ready, "listed_seconds": warm, "settled_seconds": settled,
         "cpu_seconds_to_settle": cpu_settle, "rss_listed": rss_warm, "rss_peak_startup": rss_peak_start,
         "rss_idle": rss_idle, "rss_bytes_per_task": rss_idle / total if total else None,

@@ -118,7 +118,7 @@ def markdown(r: dict[str, Any]) -> str:
     if idle:
         out += ["## Idle with finished Tasks present", "",
                 f"A fresh operator over {idle['tasks_present']} finished Tasks "
-                f"({', '.join(f'{k}: {v}' for k, v in idle['by_namespace'].items())}): /readyz after "
+                f"({', '.join(f'{k}: {v}' for k, v in idle['by_namespace'].items() if v)}): /readyz after "
                 f"{idle['startup_seconds']:.1f}s, initial listing done (`cronoq_leader` 1) after "
                 f"{_s(idle.get('listed_seconds'), 's', 1)}, CPU quiet (< 5% of a core) after "
                 f"{_s(idle.get('settled_seconds'), 's', 0)} and {idle.get('cpu_seconds_to_settle', 0):.0f} CPU s; "
@@ -127,6 +127,8 @@ def markdown(r: dict[str, Any]) -> str:
                 f"({idle['rss_bytes_per_task'] / 1024:.1f} KiB per task, interpreter included), CPU "
                 f"{idle['idle_cpu_fraction'] * 100:.1f}% of a core, {idle['idle_requests']} requests "
                 f"({idle['idle_writes']} writes)." + _timeline(idle), ""]
+        if idle.get("note"):
+            out += [f"_{idle['note']}_", ""]
         fp = idle.get("task_footprint") or {}
         if fp:
             out += [f"One finished Task, measured with tracemalloc over {fp['sample']} of them: "
@@ -134,6 +136,13 @@ def markdown(r: dict[str, Any]) -> str:
                     f"without managedFields); as the raw dict the store keeps {fp['raw_dict_bytes'] / 1024:.1f} KiB "
                     f"({fp['raw_dict_bytes_without_managed_fields'] / 1024:.1f} KiB without managedFields), "
                     f"and its pydantic model another {_s((fp.get('model_bytes') or 0) / 1024, ' KiB', 1)}.", ""]
+            listing = fp.get("startup_listing") or {}
+            for kind in ("jobs", "pods"):
+                if kind in listing:
+                    x = listing[kind]
+                    out += [f"Listing {x['objects']} {kind} as the operator's startup does (kubernetes client models, "
+                            f"then sanitize_for_serialization) holds {x['typed_bytes_per_object'] / 1024:.1f} KiB per "
+                            f"object; raw JSON (`_preload_content=False`) {x['raw_bytes_per_object'] / 1024:.1f} KiB.", ""]
 
     bl = r.get("backlog")
     if bl:
