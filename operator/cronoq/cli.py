@@ -53,7 +53,10 @@ def run_operator(args: argparse.Namespace) -> int:
                               lease_name=args.lease_name, sidecar_image=args.sidecar_image)
     import cronoq.controller.handlers  # noqa: F401  (registers the handlers with kopf)
 
-    asyncio.run(kopf.operator(standalone=True, clusterwide=not args.namespaces, namespaces=args.namespaces))
+    # Globs (team-*) are matched by cronoq on cluster-wide watches, not by kopf's namespace
+    # scanning, which can notice a new namespace only long after it appears.
+    exact = () if RUNTIME.options.globs else tuple(args.namespaces)
+    asyncio.run(kopf.operator(standalone=True, clusterwide=not exact, namespaces=exact))
     return 0
 
 

@@ -20,8 +20,8 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.enabled = False           # kopf's log lines are not Events on our objects
-    # The resources are known, so no CRD scans; namespaces are watched only to resolve globs.
-    settings.scanning.disabled = not RUNTIME.options.globs
+    # The resources are known: no CRD or namespace scans (namespace globs are matched by cronoq).
+    settings.scanning.disabled = True
     settings.batching.batch_window = 0.01      # coalesce bursts of one object's events, briefly
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -38,24 +38,29 @@ async def stop(**_: Any) -> None:
 
 @kopf.on.event("cronoq.io", "v1alpha1", "tasks")
 def task_event(event: dict[str, Any], **_: Any) -> None:
-    RUNTIME.controller.on_task(event.get("type"), event["object"])
+    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
+        RUNTIME.controller.on_task(event.get("type"), event["object"])
 
 
 @kopf.on.event("cronoq.io", "v1alpha1", "taskpools")
 def pool_event(event: dict[str, Any], **_: Any) -> None:
-    RUNTIME.controller.on_pool(event.get("type"), event["object"])
+    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
+        RUNTIME.controller.on_pool(event.get("type"), event["object"])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={naming.TASK_UID: kopf.PRESENT})
 def job_event(event: dict[str, Any], **_: Any) -> None:
-    RUNTIME.controller.on_job(event.get("type"), event["object"])
+    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
+        RUNTIME.controller.on_job(event.get("type"), event["object"])
 
 
 @kopf.on.event("", "v1", "pods", labels={naming.TASK_UID: kopf.PRESENT})
 def pod_event(event: dict[str, Any], **_: Any) -> None:
-    RUNTIME.controller.on_pod(event.get("type"), event["object"])
+    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
+        RUNTIME.controller.on_pod(event.get("type"), event["object"])
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={naming.TASK_UID: kopf.PRESENT})
 def lease_event(event: dict[str, Any], **_: Any) -> None:
-    RUNTIME.controller.on_lease(event.get("type"), event["object"])
+    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
+        RUNTIME.controller.on_lease(event.get("type"), event["object"])
