@@ -8,6 +8,7 @@ the audit log tell its requests from the operator's.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import ssl
 import tempfile
@@ -44,10 +45,15 @@ class Credentials:
                 return where[file_key]
             if not where.get(data_key):
                 return None
-            f = tempfile.NamedTemporaryFile(prefix="cronoq-bench-", suffix=".pem", delete=False)
-            f.write(base64.b64decode(where[data_key]))
-            f.close()
-            return f.name
+            data = base64.b64decode(where[data_key])
+            # One file per distinct credential, so repeated loads (one per observer) do not pile up.
+            path = Path(tempfile.gettempdir()) / f"cronoq-bench-{hashlib.sha256(data).hexdigest()[:16]}.pem"
+            if not path.exists():
+                tmp = path.with_suffix(".tmp")
+                tmp.touch(mode=0o600)
+                tmp.write_bytes(data)
+                tmp.replace(path)
+            return str(path)
 
         return cls(server=cluster["server"],
                    ca_file=file_of("certificate-authority-data", "certificate-authority", cluster),
