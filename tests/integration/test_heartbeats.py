@@ -46,7 +46,8 @@ def test_an_attempt_without_heartbeats_expires_and_is_counted(cq):
 
     assert [a["reason"] for a in status["attempts"]] == ["LeaseExpired", "LeaseExpired"]
     assert all(a["durationMs"] >= 2000 for a in status["attempts"])
-    assert cq.operator.metric("cronoq_lease_expirations_total") >= before + 2
+    wait_until(lambda: cq.operator.metric("cronoq_lease_expirations_total") >= before + 2, timeout=10,
+               what="both expirations counted")
     wait_until(lambda: not cq.jobs("silent"), timeout=30, what="the expired attempts' Jobs deleted")
 
 

@@ -260,6 +260,20 @@ class Controller:
             waiting.pop(key, None)
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
+        # Counted as soon as the status that records them has landed, before the slower side effects.
+        for uid in plan.stale_jobs:
+            if uid not in self.stale_counted:
+                self.stale_counted.add(uid)
+                metrics.STALE_COMPLETIONS.inc()
+        for attempt in plan.ended:
+            metrics.ATTEMPTS.labels(pool_key[1], attempt.outcome.value).inc()
+            if attempt.reason == reasons.LEASE_EXPIRED:
+                metrics.LEASE_EXPIRATIONS.inc()
+        if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
+            metrics.TASKS.labels(pool_key[1], status.phase.value).inc()
+            if status.submitted_at and status.finished_at:
+                metrics.TASK_DURATION.labels(pool_key[1], status.phase.value).observe(
+                    max((status.finished_at - status.submitted_at).total_seconds(), 0))
         if plan.create_job is not None and task is not None:
             record = task.status.attempts[-1] if task.status and task.status.attempts else None
             lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
@@ -288,19 +302,6 @@ class Controller:
             await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
         for event in plan.events:
             await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
-        for uid in plan.stale_jobs:
-            if uid not in self.stale_counted:
-                self.stale_counted.add(uid)
-                metrics.STALE_COMPLETIONS.inc()
-        for attempt in plan.ended:
-            metrics.ATTEMPTS.labels(pool_key[1], attempt.outcome.value).inc()
-            if attempt.reason == reasons.LEASE_EXPIRED:
-                metrics.LEASE_EXPIRATIONS.inc()
-        if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
-            metrics.TASKS.labels(pool_key[1], status.phase.value).inc()
-            if status.submitted_at and status.finished_at:
-                metrics.TASK_DURATION.labels(pool_key[1], status.phase.value).observe(
-                    max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
