@@ -9,7 +9,7 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo operator-up test unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up test go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 ## demo: start the local cluster, install the CRDs, run the operator and apply examples/
 demo: $(BIN)/.installed cluster-up install-crds operator-up
@@ -34,14 +34,20 @@ operator-up: $(BIN)/.installed
 	fi
 
 ## test: install what the tests need, then run every test (the cluster starts and stops itself)
-test: $(BIN)/.installed
+test: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q
+
+## go-tools: build (or find cached) the control plane and warm the Go cache of the PromQL checker,
+## before pytest, so a cold build never runs inside a test's time limit
+go-tools:
+	$(CLUSTER) build
+	cd tests/chart/promql && go build -mod=readonly -o /dev/null .
 
 ## unit: the pure tests only, no cluster
 unit: $(BIN)/.installed
 	$(BIN)/pytest -q tests/unit
 
-integration: $(BIN)/.installed
+integration: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q tests/integration
 
 $(BIN)/.installed: pyproject.toml
