@@ -36,31 +36,33 @@ async def stop(**_: Any) -> None:
     await RUNTIME.stop()
 
 
+def _feed(method: str, event: dict[str, Any]) -> None:
+    """Hand a watch event of a watched namespace (globs are matched here) to the Controller."""
+    obj = event["object"]
+    if RUNTIME.options.watches(obj["metadata"]["namespace"]):
+        getattr(RUNTIME.controller, method)(event.get("type"), obj)
+
+
 @kopf.on.event("cronoq.io", "v1alpha1", "tasks")
 def task_event(event: dict[str, Any], **_: Any) -> None:
-    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
-        RUNTIME.controller.on_task(event.get("type"), event["object"])
+    _feed("on_task", event)
 
 
 @kopf.on.event("cronoq.io", "v1alpha1", "taskpools")
 def pool_event(event: dict[str, Any], **_: Any) -> None:
-    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
-        RUNTIME.controller.on_pool(event.get("type"), event["object"])
+    _feed("on_pool", event)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={naming.TASK_UID: kopf.PRESENT})
 def job_event(event: dict[str, Any], **_: Any) -> None:
-    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
-        RUNTIME.controller.on_job(event.get("type"), event["object"])
+    _feed("on_job", event)
 
 
 @kopf.on.event("", "v1", "pods", labels={naming.TASK_UID: kopf.PRESENT})
 def pod_event(event: dict[str, Any], **_: Any) -> None:
-    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
-        RUNTIME.controller.on_pod(event.get("type"), event["object"])
+    _feed("on_pod", event)
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={naming.TASK_UID: kopf.PRESENT})
 def lease_event(event: dict[str, Any], **_: Any) -> None:
-    if RUNTIME.options.watches(event["object"]["metadata"]["namespace"]):
-        RUNTIME.controller.on_lease(event.get("type"), event["object"])
+    _feed("on_lease", event)
