@@ -30,6 +30,8 @@ DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment
                              "or the end of its backoff) to its Job's creation (label: pool).", ["pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
+                        "(and keyRetention) passed.", registry=REGISTRY)
 LEADER = Gauge("cronoq_leader", "1 while this replica is the leader and reconciles, else 0.", registry=REGISTRY)
 
 

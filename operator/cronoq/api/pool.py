@@ -19,6 +19,8 @@ from cronoq.api.durations import duration_type
 LeaseTTL = duration_type("2s", "1h", off=True)
 KeyRetention = duration_type("0s", "720h")
 StartTimeout = duration_type("1s", "24h")
+TTLAfterFinished = duration_type("0s", "8760h")
+JobRetention = duration_type("0s", "720h")
 
 Count = Annotated[int, Field(ge=0, le=10**9)]
 
@@ -48,6 +50,16 @@ class TaskPoolSpec(Model):
     the sidecar renews the attempt's lease while the pod runs. Default false (the SDK heartbeats)."""
     key_retention: KeyRetention = timedelta(hours=1)
     """How long a finished keyed task keeps deduplicating new tasks with its key (0s to 720h). Default 1h."""
+    ttl_after_finished: TTLAfterFinished | None = None
+    """How long a finished task is kept before the operator deletes it (and, through its owner
+    references, whatever is left of its Jobs, pods and Leases), counted from its finishedAt
+    (0s to 8760h; 0s deletes it right after it finishes). A keyed task is kept until its
+    keyRetention has passed too. Applies to tasks that already finished when changed. Unset:
+    finished tasks are kept until someone deletes them. A task's own value wins."""
+    job_retention: JobRetention = timedelta(hours=1)
+    """How long an attempt's Job and pod are kept after the attempt finishes, so its logs stay
+    readable (0s to 720h; set as the Job's ttlSecondsAfterFinished, applies to Jobs created
+    afterwards). Default 1h. A task's own value wins."""
     template: PoolTemplate | None = None
     """Pod settings the pool's tasks inherit (image, serviceAccountName, resources, nodeSelector,
     tolerations, priorityClassName, ...)."""

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 
-from cronoq.api.pool import LeaseTTL, StartTimeout
+from cronoq.api.pool import JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 
 from cronoq.api.common import (
     API_VERSION, Conditions, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride, Timeout,
@@ -160,6 +160,12 @@ class TaskSpec(PodSettings):
     """Add cronoq's heartbeat sidecar to the attempt's pod (for images without the SDK). Unset: the pool's."""
     timeout: Timeout | None = None
     """Per-attempt timeout from container start, e.g. `10m` (1s to 168h). Unset: the pool's, else none."""
+    ttl_after_finished: TTLAfterFinished | None = None
+    """Delete the task this long after it finishes, e.g. `24h` (0s to 8760h; never before its
+    key's keyRetention has passed). Unset: the pool's, else kept."""
+    job_retention: JobRetention | None = None
+    """Keep each attempt's Job and pod this long after the attempt ends, e.g. `1h` (0s to 720h).
+    Unset: the pool's (1h)."""
     depends_on: tuple[Dependency, ...] = Field((), max_length=32, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["task"]})
     """Tasks that must end a certain way before this one is queued (at most 32)."""
@@ -203,6 +209,8 @@ class Attempt(Model):
     """Name of the attempt's Job."""
     trigger: AttemptTrigger = AttemptTrigger.FIRST
     """`First` for the first attempt, `Retry` for the others."""
+    dispatched_at: Timestamp | None = None
+    """When the operator recorded the attempt, right before creating its Job (operator clock)."""
     started_at: Timestamp | None = None
     """When the container started."""
     finished_at: Timestamp | None = None

@@ -19,6 +19,7 @@ from typing import Any, Callable, Hashable
 
 from cronoq import metrics
 from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus
+from cronoq.controller.expiry import Expiry
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import reasons
@@ -87,6 +88,7 @@ class Controller:
         self.rejected: dict[tuple[str, int], str] = {}
         self.acting = True
         """False once this replica must stop writing (it lost leadership)."""
+        self.expiry = Expiry(self._delete_task, clock, busy=lambda: self.queue.urgent)
 
     # ------------------------------------------------------------------ watch events
 
@@ -166,13 +168,15 @@ class Controller:
         for waiting in self.waiting.values():
             waiting.pop(key, None)
         self.ready_since.pop(key, None)
+        self.expiry.forget(key)
         if pool is not None:
             self.queue.add(("pool", *pool))
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self._pool_statuses())
+        await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self._pool_statuses(),
+                             self.expiry.run())
 
     async def process(self, key: Hashable) -> None:
         if not self.acting:
@@ -239,6 +243,8 @@ class Controller:
             entry = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
             for other in self.store.related(namespace, name):  # the watch event will be a no-op
                 self.queue.add(("task", namespace, other))
+        if entry.task is not None:
+            self.expiry.schedule(key, entry.uid, settings.expires_at(entry.task))
         await self._apply(entry, plan, pool_key, now, settings)
 
     async def _apply(self, entry: TaskEntry, plan: Plan, pool_key: Key, now: datetime, settings: Effective) -> None:
@@ -281,13 +287,17 @@ class Controller:
             pool = self.store.pools.get(pool_key)
             ttl = settings.lease_ttl
             job = build_job(task, pool.spec if pool else None, plan.create_job, lease, lease_ttl=ttl,
-                            sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None)
+                            sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
+                            job_retention=settings.job_retention)
             log.debug("creating Job %s/%s (lease TTL %s, sidecar %s)", namespace, job["metadata"]["name"], ttl,
                       settings.heartbeat_sidecar and self.sidecar_image)
             try:
                 if ttl > timedelta(0):  # before the Job, so its pod never finds its lease missing
                     await asyncio.to_thread(self.writer.create_lease, build_lease(task, plan.create_job, lease, ttl))
-                await asyncio.to_thread(self.writer.create_job, job)
+                created = await asyncio.to_thread(self.writer.create_job, job)
+                facts = job_facts(created) if created is not None else None
+                if facts is not None:  # known before its watch event: never taken for a lost Job
+                    self.store.put_job(entry.uid, facts)
                 if plan.started is not None:
                     since = self.ready_since.pop(key, None) or entry.first_seen
                     metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
@@ -347,6 +357,16 @@ class Controller:
             self.queue.add(("task", raw["metadata"]["namespace"], raw["metadata"]["name"]))
             return
         self.store.put_task(written, now)
+
+    async def _delete_task(self, namespace: str, name: str, uid: str) -> None:
+        if not self.acting:
+            return
+        try:
+            await asyncio.to_thread(self.writer.delete_task, namespace, name, uid)
+        except NotLeader:
+            self.acting = False
+            return
+        log.debug("deleted finished task %s/%s (retention over)", namespace, name)
 
     # ------------------------------------------------------------------ pools
 

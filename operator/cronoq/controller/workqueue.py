@@ -24,6 +24,8 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._again: dict[Hashable, int] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._urgent = 0
+        """How many waiting keys are urgent (background work yields to them)."""
 
     def add(self, key: Hashable, urgent: bool = False) -> None:
         level = URGENT if urgent else ROUTINE
@@ -35,6 +37,7 @@ class WorkQueue:
             return
         # New, or now more urgent: (re)enter at this level; a stale routine entry is skipped later.
         self._waiting[key] = level
+        self._urgent += level == URGENT
         self._queue.put_nowait((level, next(self._order), key))
 
     def add_after(self, key: Hashable, seconds: float) -> None:
@@ -55,6 +58,11 @@ class WorkQueue:
         self._timers.pop(key, None)
         self.add(key)
 
+    @property
+    def urgent(self) -> bool:
+        """Whether urgent keys (slot grants) are waiting."""
+        return self._urgent > 0
+
     def __len__(self) -> int:
         return len(self._waiting)
 
@@ -68,6 +76,7 @@ class WorkQueue:
             if self._waiting.get(key) != level:
                 continue  # a duplicate entry: the key was processed already, or moved up
             del self._waiting[key]
+            self._urgent -= level == URGENT
             self._processing.add(key)
             try:
                 await process(key)

@@ -20,7 +20,7 @@ from cronoq.api import (
     Attempt, AttemptOutcome, AttemptTrigger, Condition, ConditionStatus, RetryPolicy, Task, TaskPhase,
     TaskPoolSpec, TaskStatus,
 )
-from cronoq.engine import reasons
+from cronoq.engine import reasons, retention
 from cronoq.engine.backoff import retry_delay
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.naming import job_name, lease_id
@@ -29,6 +29,9 @@ from cronoq.engine.outcome import Verdict, classify, truncate
 
 HISTORY = 20
 """Attempt records kept in the status (the CRD's bound); the newest are kept."""
+
+DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
+DEFAULT_KEY_RETENTION = TaskPoolSpec.model_fields["key_retention"].default
 
 DEFAULT_START_TIMEOUT = timedelta(minutes=10)
 """How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
@@ -47,6 +50,9 @@ class Effective:
     lease_ttl: timedelta
     start_timeout: timedelta = DEFAULT_START_TIMEOUT
     heartbeat_sidecar: bool = False
+    ttl_after_finished: timedelta | None = None
+    job_retention: timedelta = DEFAULT_JOB_RETENTION
+    key_retention: timedelta = DEFAULT_KEY_RETENTION
 
     @classmethod
     def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
@@ -56,7 +62,17 @@ class Effective:
                    lease_ttl=spec.lease_ttl if spec.lease_ttl is not None else pool.lease_ttl,
                    start_timeout=spec.start_timeout or pool.start_timeout,
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
-                   else pool.heartbeat_sidecar)
+                   else pool.heartbeat_sidecar,
+                   ttl_after_finished=spec.ttl_after_finished if spec.ttl_after_finished is not None
+                   else pool.ttl_after_finished,
+                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
+                   key_retention=pool.key_retention)
+
+    def expires_at(self, task: Task) -> datetime | None:
+        """When the finished `task` may be deleted (None: not finished, or kept)."""
+        status = task.status
+        return retention.expires_at(status.finished_at if status else None, self.ttl_after_finished,
+                                    keyed=task.spec.key is not None, key_retention=self.key_retention)
 
 
 @dataclass(frozen=True)
@@ -167,6 +183,12 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     if open_attempt is not None:
         job = _job(seen.jobs, name, n, open_attempt.lease_id)
         verdict, requeue, abort = _judge(job, open_attempt, settings, seen, now)
+        if verdict is None and job is None and seen.job_rejected is None and retention.job_may_be_gone(
+                open_attempt.dispatched_at, settings.job_retention, now):
+            # Its Job may have run and been cleaned up while no operator watched: at least once.
+            verdict = Verdict(AttemptOutcome.RETRYABLE, reasons.JOB_DELETED,
+                              f"the attempt's Job is gone and its outcome was never observed (its jobRetention, "
+                              f"{_secs(settings.job_retention)}, passed while no operator watched it)")
         if verdict is None:
             if job is None and seen.job_rejected is None:
                 # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
@@ -215,7 +237,7 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     if ready and seen.pool_found and seen.admit:
         number = n + 1
         attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), job=job_name(name, number),
-                          trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY)
+                          trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now)
         records.append(attempt)
         status = status.model_copy(update={
             "phase": TaskPhase.RUNNING, "attempt": number, "attempts": tuple(records[-HISTORY:]),

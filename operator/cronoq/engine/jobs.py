@@ -21,8 +21,11 @@ HEARTBEAT_CONTAINER = "cronoq-heartbeat"
 
 
 def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
-              lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None) -> dict[str, Any]:
-    """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease."""
+              lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
+              job_retention: timedelta | None = None) -> dict[str, Any]:
+    """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease. With
+    `job_retention`, Kubernetes' TTL controller deletes the Job (and its pod) that long after it
+    finishes: the operator has read its outcome by then, and writes nothing to clean up."""
     meta = task.metadata
     name = naming.job_name(meta.name, attempt)
     labels = naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
@@ -74,6 +77,9 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     pod_meta: dict[str, Any] = {"labels": pod_labels}
     if pod_annotations:
         pod_meta["annotations"] = pod_annotations
+    job_spec: dict[str, Any] = {"backoffLimit": 0, "completions": 1, "parallelism": 1}
+    if job_retention is not None:
+        job_spec["ttlSecondsAfterFinished"] = math.ceil(job_retention.total_seconds())
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -84,12 +90,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
             "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid,
                                  "controller": True, "blockOwnerDeletion": True}],
         },
-        "spec": {
-            "backoffLimit": 0,
-            "completions": 1,
-            "parallelism": 1,
-            "template": {"metadata": pod_meta, "spec": pod_spec},
-        },
+        "spec": {**job_spec, "template": {"metadata": pod_meta, "spec": pod_spec}},
     }
 
 

@@ -93,18 +93,44 @@ class Writer:
                 return None
             raise
 
-    def create_job(self, job: dict[str, Any]) -> bool:
-        """Create the attempt's Job; False if it already exists (ours: same deterministic name)."""
+    def create_job(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """Create the attempt's Job and return it as stored; when it already exists (ours: same
+        deterministic name), return the existing one, or None if it is gone again."""
         self._check()
+        namespace = job["metadata"]["namespace"]
         try:
-            self.batch.create_namespaced_job(job["metadata"]["namespace"], job)
-            return True
+            return self._raw(self.batch.create_namespaced_job(namespace, job, _preload_content=False))
         except ApiException as err:
             if err.status == 409:
-                return False
+                return self._read_job(namespace, job["metadata"]["name"])
             if err.status in (403, 422):
                 raise Rejected(err.status, _message(err)) from None
             raise
+
+    def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._raw(self.batch.read_namespaced_job(name, namespace, _preload_content=False))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    @staticmethod
+    def _raw(response: Any) -> dict[str, Any]:
+        import json
+        return json.loads(response.data)
+
+    def delete_task(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a finished task, only if it is still the one with this uid (not a new task that
+        took its name). Its Jobs, pods and Leases go with it (owner references)."""
+        self._check()
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, "tasks", name, propagation_policy="Background",
+                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)))
+        except ApiException as err:
+            if err.status not in (404, 409):  # gone already, or the name now holds another task
+                raise
 
     def create_lease(self, lease: dict[str, Any]) -> None:
         """Create the attempt's heartbeat Lease; one that already exists is ours (same name)."""

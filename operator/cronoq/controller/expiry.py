@@ -1,0 +1,86 @@
+"""Deleting finished tasks when their retention ends (DESIGN §10), as background work.
+
+Due times sit in a heap; one coroutine deletes what is due at a bounded rate, and yields while
+slot grants wait in the work queue, so a wave of expiring tasks (100,000 finishing in the same
+hour a day ago) never delays a new task's Job. Each delete carries the task's uid as a
+precondition: a new task that took the same name is never deleted in its place. Kubernetes'
+garbage collector then removes what the task owns (its remaining Jobs, pods and Leases).
+
+Due times are recomputed from the store whenever a task or its pool is reconciled, and an entry
+is only acted on if it is still the task's current due time, so changing a pool's retention
+applies to tasks that finished long ago.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from datetime import datetime
+from typing import Awaitable, Callable
+
+from cronoq import metrics
+from cronoq.controller.store import Key
+
+log = logging.getLogger(__name__)
+
+DELETES_PER_SECOND = 20.0
+
+
+class Expiry:
+    def __init__(self, delete: Callable[[str, str, str], Awaitable[None]], clock: Callable[[], datetime],
+                 busy: Callable[[], bool] = lambda: False, rate: float = DELETES_PER_SECOND) -> None:
+        self._delete = delete
+        self._clock = clock
+        self._busy = busy
+        self._interval = 1.0 / rate
+        self._heap: list[tuple[datetime, Key, str]] = []
+        self._due: dict[Key, tuple[datetime, str]] = {}
+        """Task → (its current due time, its uid): the only heap entry of the task acted on."""
+        self._changed = asyncio.Event()
+
+    def schedule(self, key: Key, uid: str, due: datetime | None) -> None:
+        """Delete task `key` (with this uid) at `due`; None: keep it (forget an earlier due time)."""
+        if due is None:
+            self._due.pop(key, None)
+            return
+        if self._due.get(key) == (due, uid):
+            return
+        self._due[key] = (due, uid)
+        heapq.heappush(self._heap, (due, key, uid))
+        if self._heap[0][1] == key:
+            self._changed.set()
+
+    def forget(self, key: Key) -> None:
+        self._due.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    async def run(self) -> None:
+        while True:
+            while self._heap and self._due.get(self._heap[0][1]) != (self._heap[0][0], self._heap[0][2]):
+                heapq.heappop(self._heap)  # superseded by a newer due time, or forgotten
+            wait = None
+            if self._heap:
+                wait = (self._heap[0][0] - self._clock()).total_seconds()
+            if wait is None or wait > 0:
+                self._changed.clear()
+                try:
+                    await asyncio.wait_for(self._changed.wait(), timeout=wait)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            while self._busy():  # grants first: deletion is the least urgent work there is
+                await asyncio.sleep(self._interval)
+            due, key, uid = heapq.heappop(self._heap)
+            if self._due.get(key) != (due, uid):
+                continue
+            del self._due[key]
+            try:
+                await self._delete(key[0], key[1], uid)
+                metrics.TASKS_DELETED.inc()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - try again later; the resync schedules it anew
+                log.exception("deleting expired task %s/%s failed", *key)
+            await asyncio.sleep(self._interval)
