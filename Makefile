@@ -16,7 +16,7 @@ demo: $(BIN)/.installed cluster-up install-crds operator-up
 	kubectl apply -R -f examples/
 	@$(BIN)/python hack/await_tasks.py --timeout 120
 	@echo
-	@echo "The operator runs in the background, on the default namespace (log: .cluster/logs/operator.log; metrics: http://127.0.0.1:39090/metrics)."
+	@echo "The operator runs in the background, on the default namespace (log: .cluster/logs/operator.log; metrics: http://127.0.0.1:21090/metrics)."
 	@echo "Use the cluster with:"
 	@echo "  export KUBECONFIG=$(KUBECONFIG) PATH=$(CURDIR)/.cluster/bin:\$$PATH"
 	@echo "  kubectl get tasks,taskpools"
@@ -28,7 +28,7 @@ operator-up: $(BIN)/.installed
 	@if [ -f .cluster/run/operator.pid ] && kill -0 $$(cat .cluster/run/operator.pid) 2>/dev/null; then \
 		echo "operator already running (pid $$(cat .cluster/run/operator.pid))"; \
 	else \
-		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 39090 --probe-port 38080 >> .cluster/logs/operator.log 2>&1 & \
+		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 21090 --probe-port 21080 >> .cluster/logs/operator.log 2>&1 & \
 		echo $$! > .cluster/run/operator.pid; \
 		echo "operator started (pid $$!)"; \
 	fi

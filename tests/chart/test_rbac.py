@@ -40,7 +40,7 @@ def operator_does(namespace: str | None):
     """What the operator needs in a namespace it watches (None: in all of them at once)."""
     return [
         ("list", "tasks.cronoq.io", namespace), ("watch", "tasks.cronoq.io", namespace),
-        ("patch", "tasks.cronoq.io", namespace), ("patch", "tasks.cronoq.io", namespace, "status"),
+        ("delete", "tasks.cronoq.io", namespace), ("patch", "tasks.cronoq.io", namespace, "status"),
         ("update", "tasks.cronoq.io", namespace, "status"), ("update", "tasks.cronoq.io", namespace, "finalizers"),
         ("watch", "taskpools.cronoq.io", namespace), ("patch", "taskpools.cronoq.io", namespace, "status"),
         ("create", "jobs.batch", namespace), ("delete", "jobs.batch", namespace), ("watch", "jobs.batch", namespace),
@@ -55,7 +55,8 @@ def operator_never_does(namespace: str | None):
     return [
         ("get", "secrets", namespace), ("list", "secrets", namespace), ("watch", "secrets", namespace),
         ("create", "pods", namespace, "exec"), ("get", "pods", namespace, "log"), ("create", "pods", namespace, "attach"),
-        ("create", "pods", namespace), ("delete", "pods", namespace), ("delete", "tasks.cronoq.io", namespace),
+        ("create", "pods", namespace), ("delete", "pods", namespace), ("patch", "tasks.cronoq.io", namespace),
+        ("update", "tasks.cronoq.io", namespace), ("update", "taskpools.cronoq.io", namespace),
         ("create", "tasks.cronoq.io", namespace), ("delete", "taskpools.cronoq.io", namespace),
         ("update", "jobs.batch", namespace), ("create", "configmaps", namespace),
         ("create", "serviceaccounts", namespace, "token"), ("impersonate", "serviceaccounts", namespace),

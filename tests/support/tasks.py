@@ -18,7 +18,8 @@ TERMINAL = ("Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped")
 
 # keyword → kwok annotation (see README, "Playing task outcomes")
 PLAYS = {"outcome": "outcome", "delay": "delay", "start_delay": "start-delay", "exit_code": "exit-code",
-         "reason": "reason", "message": "message", "on_delete": "on-delete"}
+         "reason": "reason", "message": "message", "on_delete": "on-delete",
+         "delete_delay": "delete-delay"}
 
 
 def plays(**kw: Any) -> dict[str, str]:

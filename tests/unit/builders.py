@@ -117,8 +117,10 @@ class JobBuilder:
         self._job = replace(self._job, created_at=when)
         return self
 
-    def running(self, since: datetime) -> JobBuilder:
-        self._job = replace(self._job, pod_phase="Running", started_at=since)
+    def running(self, since: datetime, *, seen: datetime | None = None) -> JobBuilder:
+        """The kubelet reports the container running `since` (whole seconds in reality); the
+        operator saw it running at `seen` (default: not yet)."""
+        self._job = replace(self._job, pod_phase="Running", started_at=since, running_seen_at=seen)
         return self
 
     def pending(self) -> JobBuilder:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -295,10 +296,10 @@ def test_sdk_permanent_fails_the_task_even_with_attempts_left() -> None:
 def test_timeout_counts_from_container_start_and_aborts_the_job() -> None:
     task = started(make_task().no_jitter().timeout("10s").obj())
     created_long_ago = attempt_job("t", 1).created(at(-300))
-    early = run(task, observe(created_long_ago.running(at(100)).obj(), now=at(109.5)))
+    early = run(task, observe(created_long_ago.running(at(100), seen=at(100)).obj(), now=at(109.5)))
     assert early.status is None and early.delete_jobs == ()
     assert early.requeue_after == pytest.approx(0.5)
-    plan = run(task, observe(created_long_ago.running(at(100)).obj(), now=at(110)))
+    plan = run(task, observe(created_long_ago.running(at(100), seen=at(100)).obj(), now=at(110)))
     assert plan.status.phase is TaskPhase.RETRYING
     attempt = plan.status.attempts[-1]
     assert attempt.outcome is AttemptOutcome.RETRYABLE and attempt.reason == reasons.TIMEOUT
@@ -309,7 +310,7 @@ def test_timeout_counts_from_container_start_and_aborts_the_job() -> None:
 def test_pool_timeout_applies_when_the_task_sets_none() -> None:
     task = started(make_task().obj())
     effective = settings(task, {"timeout": "30s"})
-    plan = run(task, observe(attempt_job("t", 1).running(T0).obj(), now=at(30)), effective)
+    plan = run(task, observe(attempt_job("t", 1).running(T0, seen=T0).obj(), now=at(30)), effective)
     assert plan.status.attempts[-1].reason == reasons.TIMEOUT
 
 
@@ -502,7 +503,7 @@ def test_a_foreign_job_that_is_already_going_is_not_deleted_twice() -> None:
 
 def _timed_out() -> tuple[Task, AttemptJob]:
     task = started(make_task().no_jitter().retry(initialBackoff="30s").timeout("10s").obj())
-    job = attempt_job("t", 1).running(T0).obj()
+    job = attempt_job("t", 1).running(T0, seen=T0).obj()
     plan = run(task, observe(job, now=at(10)))
     assert plan.status.attempts[-1].reason == reasons.TIMEOUT
     return step(task, plan), job
@@ -627,3 +628,36 @@ def test_is_ready() -> None:
     assert not is_ready(make_task().status({"phase": "Blocked"}).obj(), T0)
     for task in _terminal_tasks().values():
         assert not is_ready(task, at(1000))
+
+
+def test_a_timeout_counts_from_a_start_that_cannot_be_early() -> None:
+    """Issue 19: the kubelet's startedAt is whole seconds, rounded down. A container that really
+    started at 100.9 is reported at 100; the operator saw it at 101.0. A 2s timeout must not end
+    it before 102.9: it counts from min(reported + 1s, first sight) = 101.0."""
+    task = started(make_task().no_jitter().timeout("2s").obj())
+    job = attempt_job("t", 1).running(at(100), seen=at(101.0)).obj()
+    assert job.run_started == at(101.0)
+    assert run(task, observe(job, now=at(102.95))).status is None
+    assert run(task, observe(job, now=at(103.0))).status.attempts[-1].reason == reasons.TIMEOUT
+    # Never seen running (a restarted operator reading a listing): the reported second + 1.
+    unseen = attempt_job("t", 1).running(at(100), seen=None).obj()
+    assert unseen.run_started == at(101)
+    assert run(task, observe(unseen, now=at(102.99))).status is None
+    # Seen long after (the operator was down): still the reported second + 1, not the sighting.
+    late = attempt_job("t", 1).running(at(100), seen=at(500)).obj()
+    assert late.run_started == at(101)
+
+
+def test_attempt_times_are_the_operators_sightings_within_the_kubelets_seconds() -> None:
+    """Issue 19: a 500 ms run from 100.7 to 101.2, reported by the kubelet as whole seconds
+    100 → 101 (1000 ms), is recorded from the operator's sightings, 100.75 → 101.25: 500 ms."""
+    task = started(make_task().obj())
+    job = attempt_job("t", 1).exited(0, "ok", started=at(100), finished=at(101))
+    seen = replace(job, running_seen_at=at(100.75), ended_seen_at=at(101.25))
+    attempt = run(task, observe(seen, now=at(102))).status.attempts[-1]
+    assert attempt.started_at == at(100.75) and attempt.finished_at == at(101.25)
+    assert attempt.duration_ms == 500
+    # Sightings outside the reported second (late, after a restart) are not used.
+    late = replace(job, running_seen_at=at(300), ended_seen_at=at(300))
+    attempt = run(task, observe(late, now=at(302))).status.attempts[-1]
+    assert (attempt.started_at, attempt.finished_at, attempt.duration_ms) == (at(100), at(101), 1000)

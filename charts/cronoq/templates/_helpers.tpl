@@ -94,13 +94,18 @@ What the operator does in the namespaces it watches, and nothing more: no secret
 pods/exec or pods/log, no escalate or bind, no deletion of Tasks.
 */}}
 {{- define "cronoq.namespacedRules" -}}
+# Tasks and pools are read; finished tasks are deleted when their ttlAfterFinished passes.
 - apiGroups: ["cronoq.io"]
-  resources: ["tasks", "taskpools"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  resources: ["tasks"]
+  verbs: ["get", "list", "watch", "delete"]
+- apiGroups: ["cronoq.io"]
+  resources: ["taskpools"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["cronoq.io"]
   resources: ["tasks/status", "taskpools/status"]
   verbs: ["get", "patch", "update"]
-# Setting ownerReferences with blockOwnerDeletion on a Job needs update on its owner's finalizers.
+# Jobs and Leases are owned by their Task with blockOwnerDeletion, which clusters running the
+# OwnerReferencesPermissionEnforcement admission plugin allow only with update on tasks/finalizers.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks/finalizers"]
   verbs: ["update"]

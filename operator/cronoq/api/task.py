@@ -212,9 +212,11 @@ class Attempt(Model):
     dispatched_at: Timestamp | None = None
     """When the operator recorded the attempt, right before creating its Job (operator clock)."""
     started_at: Timestamp | None = None
-    """When the container started."""
+    """When the container started: the operator's first sight of it running when that falls
+    within the second the kubelet reports (kubelet times are whole seconds), else the kubelet's."""
     finished_at: Timestamp | None = None
-    """When the attempt ended."""
+    """When the attempt ended: the container's end, sharpened the same way; for an attempt the
+    operator ended (timeout, lease expiry, cancellation), when it decided so."""
     outcome: AttemptOutcome | None = None
     """`Success`, `Retryable`, `Permanent` or `Cancelled`; unset while the attempt runs."""
     exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
@@ -224,7 +226,7 @@ class Attempt(Model):
     message: str | None = Field(None, max_length=1024)
     """What the container or the operator said about the attempt (truncated to 1 KiB)."""
     duration_ms: int | None = Field(None, ge=0, le=2**53)
-    """Run time in milliseconds, from container start to the end of the attempt."""
+    """Run time in milliseconds, from startedAt to finishedAt."""
 
 
 TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"

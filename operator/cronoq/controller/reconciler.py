@@ -22,8 +22,7 @@ from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolS
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
-from cronoq.engine import reasons
-from cronoq.engine import dependencies, keys
+from cronoq.engine import dependencies, keys, naming, reasons
 from cronoq.engine.admission import Candidate, admit
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition
@@ -84,6 +83,9 @@ class Controller:
         self.waiting: dict[Key, dict[Key, Candidate]] = defaultdict(dict)
         """Pool key → its ready tasks waiting for a slot."""
         self.ready_since: dict[Key, datetime] = {}
+        self.draining: dict[Key, Key] = {}
+        """(namespace, Job name) of an aborted attempt whose container may still run → its pool
+        key. Such an attempt keeps its slot until its pod has terminated or is gone."""
         self.stale_counted: set[str] = set()
         self.rejected: dict[tuple[str, int], str] = {}
         self.acting = True
@@ -133,11 +135,15 @@ class Controller:
         uid, task = labels.get("cronoq.io/task-uid"), labels.get("cronoq.io/task")
         if facts is None or not uid or not task:
             return
+        namespace = raw["metadata"]["namespace"]
         if kind == "DELETED":
             self.store.drop_job(uid, facts.name)  # its pod's last state stays: it may still report
         else:
-            self.store.put_job(uid, facts)
-        self.queue.add(("task", raw["metadata"]["namespace"], task))
+            self.store.put_job(namespace, uid, facts)
+            if facts.deleting and not facts.finished:  # being aborted (by us, or before a restart)
+                self.draining.setdefault((namespace, facts.name), (namespace, labels.get(naming.POOL, "default")))
+        self._drained((namespace, facts.name))
+        self.queue.add(("task", namespace, task))
 
     def on_pod(self, kind: str | None, raw: dict[str, Any]) -> None:
         facts = pod_facts(raw)
@@ -147,6 +153,7 @@ class Controller:
         # A deleted pod's last state is kept (its exit code still decides the attempt) until its
         # Task goes; the deletion itself shows in the Job's status.
         self.store.put_pod(raw["metadata"]["namespace"], facts, self.clock())
+        self._drained((raw["metadata"]["namespace"], facts.job))
         self.queue.add(("task", raw["metadata"]["namespace"], task))
 
     def on_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
@@ -162,6 +169,13 @@ class Controller:
                                         spec.get("renewTime"), self.clock()):
                 return
         self.queue.add(("task", meta["namespace"], task))
+
+    def _drained(self, job: Key) -> None:
+        """If this aborted attempt's container stopped, its slot is free: let the pool admit."""
+        pool = self.draining.get(job)
+        if pool is not None and not self.store.may_run(*job):
+            del self.draining[job]
+            self.queue.add(("pool", *pool), urgent=True)
 
     def _forget(self, key: Key) -> None:
         pool = self.grants.pop(key, None)
@@ -256,11 +270,14 @@ class Controller:
         # neither the waiting set nor the store's fresh set.
         granted = self.grants.pop(key, None) is not None
         waiting = self.waiting[pool_key]
+        for job_name in plan.delete_jobs:  # its container may run on until its pod is gone
+            if self.store.may_run(namespace, job_name):
+                self.draining[(namespace, job_name)] = pool_key
         if plan.wants_slot and task is not None:
-            if key not in waiting:
-                submitted = (status.submitted_at if status else None) or entry.first_seen
-                waiting[key] = Candidate.of(namespace, name, task.spec.priority, submitted)
-                self.ready_since.setdefault(key, self.clock())
+            # Refreshed on every reconcile: a priority raised while queued reorders the queue.
+            submitted = (status.submitted_at if status else None) or entry.first_seen
+            waiting[key] = Candidate.of(namespace, name, task.spec.priority, submitted)
+            self.ready_since.setdefault(key, self.clock())
             self.queue.add(("pool", *pool_key))
         else:
             waiting.pop(key, None)
@@ -297,7 +314,7 @@ class Controller:
                 created = await asyncio.to_thread(self.writer.create_job, job)
                 facts = job_facts(created) if created is not None else None
                 if facts is not None:  # known before its watch event: never taken for a lost Job
-                    self.store.put_job(entry.uid, facts)
+                    self.store.put_job(namespace, entry.uid, facts)
                 if plan.started is not None:
                     since = self.ready_since.pop(key, None) or entry.first_seen
                     metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
@@ -375,7 +392,10 @@ class Controller:
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         waiting = self.waiting.get(pool_key, {})
-        running = len(self.store.running.get(pool_key, ()))
+        draining = [job for job, pool in self.draining.items() if pool == pool_key]
+        for job in draining:
+            self._drained(job)
+        running = len(self.store.running.get(pool_key, ())) + sum(1 for j in draining if j in self.draining)
         metrics.RUNNING_ATTEMPTS.labels(name).set(running)
         metrics.QUEUE_DEPTH.labels(name).set(len(waiting.keys() | self.store.fresh.get(pool_key, set())))
         if pool is None:

@@ -68,6 +68,10 @@ class Store:
     """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first)."""
     running_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container running."""
+    job_owner: dict[Key, str] = field(default_factory=dict)
+    """(namespace, Job name) → uid of its task."""
+    ended_seen: dict[Key, datetime] = field(default_factory=dict)
+    """(namespace, Job name) → when we first saw its task container terminated."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -130,6 +134,8 @@ class Store:
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
                 self.running_seen.pop((namespace, job), None)
+                self.ended_seen.pop((namespace, job), None)
+                self.job_owner.pop((namespace, job), None)
                 self.leases.pop((namespace, job), None)
         return entry
 
@@ -138,8 +144,19 @@ class Store:
 
     # ------------------------------------------------------------------ jobs and pods
 
-    def put_job(self, task_uid: str, facts: AttemptJob) -> None:
+    def put_job(self, namespace: str, task_uid: str, facts: AttemptJob) -> None:
         self.jobs[task_uid][facts.name] = facts
+        self.job_owner[(namespace, facts.name)] = task_uid
+
+    def may_run(self, namespace: str, job: str) -> bool:
+        """Whether the Job's task container may still be running: the Job is still there and its
+        pod has not reported its container ended. (Jobs are deleted in the foreground, so an
+        aborted Job stays until its pod is gone.)"""
+        uid = self.job_owner.get((namespace, job))
+        if uid is None or job not in self.jobs.get(uid, {}):
+            return False
+        pod = self.pods.get((namespace, job))
+        return pod is None or (pod.termination is None and pod.phase not in ("Succeeded", "Failed"))
 
     def drop_job(self, task_uid: str, name: str) -> None:
         facts = self.jobs.get(task_uid, {}).pop(name, None)
@@ -148,7 +165,9 @@ class Store:
 
     def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> None:
         self.pods[(namespace, facts.job)] = facts
-        if facts.started_at is not None:
+        if facts.termination is not None:
+            self.ended_seen.setdefault((namespace, facts.job), now)
+        elif facts.started_at is not None:
             self.running_seen.setdefault((namespace, facts.job), now)
 
     def put_lease(self, namespace: str, name: str, holder: str | None, renewed: str | None, now: datetime) -> bool:
@@ -165,7 +184,8 @@ class Store:
     def _liveness(self, namespace: str, job: AttemptJob) -> AttemptJob:
         lease = self.leases.get((namespace, job.name))
         renewed = lease[2] if lease and lease[1] and lease[0] == job.lease_id else None
-        return replace(job, running_seen_at=self.running_seen.get((namespace, job.name)), renewed_seen_at=renewed)
+        return replace(job, running_seen_at=self.running_seen.get((namespace, job.name)),
+                       ended_seen_at=self.ended_seen.get((namespace, job.name)), renewed_seen_at=renewed)
 
     def attempt_jobs(self, entry: TaskEntry) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`)."""

@@ -253,7 +253,7 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
         reason, message = ((reasons.WAITING_FOR_SLOT, f"queued in pool {seen.pool_name}") if seen.pool_found else
                            (reasons.POOL_NOT_FOUND, f"TaskPool {seen.pool_name} does not exist; the task starts once it does"))
-        if phase is TaskPhase.QUEUED and _reason(status) == reason:
+        if phase is TaskPhase.QUEUED and _reason(status) == reason and _acknowledged(status, task):
             return replace(base, wants_slot=True, requeue_after=requeue)
         status = status.model_copy(update={
             "phase": TaskPhase.QUEUED, "next_attempt_at": None,
@@ -268,6 +268,8 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
                        ended=ended_now, requeue_after=requeue, wants_slot=ready)
     if phase is TaskPhase.RETRYING and status.next_attempt_at is not None:
         requeue = max((status.next_attempt_at - now).total_seconds(), 0.0)
+    if not _acknowledged(status, task):  # a priority change: say it was seen
+        return replace(base, status=_stamp(status, task, seen), wants_slot=ready, requeue_after=requeue)
     return replace(base, wants_slot=ready, requeue_after=requeue)
 
 
@@ -277,7 +279,7 @@ def _gated(base: Plan, status: TaskStatus, records: list[Attempt], task: Task, s
     if gate.verdict == "end":
         new = _finish(status, records, gate.phase, gate.reason, gate.message, task, seen, output=gate.output)
         return replace(base, status=new.model_copy(update={"duplicate_of": gate.duplicate_of}))
-    if (status.phase is TaskPhase.BLOCKED and _reason(status) == gate.reason
+    if (status.phase is TaskPhase.BLOCKED and _reason(status) == gate.reason and _acknowledged(status, task)
             and status.message == truncate(gate.message) and status.duplicate_of == gate.duplicate_of):
         return base
     new = status.model_copy(update={"phase": TaskPhase.BLOCKED, "duplicate_of": gate.duplicate_of,
@@ -301,7 +303,7 @@ def _judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: 
         return verdict, None, False
     deadlines = []
     if job.started_at is not None and settings.timeout is not None:
-        deadline = job.started_at + settings.timeout
+        deadline = job.run_started + settings.timeout
         if now >= deadline:
             return Verdict(AttemptOutcome.RETRYABLE, reasons.TIMEOUT,
                            f"the attempt ran longer than its timeout of {_secs(settings.timeout)}"), None, True
@@ -376,9 +378,8 @@ def _same_lease(job: AttemptJob, lease: str | None) -> bool:
 
 
 def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: datetime) -> Attempt:
-    end = job.termination if job else None
-    started = (job.started_at if job else None) or (end.started_at if end else None) or attempt.started_at
-    finished = (end.finished_at if end and end.finished_at else None) or now
+    started = (job.start_estimate if job else None) or attempt.started_at
+    finished = (job.end_estimate if job else None) or now
     duration = int(max((finished - started).total_seconds(), 0) * 1000) if started else None
     return attempt.model_copy(update={
         "started_at": started, "finished_at": finished, "outcome": verdict.outcome, "exit_code": verdict.exit_code,
@@ -426,6 +427,10 @@ def _say(status: TaskStatus, reason: str, message: str, task: Task, now: datetim
 
 def _idle_reason(phase: TaskPhase | None, reason: str) -> str:
     return reason if phase is not None and not phase.terminal else (phase.value if phase else reason)
+
+
+def _acknowledged(status: TaskStatus, task: Task) -> bool:
+    return status.observed_generation == task.metadata.generation
 
 
 def _reason(status: TaskStatus) -> str | None:

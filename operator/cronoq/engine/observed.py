@@ -3,7 +3,18 @@ decisions need. The kube layer builds these from API objects; the core never rea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+
+_SECOND = timedelta(seconds=1)
+
+
+def _refine(reported: datetime | None, seen: datetime | None) -> datetime | None:
+    """A kubelet time (whole seconds) sharpened by the operator's own sighting, when consistent."""
+    if reported is None:
+        return seen
+    if seen is not None and reported <= seen < reported + _SECOND:
+        return seen
+    return reported
 
 
 @dataclass(frozen=True)
@@ -45,8 +56,34 @@ class AttemptJob:
     termination: Termination | None = None
     running_seen_at: datetime | None = None
     """When the operator first saw the task container running, by its own clock."""
+    ended_seen_at: datetime | None = None
+    """When the operator first saw the task container terminated, by its own clock."""
     renewed_seen_at: datetime | None = None
     """When the operator last saw the attempt's heartbeat Lease renewed, by its own clock."""
+
+    @property
+    def run_started(self) -> datetime | None:
+        """When the container started, never earlier than it did: the kubelet reports whole
+        seconds (rounded down, so up to a second early); the operator's first sight of it running
+        is late by the watch's delay only. The earlier of the kubelet's second + 1 and that
+        sight is the tightest bound that cannot be early. Timeouts count from here."""
+        if self.started_at is None:
+            return None
+        bound = self.started_at + _SECOND
+        return min(bound, self.running_seen_at) if self.running_seen_at is not None else bound
+
+    @property
+    def start_estimate(self) -> datetime | None:
+        """The best estimate of the container's start, for the attempt record: the operator's sight
+        of it running when that falls within the kubelet's (truncated) second, else that second."""
+        return _refine(self.started_at or (self.termination.started_at if self.termination else None),
+                       self.running_seen_at)
+
+    @property
+    def end_estimate(self) -> datetime | None:
+        """Likewise for the container's end: the operator's first sight of it terminated, when that
+        falls within the kubelet's finishedAt second."""
+        return _refine(self.termination.finished_at if self.termination else None, self.ended_seen_at)
 
     @property
     def active(self) -> bool:

@@ -142,9 +142,11 @@ class Writer:
                 raise
 
     def delete_job(self, namespace: str, name: str) -> None:
+        """Abort an attempt. Foreground: the Job stays (with a deletionTimestamp) until its pod is
+        gone, so the attempt's pool slot stays taken while its container may still run."""
         self._check()
         try:
-            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")
         except ApiException as err:
             if err.status != 404:
                 raise

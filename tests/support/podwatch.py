@@ -1,0 +1,74 @@
+"""A pod watch run by the test itself, in a thread: what happened to each attempt pod and when,
+by the test's own clock. It measures what a user would see (when a container was seen running,
+terminated, or gone) independently of what the operator reports."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from kubernetes import client, watch
+
+
+@dataclass
+class PodTimes:
+    added: float | None = None
+    running: float | None = None
+    """First seen with its task container running."""
+    ended: float | None = None
+    """First seen with its task container terminated, or deleted (whichever came first)."""
+    deleting: float | None = None
+    """First seen with a deletionTimestamp."""
+
+
+@dataclass
+class PodWatch:
+    api: client.ApiClient
+    namespace: str
+    pods: dict[str, PodTimes] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> PodWatch:
+        core = client.CoreV1Api(self.api)
+        w = watch.Watch()
+        started = threading.Event()
+
+        def run() -> None:
+            version = core.list_namespaced_pod(self.namespace, label_selector="cronoq.io/task").metadata.resource_version
+            started.set()
+            while not self._stop.is_set():  # short watches, resumed where they left off
+                for event in w.stream(core.list_namespaced_pod, self.namespace, timeout_seconds=2,
+                                      label_selector="cronoq.io/task", resource_version=version):
+                    self._record(event["type"], event["object"])
+                    version = event["object"].metadata.resource_version
+                    if self._stop.is_set():
+                        break
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        started.wait()
+        return self
+
+    def _record(self, kind: str, pod: client.V1Pod) -> None:
+        now = time.monotonic()
+        times = self.pods.setdefault(pod.metadata.labels.get("batch.kubernetes.io/job-name", pod.metadata.name),
+                                     PodTimes())
+        if times.added is None:
+            times.added = now
+        if pod.metadata.deletion_timestamp is not None and times.deleting is None:
+            times.deleting = now
+        for status in pod.status.container_statuses or []:
+            if status.name != "task":
+                continue
+            if status.state.running is not None and times.running is None:
+                times.running = now
+            if status.state.terminated is not None and times.ended is None:
+                times.ended = now
+        if kind == "DELETED" and times.ended is None:
+            times.ended = now
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
