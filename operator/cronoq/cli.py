@@ -40,23 +40,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run_operator(args: argparse.Namespace) -> int:
-    import kopf
-
-    from cronoq.controller.runtime import RUNTIME, Options
+    from cronoq.controller.runtime import RUNTIME, Options, serve
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kopf.objects", "kopf._core.reactor.observation", "kopf.activities.probe"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
     RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
                               probe_port=args.probe_port or None, workers=args.workers,
                               leader_election=args.leader_election, lease_namespace=args.lease_namespace,
                               lease_name=args.lease_name, sidecar_image=args.sidecar_image)
-    import cronoq.controller.handlers  # noqa: F401  (registers the handlers with kopf)
-
-    # Globs (team-*) are matched by cronoq on cluster-wide watches, not by kopf's namespace
-    # scanning, which can notice a new namespace only long after it appears.
-    exact = () if RUNTIME.options.globs else tuple(args.namespaces)
-    asyncio.run(kopf.operator(standalone=True, clusterwide=not exact, namespaces=exact))
+    asyncio.run(serve(RUNTIME))
     return 0
 
 

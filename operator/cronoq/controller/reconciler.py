@@ -130,24 +130,29 @@ class Controller:
         self.queue.add(("pool", *key))
 
     def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
-        facts = job_facts(raw)
-        labels = raw["metadata"].get("labels") or {}
-        uid, task = labels.get("cronoq.io/task-uid"), labels.get("cronoq.io/task")
-        if facts is None or not uid or not task:
-            return
-        namespace = raw["metadata"]["namespace"]
-        if kind == "DELETED":
-            self.store.drop_job(uid, facts.name)  # its pod's last state stays: it may still report
+        meta = raw["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        if kind == "DELETED":  # by name: a deletion noticed in a relisting carries no labels
+            owner = self.store.job_owner.get((namespace, name))
+            if owner is None:
+                return
+            uid, task = owner
+            self.store.drop_job(uid, name)  # its pod's last state stays: it may still report
         else:
-            self.store.put_job(namespace, uid, facts)
+            facts = job_facts(raw)
+            labels = meta.get("labels") or {}
+            uid, task = labels.get(naming.TASK_UID), labels.get(naming.TASK)
+            if facts is None or not uid or not task:
+                return
+            self.store.put_job(namespace, uid, task, facts)
             if facts.deleting and not facts.finished:  # being aborted (by us, or before a restart)
-                self.draining.setdefault((namespace, facts.name), (namespace, labels.get(naming.POOL, "default")))
-        self._drained((namespace, facts.name))
+                self.draining.setdefault((namespace, name), (namespace, labels.get(naming.POOL, "default")))
+        self._drained((namespace, name))
         self.queue.add(("task", namespace, task))
 
     def on_pod(self, kind: str | None, raw: dict[str, Any]) -> None:
         facts = pod_facts(raw)
-        task = (raw["metadata"].get("labels") or {}).get("cronoq.io/task")
+        task = (raw["metadata"].get("labels") or {}).get(naming.TASK)
         if facts is None or not task:
             return
         # A deleted pod's last state is kept (its exit code still decides the attempt) until its
@@ -158,17 +163,21 @@ class Controller:
 
     def on_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
-        task = (meta.get("labels") or {}).get("cronoq.io/task")
-        if not task:
-            return
-        if kind == "DELETED":
-            self.store.drop_lease(meta["namespace"], meta["name"])
+        namespace, name = meta["namespace"], meta["name"]
+        if kind == "DELETED":  # by name, like Jobs; an attempt's Lease shares its Job's name
+            self.store.drop_lease(namespace, name)
+            owner = self.store.job_owner.get((namespace, name))
+            task = owner[1] if owner else (meta.get("labels") or {}).get(naming.TASK)
         else:
-            spec = raw.get("spec") or {}
-            if not self.store.put_lease(meta["namespace"], meta["name"], spec.get("holderIdentity"),
-                                        spec.get("renewTime"), self.clock()):
+            task = (meta.get("labels") or {}).get(naming.TASK)
+            if not task:
                 return
-        self.queue.add(("task", meta["namespace"], task))
+            spec = raw.get("spec") or {}
+            if not self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
+                                        self.clock()):
+                return
+        if task:
+            self.queue.add(("task", namespace, task))
 
     def _drained(self, job: Key) -> None:
         """If this aborted attempt's container stopped, its slot is free: let the pool admit."""
@@ -314,7 +323,7 @@ class Controller:
                 created = await asyncio.to_thread(self.writer.create_job, job)
                 facts = job_facts(created) if created is not None else None
                 if facts is not None:  # known before its watch event: never taken for a lost Job
-                    self.store.put_job(namespace, entry.uid, facts)
+                    self.store.put_job(namespace, entry.uid, name, facts)
                 if plan.started is not None:
                     since = self.ready_since.pop(key, None) or entry.first_seen
                     metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))

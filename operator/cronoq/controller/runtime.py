@@ -1,11 +1,12 @@
-"""The operator process around the Controller: API client, the initial listing that fills the
-store before anything is decided, /metrics, and the /healthz and /readyz probes."""
+"""The operator process around the Controller: API client, the watches that fill the store (all
+listed before anything is decided), leader election, /metrics, the /healthz and /readyz probes,
+and a clean stop on SIGTERM (the leader Lease released, so a standby takes over at once)."""
 from __future__ import annotations
 
 import asyncio
 import fnmatch
-import json
 import logging
+import signal
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,10 +15,9 @@ from aiohttp import web
 from kubernetes import client, config
 
 from cronoq import metrics
-from cronoq.api import GROUP, VERSION
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
-from cronoq.engine import naming
+from cronoq.kube.watch import Watch, listers
 from cronoq.kube.writes import Writer
 
 log = logging.getLogger(__name__)
@@ -62,12 +62,13 @@ class Runtime:
     leadership: Leadership | None = None
     api: client.ApiClient | None = None
     ready: bool = False
+    watches: list[Watch] = field(default_factory=list)
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _probe_runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        """Serve probes and metrics, then lead (or campaign in the background until we do).
-        Followers watch and keep their store warm, but decide and write nothing."""
+        """Serve probes and metrics, start watching, then lead (or campaign in the background
+        until we do). Followers watch and keep their store warm, but decide and write nothing."""
         api = self.api = api_client()
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
@@ -77,6 +78,10 @@ class Runtime:
         if self.options.metrics_port:
             metrics.serve(self.options.metrics_port)
         metrics.LEADER.set(0)
+        loop = asyncio.get_running_loop()
+        self.watches = self._watches(api)
+        for w in self.watches:
+            w.start(loop)
         self.ready = True  # ready to take over: standby replicas count as available
         if not self.options.leader_election:
             await self._lead(self.options.epoch)
@@ -86,9 +91,35 @@ class Runtime:
         writer.guard = self.leadership.valid
         self._tasks.append(asyncio.create_task(self.leadership.run(self._lead, self._lost), name="cronoq-election"))
 
+    def _watches(self, api: client.ApiClient) -> list[Watch]:
+        """One watch per kind (per namespace when the namespaces are exact names), feeding the
+        Controller only what the namespace filter (globs included) lets through."""
+        c = self.controller
+        feeds = {"TaskPool": c.on_pool, "Task": c.on_task, "Job": c.on_job, "Pod": c.on_pod, "Lease": c.on_lease}
+        held = {"TaskPool": lambda: c.store.pools, "Task": lambda: c.store.tasks, "Job": c.store.job_keys,
+                "Pod": lambda: (), "Lease": lambda: c.store.leases}
+        scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
+        made = []
+        for scope in scopes:
+            for kind, (api_version, lister, selector) in listers(api, scope).items():
+                made.append(Watch(kind, api_version, lister, self._filtered(feeds[kind]),
+                                  known=self._held_in(held[kind], scope), label_selector=selector))
+        return made
+
+    def _filtered(self, feed):
+        def hand(kind: str | None, obj: dict[str, Any]) -> None:
+            if self.options.watches(obj["metadata"].get("namespace", "")):
+                feed(kind, obj)
+        return hand
+
+    @staticmethod
+    def _held_in(held, scope: str | None):
+        return lambda: [k for k in held() if scope is None or k[0] == scope]
+
     async def _lead(self, epoch: int) -> None:
+        """Decide only once every watch has listed, so the first admissions see every running attempt."""
         self.controller.epoch = epoch
-        await asyncio.to_thread(self._warm, self.api)
+        await asyncio.gather(*(w.synced.wait() for w in self.watches))
         self._tasks.append(asyncio.create_task(self.controller.run(), name="cronoq-controller"))
         metrics.LEADER.set(1)
         log.info("cronoq is reconciling %s (epoch %d)", ", ".join(self.options.namespaces) or "all namespaces", epoch)
@@ -106,49 +137,14 @@ class Runtime:
         metrics.LEADER.set(0)
         for task in self._tasks:
             task.cancel()
+        for w in self.watches:
+            w.stop()
         if self.controller is not None:
             self.controller.acting = False
         if self.leadership is not None:
             await asyncio.to_thread(self.leadership.release)
         if self._probe_runner is not None:
             await self._probe_runner.cleanup()
-
-    def _warm(self, api: client.ApiClient) -> None:
-        """List everything once, so the first admission decisions see every running attempt.
-
-        Raw JSON, paged: the kubernetes client's typed models would cost seconds of CPU and
-        hundreds of MiB for ten thousand Jobs and pods that are reduced to a few facts anyway."""
-        custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
-        coordination = client.CoordinationV1Api(api)
-        selector = naming.TASK_UID
-        c = self.controller
-        scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
-        for ns in scopes:
-            if ns is None:
-                listings = (
-                    ("TaskPool", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "taskpools", **kw), c.on_pool),
-                    ("Task", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "tasks", **kw), c.on_task),
-                    ("Job", lambda **kw: batch.list_job_for_all_namespaces(label_selector=selector, **kw), c.on_job),
-                    ("Pod", lambda **kw: core.list_pod_for_all_namespaces(label_selector=selector, **kw), c.on_pod),
-                    ("Lease", lambda **kw: coordination.list_lease_for_all_namespaces(label_selector=selector, **kw),
-                     c.on_lease))
-            else:
-                listings = (
-                    ("TaskPool", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "taskpools", **kw),
-                     c.on_pool),
-                    ("Task", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "tasks", **kw), c.on_task),
-                    ("Job", lambda **kw: batch.list_namespaced_job(ns, label_selector=selector, **kw), c.on_job),
-                    ("Pod", lambda **kw: core.list_namespaced_pod(ns, label_selector=selector, **kw), c.on_pod),
-                    ("Lease", lambda **kw: coordination.list_namespaced_lease(ns, label_selector=selector, **kw),
-                     c.on_lease))
-            for kind, lister, feed in listings:
-                for obj in _list_raw(lister):
-                    if not self.options.watches(obj["metadata"]["namespace"]):
-                        continue
-                    obj.setdefault("kind", kind)
-                    if kind in ("TaskPool", "Task"):
-                        obj.setdefault("apiVersion", f"{GROUP}/{VERSION}")
-                    feed(None, obj)
 
     async def _serve_probes(self, port: int) -> None:
         async def healthz(_: web.Request) -> web.Response:
@@ -164,18 +160,16 @@ class Runtime:
         await web.TCPSite(self._probe_runner, "0.0.0.0", port).start()
 
 
-def _list_raw(lister, page: int = 500):
-    """Every object of a LIST, as plain dicts, in pages of `page`."""
-    cont = None
-    while True:
-        kwargs = {"limit": page, "_preload_content": False}
-        if cont:
-            kwargs["_continue"] = cont
-        body = json.loads(lister(**kwargs).data)
-        yield from body.get("items") or []
-        cont = (body.get("metadata") or {}).get("continue")
-        if not cont:
-            return
-
-
 RUNTIME = Runtime()
+
+
+async def serve(runtime: Runtime = RUNTIME) -> None:
+    """Run the operator until SIGTERM or SIGINT."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await runtime.start()
+    await stopping.wait()
+    log.info("stopping")
+    await runtime.stop()

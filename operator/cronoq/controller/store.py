@@ -68,8 +68,8 @@ class Store:
     """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first)."""
     running_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container running."""
-    job_owner: dict[Key, str] = field(default_factory=dict)
-    """(namespace, Job name) → uid of its task."""
+    job_owner: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    """(namespace, Job name) → (uid, name) of its task."""
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container terminated."""
 
@@ -144,15 +144,19 @@ class Store:
 
     # ------------------------------------------------------------------ jobs and pods
 
-    def put_job(self, namespace: str, task_uid: str, facts: AttemptJob) -> None:
+    def put_job(self, namespace: str, task_uid: str, task: str, facts: AttemptJob) -> None:
         self.jobs[task_uid][facts.name] = facts
-        self.job_owner[(namespace, facts.name)] = task_uid
+        self.job_owner[(namespace, facts.name)] = (task_uid, task)
+
+    def job_keys(self) -> list[Key]:
+        """(namespace, name) of the Jobs held as present (not seen deleted)."""
+        return [k for k, (uid, _) in self.job_owner.items() if k[1] in self.jobs.get(uid, {})]
 
     def may_run(self, namespace: str, job: str) -> bool:
         """Whether the Job's task container may still be running: the Job is still there and its
         pod has not reported its container ended. (Jobs are deleted in the foreground, so an
         aborted Job stays until its pod is gone.)"""
-        uid = self.job_owner.get((namespace, job))
+        uid, _ = self.job_owner.get((namespace, job), (None, None))
         if uid is None or job not in self.jobs.get(uid, {}):
             return False
         pod = self.pods.get((namespace, job))

@@ -1,0 +1,204 @@
+"""LIST then WATCH of one kind of object, as plain dicts handed to a callback, with nothing kept
+per object: the caller keeps the facts it decides on, and nothing else.
+
+Why not a framework: kopf gave every object of every watched kind its own worker, state and
+body copies, which cost most of the operator's CPU per task and most of its memory over
+thousands of finished objects, for watches whose events cronoq only turns into a few facts.
+
+Each watch runs in a thread of its own (the kubernetes client is synchronous), reads the
+stream line by line as raw JSON (no typed models), and hands events to the event loop in order.
+It lists in pages, watches from the listing's resourceVersion with bookmarks, resumes from the
+last version it saw when a watch ends, and lists afresh when the server says that version is
+gone (410); then objects it had reported and the new listing lacks are reported DELETED.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+log = logging.getLogger(__name__)
+
+Feed = Callable[[str | None, dict[str, Any]], None]
+"""(event type — None for an object of a listing —, object)."""
+
+Lister = Callable[..., Any]
+"""A kubernetes client list call (`list_namespaced_job`, ...) bound to its scope."""
+
+WATCH_SECONDS = 300
+"""Server-side length of one watch request; it is resumed from where it ended."""
+READ_TIMEOUT = WATCH_SECONDS + 30
+"""A watch that says nothing (not even a bookmark) for this long is stalled: start another."""
+PAGE = 500
+
+
+class Gone(Exception):
+    """The resourceVersion we watch from is too old (410): list again."""
+
+
+@dataclass
+class Watch:
+    kind: str
+    api_version: str
+    lister: Lister
+    feed: Feed
+    """Called in the event loop's thread, in the order the server sent the events."""
+    known: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
+    """(namespace, name) of the objects the caller holds, to find deletions missed during a gap."""
+    label_selector: str | None = None
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the first listing has been handed over."""
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> threading.Thread:
+        thread = threading.Thread(target=self._run, args=(loop,), name=f"watch-{self.kind}", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # ------------------------------------------------------------------ in the watch thread
+
+    def _run(self, loop: asyncio.AbstractEventLoop) -> None:
+        version: str | None = None
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    version = self._list(loop)
+                version = self._watch(loop, version)
+                failures = 0
+            except Gone:
+                log.info("%s watch: resourceVersion %s is gone; listing again", self.kind, version)
+                version = None
+            except Exception as err:  # noqa: BLE001 - a network or server error: back off, resume
+                failures += 1
+                delay = min(0.5 * 2 ** min(failures, 6), 30.0)
+                log.warning("%s watch failed (%s); resuming in %.1fs", self.kind, err, delay)
+                time.sleep(delay)
+
+    def _list(self, loop: asyncio.AbstractEventLoop) -> str:
+        """Hand over every object in pages; report as deleted what we held and no longer exists."""
+        seen: set[tuple[str, str]] = set()
+        cont, version = None, ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": PAGE, "_preload_content": False}
+            if cont:
+                kwargs["_continue"] = cont
+            if self.label_selector:
+                kwargs["label_selector"] = self.label_selector
+            body = json.loads(self.lister(**kwargs).data)
+            items = body.get("items") or []
+            for obj in items:
+                obj.setdefault("kind", self.kind)
+                obj.setdefault("apiVersion", self.api_version)
+                meta = obj["metadata"]
+                seen.add((meta.get("namespace", ""), meta["name"]))
+            self._hand(loop, [(None, obj) for obj in items])
+            cont = (body.get("metadata") or {}).get("continue")
+            version = (body.get("metadata") or {}).get("resourceVersion", version)
+            if not cont:
+                break
+        missing = self._call(loop, lambda: [k for k in self.known() if k not in seen])
+        self._hand(loop, [("DELETED", {"kind": self.kind, "apiVersion": self.api_version,
+                                       "metadata": {"namespace": ns, "name": name}}) for ns, name in missing])
+        loop.call_soon_threadsafe(self.synced.set)
+        return version
+
+    def _watch(self, loop: asyncio.AbstractEventLoop, version: str) -> str:
+        kwargs: dict[str, Any] = {"watch": True, "resource_version": version, "allow_watch_bookmarks": True,
+                                  "timeout_seconds": WATCH_SECONDS, "_preload_content": False,
+                                  "_request_timeout": (10, READ_TIMEOUT)}
+        if self.label_selector:
+            kwargs["label_selector"] = self.label_selector
+        response = self.lister(**kwargs)
+        try:
+            for lines in _chunks(response):  # what arrived together is handed over together
+                if self._stop.is_set():
+                    break
+                batch: list[tuple[str | None, dict[str, Any]]] = []
+                for line in lines:
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        self._hand(loop, batch)
+                        if obj.get("code") == 410:
+                            raise Gone()
+                        raise RuntimeError(f"watch error: {obj.get('message')}")
+                    version = (obj.get("metadata") or {}).get("resourceVersion", version)
+                    if kind == "BOOKMARK":
+                        continue
+                    obj.setdefault("kind", self.kind)
+                    obj.setdefault("apiVersion", self.api_version)
+                    batch.append((kind, obj))
+                self._hand(loop, batch)
+        finally:
+            response.release_conn()
+        return version
+
+    def _hand(self, loop: asyncio.AbstractEventLoop, events: list[tuple[str | None, dict[str, Any]]]) -> None:
+        if events:
+            loop.call_soon_threadsafe(self._deliver, events)
+
+    def _deliver(self, events: list[tuple[str | None, dict[str, Any]]]) -> None:
+        for kind, obj in events:
+            try:
+                self.feed(kind, obj)
+            except Exception:  # noqa: BLE001 - one bad object must not stop the watch
+                log.exception("handling a %s event of %s %s failed", kind, self.kind,
+                              (obj.get("metadata") or {}).get("name"))
+
+    def _call(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> Any:
+        """Run `fn` in the loop's thread (where the caller's state lives) and return its result."""
+        return asyncio.run_coroutine_threadsafe(_async(fn), loop).result()
+
+
+async def _async(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+def _chunks(response: Any) -> Iterator[list[bytes]]:
+    """The complete lines of a streaming HTTP response, in the groups they arrived in."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        lines = [line for line in lines if line.strip()]
+        if lines:
+            yield lines
+    if pending.strip():
+        yield [pending]
+
+
+def listers(api: Any, namespace: str | None) -> dict[str, tuple[str, Lister, str | None]]:
+    """What cronoq watches, in one namespace or (None) all: kind → (apiVersion, list call, label
+    selector). Attempt Jobs, pods and Leases are only those carrying cronoq's task-uid label."""
+    from kubernetes import client
+
+    from cronoq.api import GROUP, VERSION
+    from cronoq.engine import naming
+
+    custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
+    coordination = client.CoordinationV1Api(api)
+    ours = naming.TASK_UID
+    if namespace is None:
+        return {
+            "TaskPool": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "taskpools", **kw), None),
+            "Task": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "tasks", **kw), None),
+            "Job": ("batch/v1", batch.list_job_for_all_namespaces, ours),
+            "Pod": ("v1", core.list_pod_for_all_namespaces, ours),
+            "Lease": ("coordination.k8s.io/v1", coordination.list_lease_for_all_namespaces, ours),
+        }
+    ns = namespace
+    return {
+        "TaskPool": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "taskpools", **kw), None),
+        "Task": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "tasks", **kw), None),
+        "Job": ("batch/v1", lambda **kw: batch.list_namespaced_job(ns, **kw), ours),
+        "Pod": ("v1", lambda **kw: core.list_namespaced_pod(ns, **kw), ours),
+        "Lease": ("coordination.k8s.io/v1", lambda **kw: coordination.list_namespaced_lease(ns, **kw), ours),
+    }
