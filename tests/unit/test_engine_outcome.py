@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, strategies as st
@@ -12,7 +13,7 @@ from hypothesis import given, strategies as st
 from cronoq.api import AttemptOutcome, RetryPolicy
 from cronoq.engine import reasons
 from cronoq.engine.backoff import retry_delay
-from cronoq.engine.observed import AttemptJob, Termination
+from cronoq.engine.observed import Termination
 from cronoq.engine.outcome import MESSAGE_LIMIT, TRUNCATED, classify, from_termination, sdk_report, truncate
 
 from tests.unit.builders import T0, at, attempt_job
@@ -250,7 +251,7 @@ def test_a_deleted_job_is_retryable_job_deleted(facts) -> None:
 
 def test_a_deleted_job_whose_container_had_ended_keeps_the_containers_verdict() -> None:
     job = attempt_job("t", 1).exited(0, "result")
-    assert classify(AttemptJob(**{**job.__dict__, "gone": True}), POLICY).output == "result"
+    assert classify(replace(job, gone=True), POLICY).output == "result"
 
 
 def test_complete_job_without_a_termination_seen_succeeds_without_output() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from cronoq.api import AttemptOutcome, TaskPhase
+from cronoq.api import AttemptOutcome, TaskPhase, TaskPoolSpec
 from cronoq.engine import reasons
 from cronoq.engine.attempts import reconcile
 from cronoq.engine.jobs import build_job
-from cronoq.engine.retention import expires_at, job_may_be_gone
+from cronoq.engine.retention import expires_at, job_may_be_gone, task_expires_at
 
 from tests.unit.builders import T0, at, make_task, observe, settings, with_status
 
@@ -31,17 +31,13 @@ def test_a_keyed_task_outlives_its_ttl_until_its_key_retention_ends() -> None:
     assert expires_at(T0, 2 * HOUR, keyed=True, key_retention=HOUR) == T0 + 2 * HOUR
 
 
-def test_effective_ttl_task_overrides_pool_and_reads_finished_at() -> None:
-    pool = {"ttlAfterFinished": "1h", "keyRetention": "10m"}
-    finished = make_task("a").status({"phase": "Succeeded", "finishedAt": T0.isoformat()}).obj()
-    assert settings(finished, pool).expires_at(finished) == T0 + HOUR
-    own = make_task("b").spec(ttlAfterFinished="5s").status({"phase": "Failed", "finishedAt": T0.isoformat()}).obj()
-    assert settings(own, pool).expires_at(own) == at(5)
-    keyed = make_task("c").spec(ttlAfterFinished="5s", key="k").status(
-        {"phase": "Succeeded", "finishedAt": T0.isoformat()}).obj()
-    assert settings(keyed, pool).expires_at(keyed) == T0 + timedelta(minutes=10)
-    running = make_task("d").status({"phase": "Running", "attempt": 1}).obj()
-    assert settings(running, pool).expires_at(running) is None
+def test_the_tasks_own_ttl_wins_over_the_pools_and_keys_extend_it() -> None:
+    pool = TaskPoolSpec.model_validate({"ttlAfterFinished": "1h", "keyRetention": "10m"})
+    assert task_expires_at(T0, None, None, pool) == T0 + HOUR
+    assert task_expires_at(T0, timedelta(seconds=5), None, pool) == at(5)
+    assert task_expires_at(T0, timedelta(seconds=5), "k", pool) == T0 + timedelta(minutes=10)
+    assert task_expires_at(None, timedelta(seconds=5), None, pool) is None
+    assert task_expires_at(T0, None, None, None) is None  # no pool: DESIGN's default keeps tasks
 
 
 def test_job_may_be_gone_only_after_its_retention() -> None:

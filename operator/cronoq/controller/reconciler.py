@@ -14,18 +14,20 @@ import asyncio
 import logging
 import random
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Hashable
 
 from cronoq import metrics
-from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus
+from cronoq.api import PhaseCounts, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys, naming, reasons
 from cronoq.engine.admission import Candidate, admit
 from cronoq.engine.gate import RUN, Gate
-from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition
+from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition, settle
+from cronoq.engine.retention import task_expires_at
 from cronoq.engine.jobs import build_job, build_lease
 from cronoq.engine.outcome import truncate
 from cronoq.kube.observe import job_facts, pod_facts
@@ -44,9 +46,20 @@ def utcnow() -> datetime:
 
 
 def holder(entry: TaskEntry) -> keys.Holder:
-    task, status = entry.task, entry.task.status if entry.task else None
+    """What deduplication reads of a task. A finished task's output and message are not in
+    memory; `full_holder` reads them when a duplicate needs them."""
+    done = entry.finished
+    if done is not None:
+        return keys.Holder(name=entry.name, created_at=done.created_at or entry.first_seen, phase=done.phase,
+                           attempt=done.attempt, finished_at=done.finished_at, output_available=done.output_available,
+                           duplicate_of=done.duplicate_of)
+    return full_holder(entry.task, entry.first_seen)
+
+
+def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
+    status = task.status
     return keys.Holder(
-        name=entry.raw["metadata"]["name"], created_at=task.metadata.creation_timestamp or entry.first_seen,
+        name=task.metadata.name, created_at=task.metadata.creation_timestamp or first_seen,
         phase=status.phase if status else None, attempt=status.attempt if status else 0,
         finished_at=status.finished_at if status else None, output=status.output if status else None,
         output_available=status.output_available if status else False,
@@ -61,9 +74,7 @@ class _Graph:
 
     def get(self, name: str, default=()):
         entry = self.store.tasks.get((self.namespace, name))
-        if entry is None or entry.task is None:
-            return default
-        return [d.task for d in entry.task.spec.depends_on]
+        return default if entry is None else list(entry.depends_on)
 
 
 class Controller:
@@ -156,7 +167,11 @@ class Controller:
         if facts is None or not task:
             return
         # A deleted pod's last state is kept (its exit code still decides the attempt) until its
-        # Task goes; the deletion itself shows in the Job's status.
+        # Task goes; the deletion itself shows in the Job's status. A finished task's outcome is
+        # recorded: its pod's termination message (up to 4 KiB) need not be held as well.
+        owner = self.store.tasks.get((raw["metadata"]["namespace"], task))
+        if owner is not None and owner.finished is not None and facts.termination is not None:
+            facts = replace(facts, termination=replace(facts.termination, message=None))
         self.store.put_pod(raw["metadata"]["namespace"], facts, self.clock())
         self._drained((raw["metadata"]["namespace"], facts.job))
         self.queue.add(("task", raw["metadata"]["namespace"], task))
@@ -232,20 +247,23 @@ class Controller:
         if entry is None:
             self._forget(key)
             return
+        pool_key = (namespace, entry.pool)
+        pool = self.store.pools.get(pool_key)
+        now = self.clock()
+        if entry.finished is not None:
+            await self._settle(entry, pool, now)
+            return
         if entry.task is None:
             await self._refuse(entry)
             return
         task = entry.task
-        pool_key = (namespace, task.spec.pool)
-        pool = self.store.pools.get(pool_key)
-        now = self.clock()
         attempt_n = task.status.attempt if task.status else 0
         settings = Effective.of(task, pool.spec if pool else None)
         seen = Observation(
             jobs=self.store.attempt_jobs(entry), now=now, epoch=self.epoch, admit=key in self.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
             job_rejected=self.rejected.get((entry.uid, attempt_n)),
-            gate=self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
+            gate=await self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
         plan = reconcile(task, settings, seen, self.rng)
 
         if plan.status is not None:
@@ -263,17 +281,32 @@ class Controller:
                 log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
                 self.grants.pop(key, None)
                 return
+            task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
             entry = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
             for other in self.store.related(namespace, name):  # the watch event will be a no-op
                 self.queue.add(("task", namespace, other))
-        if entry.task is not None:
-            self.expiry.schedule(key, entry.uid, settings.expires_at(entry.task))
-        await self._apply(entry, plan, pool_key, now, settings)
+            self._schedule_expiry(entry, pool)
+        await self._apply(entry, task, plan, pool_key, now, settings)
 
-    async def _apply(self, entry: TaskEntry, plan: Plan, pool_key: Key, now: datetime, settings: Effective) -> None:
-        namespace, name = entry.raw["metadata"]["namespace"], entry.raw["metadata"]["name"]
+    async def _settle(self, entry: TaskEntry, pool: TaskPool | None, now: datetime) -> None:
+        """A finished task: stop leftover Jobs, ignore late reports, and delete it when its time comes."""
+        done = entry.finished
+        plan = settle(entry.name, done.attempt, done.marks, self.store.attempt_jobs(entry))
+        self._schedule_expiry(entry, pool)
+        await self._apply(entry, None, plan, (entry.raw["metadata"]["namespace"], done.pool), now, None)
+
+    def _schedule_expiry(self, entry: TaskEntry, pool: TaskPool | None) -> None:
+        done = entry.finished
+        if done is not None:
+            due = task_expires_at(done.finished_at, done.ttl_after_finished, done.key, pool.spec if pool else None)
+            self.expiry.schedule((entry.raw["metadata"]["namespace"], entry.name), entry.uid, due)
+
+    async def _apply(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key, now: datetime,
+                     settings: Effective | None) -> None:
+        """Apply what a plan decided after its status landed. `task` is the task as written (None
+        for a finished task's settling)."""
+        namespace, name = entry.raw["metadata"]["namespace"], entry.name
         key = (namespace, name)
-        task = entry.task
         status = task.status if task is not None else None
         # Slot bookkeeping first, before any await: admission must never see this task in
         # neither the waiting set nor the store's fresh set.
@@ -306,7 +339,7 @@ class Controller:
             if status.submitted_at and status.finished_at:
                 metrics.TASK_DURATION.labels(pool_key[1], status.phase.value).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
-        if plan.create_job is not None and task is not None:
+        if plan.create_job is not None and task is not None and settings is not None:
             record = task.status.attempts[-1] if task.status and task.status.attempts else None
             lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
                 f"e{self.epoch}-a{plan.create_job}"
@@ -342,16 +375,24 @@ class Controller:
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
 
-    def _gate(self, entry: TaskEntry, pool: TaskPoolSpec | None, now: datetime) -> Gate:
+    async def _gate(self, entry: TaskEntry, pool: TaskPoolSpec | None, now: datetime) -> Gate:
         """What the task's key, then its dependencies, say about its first attempt."""
         task = entry.task
         namespace = entry.raw["metadata"]["namespace"]
         if task.spec.key:
-            others = [holder(self.store.tasks[(namespace, n)]) for n in
-                      self.store.keyed.get((namespace, entry.pool, task.spec.key), ())
-                      if n != task.metadata.name and (namespace, n) in self.store.tasks]
             retention = (pool or TaskPoolSpec()).key_retention
+            names = [n for n in self.store.keyed.get((namespace, entry.pool, task.spec.key), ())
+                     if n != task.metadata.name and (namespace, n) in self.store.tasks]
+            others = [holder(self.store.tasks[(namespace, n)]) for n in names]
             verdict = keys.gate(holder(entry), others, retention, now)
+            original = self.store.tasks.get((namespace, verdict.duplicate_of or ""))
+            if verdict.verdict == "end" and original is not None and original.finished is not None:
+                # Ending as a finished task's duplicate: read the original's output and message.
+                raw = await asyncio.to_thread(self.writer.read_task, namespace, original.name)
+                full = Task.model_validate(raw) if raw is not None else None
+                if full is not None and full.metadata.uid == original.uid:
+                    others = [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]
+                    verdict = keys.gate(holder(entry), others, retention, now)
             if verdict.verdict != "run":
                 return verdict
         if task.spec.depends_on:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,24 +24,95 @@ def _rv(obj: dict[str, Any]) -> int:
         return 0
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """An attempt of a finished task, as much as judging its leftover Jobs needs."""
+
+    number: int
+    lease_id: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A finished task, reduced to what the operator still decides on: keys, dependents, its
+    leftover Jobs and when to delete it. Its output and messages stay in the API server (read
+    when a duplicate needs them); a store of 10,000 finished tasks stays a few MiB."""
+
+    phase: TaskPhase
+    pool: str
+    created_at: datetime | None
+    finished_at: datetime | None
+    attempt: int = 0
+    marks: tuple[Mark, ...] = ()
+    key: str | None = None
+    depends_on: tuple[str, ...] = ()
+    duplicate_of: str | None = None
+    output_available: bool = False
+    ttl_after_finished: timedelta | None = None
+    """The task's own ttlAfterFinished (None: its pool's)."""
+
+    @classmethod
+    def of(cls, task: Task) -> Finished:
+        status, spec = task.status, task.spec
+        return cls(phase=status.phase, pool=spec.pool, created_at=task.metadata.creation_timestamp,
+                   finished_at=status.finished_at, attempt=status.attempt,
+                   marks=tuple(Mark(a.number, a.lease_id, a.reason) for a in status.attempts),
+                   key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
+                   duplicate_of=status.duplicate_of, output_available=status.output_available,
+                   ttl_after_finished=spec.ttl_after_finished)
+
+
+def _slim(raw: dict[str, Any]) -> dict[str, Any]:
+    """What is kept of a finished task's object: enough to name it in Events and deletes."""
+    meta = raw["metadata"]
+    keep = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp")
+    return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
+            "metadata": {k: meta[k] for k in keep if k in meta}}
+
+
+@dataclass(slots=True)
 class TaskEntry:
     raw: dict[str, Any]
+    """The object as last seen; only its metadata once the task has finished."""
     task: Task | None
+    """The parsed task while it is unfinished; None once finished (see `finished`) or when the
+    models cannot read it (see `error`)."""
     error: str | None
     first_seen: datetime
+    finished: Finished | None = None
 
     @property
     def uid(self) -> str:
         return self.raw["metadata"]["uid"]
 
     @property
+    def name(self) -> str:
+        return self.raw["metadata"]["name"]
+
+    @property
     def pool(self) -> str:
-        return self.task.spec.pool if self.task else (self.raw.get("spec") or {}).get("pool", "default")
+        if self.task is not None:
+            return self.task.spec.pool
+        if self.finished is not None:
+            return self.finished.pool
+        return (self.raw.get("spec") or {}).get("pool", "default")
 
     @property
     def phase(self) -> TaskPhase | None:
+        if self.finished is not None:
+            return self.finished.phase
         return self.task.phase if self.task else None
+
+    @property
+    def key(self) -> str | None:
+        return self.finished.key if self.finished is not None else (self.task.spec.key if self.task else None)
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        if self.finished is not None:
+            return self.finished.depends_on
+        return tuple(d.task for d in self.task.spec.depends_on) if self.task else ()
 
 
 @dataclass
@@ -90,7 +161,10 @@ class Store:
         except ValidationError as err:
             task, error = None, _validation_message(err)
         first_seen = old.first_seen if old is not None and old.uid == meta["uid"] else now
-        entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
+        if task is not None and task.phase is not None and task.phase.terminal:
+            entry = TaskEntry(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
+        else:
+            entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
         if old is not None:
             self._unindex(key, old)
         self.tasks[key] = entry
@@ -100,30 +174,28 @@ class Store:
     def _index(self, key: Key, entry: TaskEntry) -> None:
         if entry.phase is TaskPhase.RUNNING:
             self.running[(key[0], entry.pool)].add(key)
-        spec = entry.task.spec if entry.task is not None else None
-        if spec is not None and entry.task.status is None and not (spec.key or spec.depends_on or spec.cancel):
+        task = entry.task
+        if task is not None and task.status is None and not (task.spec.key or task.spec.depends_on or task.spec.cancel):
             self.fresh[(key[0], entry.pool)].add(key)
-        if entry.task is not None:
-            if entry.task.spec.key:
-                self.keyed[(key[0], entry.pool, entry.task.spec.key)].add(key[1])
-            for dep in entry.task.spec.depends_on:
-                self.dependents[(key[0], dep.task)].add(key[1])
+        if entry.key:
+            self.keyed[(key[0], entry.pool, entry.key)].add(key[1])
+        for dep in entry.depends_on:
+            self.dependents[(key[0], dep)].add(key[1])
 
     def _unindex(self, key: Key, entry: TaskEntry) -> None:
         self.running[(key[0], entry.pool)].discard(key)
         self.fresh[(key[0], entry.pool)].discard(key)
-        if entry.task is not None:
-            if entry.task.spec.key:
-                self.keyed[(key[0], entry.pool, entry.task.spec.key)].discard(key[1])
-            for dep in entry.task.spec.depends_on:
-                self.dependents[(key[0], dep.task)].discard(key[1])
+        if entry.key:
+            self.keyed[(key[0], entry.pool, entry.key)].discard(key[1])
+        for dep in entry.depends_on:
+            self.dependents[(key[0], dep)].discard(key[1])
 
     def related(self, namespace: str, name: str) -> set[str]:
         """Tasks whose gate may change when this one does: its dependents and its key's holders."""
         names = set(self.dependents.get((namespace, name), ()))
         entry = self.tasks.get((namespace, name))
-        if entry is not None and entry.task is not None and entry.task.spec.key:
-            names |= self.keyed.get((namespace, entry.pool, entry.task.spec.key), set())
+        if entry is not None and entry.key:
+            names |= self.keyed.get((namespace, entry.pool, entry.key), set())
         names.discard(name)
         return names
 

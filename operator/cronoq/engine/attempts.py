@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from cronoq.api import (
     Attempt, AttemptOutcome, AttemptTrigger, Condition, ConditionStatus, RetryPolicy, Task, TaskPhase,
@@ -31,7 +31,6 @@ HISTORY = 20
 """Attempt records kept in the status (the CRD's bound); the newest are kept."""
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
-DEFAULT_KEY_RETENTION = TaskPoolSpec.model_fields["key_retention"].default
 
 DEFAULT_START_TIMEOUT = timedelta(minutes=10)
 """How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
@@ -50,9 +49,7 @@ class Effective:
     lease_ttl: timedelta
     start_timeout: timedelta = DEFAULT_START_TIMEOUT
     heartbeat_sidecar: bool = False
-    ttl_after_finished: timedelta | None = None
     job_retention: timedelta = DEFAULT_JOB_RETENTION
-    key_retention: timedelta = DEFAULT_KEY_RETENTION
 
     @classmethod
     def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
@@ -63,16 +60,7 @@ class Effective:
                    start_timeout=spec.start_timeout or pool.start_timeout,
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar,
-                   ttl_after_finished=spec.ttl_after_finished if spec.ttl_after_finished is not None
-                   else pool.ttl_after_finished,
-                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
-                   key_retention=pool.key_retention)
-
-    def expires_at(self, task: Task) -> datetime | None:
-        """When the finished `task` may be deleted (None: not finished, or kept)."""
-        status = task.status
-        return retention.expires_at(status.finished_at if status else None, self.ttl_after_finished,
-                                    keyed=task.spec.key is not None, key_retention=self.key_retention)
+                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention)
 
 
 @dataclass(frozen=True)
@@ -271,6 +259,13 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     if not _acknowledged(status, task):  # a priority change: say it was seen
         return replace(base, status=_stamp(status, task, seen), wants_slot=ready, requeue_after=requeue)
     return replace(base, wants_slot=ready, requeue_after=requeue)
+
+
+def settle(name: str, attempt: int, records: Sequence[Any], jobs: Iterable[AttemptJob]) -> Plan:
+    """A finished task's plan: only its leftover Jobs to stop and late reports to ignore.
+    `records` need only `number`, `lease_id` and `reason` (a finished task is kept compact)."""
+    cleanup = _cleanup(name, attempt, None, records, jobs)
+    return Plan(delete_jobs=cleanup.deletes, events=cleanup.events, stale_jobs=cleanup.stale)
 
 
 def _gated(base: Plan, status: TaskStatus, records: list[Attempt], task: Task, seen: Observation) -> Plan:

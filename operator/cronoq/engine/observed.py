@@ -17,7 +17,7 @@ def _refine(reported: datetime | None, seen: datetime | None) -> datetime | None
     return reported
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Termination:
     """How the task container ended."""
 
@@ -28,7 +28,7 @@ class Termination:
     finished_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptJob:
     """One attempt's Job as last observed, with its pod's state folded in."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from cronoq.api import TaskPoolSpec
+
 
 def expires_at(finished_at: datetime | None, ttl: timedelta | None, *, keyed: bool,
                key_retention: timedelta) -> datetime | None:
@@ -14,6 +16,15 @@ def expires_at(finished_at: datetime | None, ttl: timedelta | None, *, keyed: bo
         return None
     keep = max(ttl, key_retention) if keyed else ttl
     return finished_at + keep
+
+
+def task_expires_at(finished_at: datetime | None, own_ttl: timedelta | None, key: str | None,
+                    pool: TaskPoolSpec | None) -> datetime | None:
+    """expires_at with the task's own ttlAfterFinished, else its pool's (applies to tasks that
+    finished before the pool changed: the pool is read at each decision)."""
+    pool = pool or TaskPoolSpec()
+    ttl = own_ttl if own_ttl is not None else pool.ttl_after_finished
+    return expires_at(finished_at, ttl, keyed=key is not None, key_retention=pool.key_retention)
 
 
 def job_may_be_gone(dispatched_at: datetime | None, job_retention: timedelta, now: datetime) -> bool:

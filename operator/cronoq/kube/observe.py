@@ -16,7 +16,7 @@ def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodFacts:
     job: str
     phase: str | None
