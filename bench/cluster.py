@@ -185,5 +185,6 @@ class BenchCluster:
 
 def _established(api: Api, crd: str) -> bool:
     obj = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+    # A CRD just created may have no status, or a status without conditions, yet.
     return bool(obj) and any(c["type"] == "Established" and c["status"] == "True"
-                             for c in obj.get("status", {}).get("conditions", []))
+                             for c in (obj.get("status") or {}).get("conditions") or [])

@@ -6,16 +6,19 @@ terminal phase is recorded, a stale completion once per Job.
 """
 from __future__ import annotations
 
+import re
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 disable_created_metrics()  # the *_created series double every counter's size and say little
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by pool and status (the phase).",
+TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by pool and status (succeeded, failed, "
+                "dead_lettered, cancelled, skipped).",
                 ["pool", "status"], registry=REGISTRY)
 ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by pool and outcome "
-                   "(Success, Retryable, Permanent, Cancelled).", ["pool", "outcome"], registry=REGISTRY)
+                   "(success, retryable, permanent, cancelled).", ["pool", "outcome"], registry=REGISTRY)
 STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs of attempts that were not current "
                             "(ignored: they change nothing).", registry=REGISTRY)
 LEASE_EXPIRATIONS = Counter("cronoq_lease_expirations_total", "Attempts aborted because their heartbeat lease "
@@ -24,7 +27,7 @@ QUEUE_DEPTH = Gauge("cronoq_queue_depth", "Tasks of the pool ready to run and wa
                     ["pool"], registry=REGISTRY)
 RUNNING_ATTEMPTS = Gauge("cronoq_running_attempts", "Attempts running now, by pool.", ["pool"], registry=REGISTRY)
 TASK_DURATION = Histogram("cronoq_task_duration_seconds", "From submission to the terminal phase, per task "
-                          "(labels: pool, status).", ["pool", "status"], registry=REGISTRY,
+                          "(labels: pool, status as in cronoq_tasks_total).", ["pool", "status"], registry=REGISTRY,
                           buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400))
 DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment an attempt could start (submission, "
                              "or the end of its backoff) to its Job's creation (label: pool).", ["pool"],
@@ -32,6 +35,8 @@ DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
                         "(and keyRetention) passed.", registry=REGISTRY)
+RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
+                  "per-key exponential delay, by kind (task, pool).", ["kind"], registry=REGISTRY)
 LEADER = Gauge("cronoq_leader", "1 while this replica is the leader and reconciles, else 0.", registry=REGISTRY)
 
 
@@ -40,13 +45,19 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
     start_http_server(port, addr=addr, registry=REGISTRY)
 
 
+def label(value: str) -> str:
+    """A phase or outcome as a label value, in the snake_case the requirement queries
+    (`DeadLettered` → `dead_lettered`), so `cronoq_tasks_total{status="dead_lettered"}` finds dead letters."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", value).lower()
+
+
 def start_series(pool: str) -> None:
     """Create a pool's counter series at 0, so `increase()` sees its very first dead letter."""
     from cronoq.api import TERMINAL_PHASES, AttemptOutcome
 
     for phase in TERMINAL_PHASES:
-        TASKS.labels(pool, phase.value)
+        TASKS.labels(pool, label(phase.value))
     for outcome in AttemptOutcome:
-        ATTEMPTS.labels(pool, outcome.value)
+        ATTEMPTS.labels(pool, label(outcome.value))
     QUEUE_DEPTH.labels(pool)
     RUNNING_ATTEMPTS.labels(pool)

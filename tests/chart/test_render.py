@@ -271,7 +271,7 @@ def test_prometheus_rule_alerts_on_dead_letters_leadership_stale_completions_and
     rules = alerts(render(sets={"metrics.prometheusRule.enabled": "true"}))
     selector = f'job="{FULLNAME}-metrics",namespace="{NS}"'
     assert rules["CronoqDeadLettersRising"]["expr"] == (
-        f'sum by (pool) (increase(cronoq_tasks_total{{status="DeadLettered",{selector}}}[15m])) > 0')
+        f'sum by (pool) (increase(cronoq_tasks_total{{status="dead_lettered",{selector}}}[15m])) > 0')
     assert rules["CronoqNoLeader"]["expr"] == f"(max(cronoq_leader{{{selector}}}) == 0) or absent(cronoq_leader{{{selector}}})"
     assert rules["CronoqStaleCompletionsRising"]["expr"] == f"sum(increase(cronoq_stale_completions_total{{{selector}}}[15m])) > 0"
     assert rules["CronoqLeaseExpirationsRising"]["expr"] == f"sum(increase(cronoq_lease_expirations_total{{{selector}}}[15m])) > 0"
@@ -292,7 +292,7 @@ def test_prometheus_rule_alerts_can_be_tuned_and_turned_off(render):
         set_json={"metrics.prometheusRule.alertLabels": {"team": "platform"}}))
     assert set(rules) == {"CronoqDeadLettersRising", "CronoqNoLeader", "CronoqLeaseExpirationsRising"}
     assert rules["CronoqDeadLettersRising"]["expr"] == (
-        'sum by (pool) (increase(cronoq_tasks_total{status="DeadLettered",cluster="prod"}[1h])) > 5')
+        'sum by (pool) (increase(cronoq_tasks_total{status="dead_lettered",cluster="prod"}[1h])) > 5')
     assert all(rule["labels"]["team"] == "platform" for rule in rules.values())
 
 

@@ -11,19 +11,23 @@ NAMES = ("cronoq_tasks_total", "cronoq_attempts_total", "cronoq_stale_completion
 def test_the_metrics_endpoint_serves_every_metric_after_a_task_ran(cq):
     pool = cq.namespace  # pools are metric labels; a unique name keeps this test's counts apart
     cq.pool(pool, retry={"maxAttempts": 2, "initialBackoff": "0s"})
-    dead = ("cronoq_tasks_total", (("pool", pool), ("status", "DeadLettered")))
+    dead = ("cronoq_tasks_total", (("pool", pool), ("status", "dead_lettered")))
     wait_until(lambda: cq.operator.metrics().get(dead) == 0.0, timeout=10,
                what="the pool's series to start at 0 (so increase() sees the first dead letter)")
     cq.task("m", pool=pool, outcome_a1="Fail", delay="100ms")
     cq.wait_phase("m", "Succeeded")
 
-    samples = wait_until(lambda: (lambda m: m if m.get(("cronoq_tasks_total", (("pool", pool), ("status", "Succeeded")))) == 1.0
+    samples = wait_until(lambda: (lambda m: m if m.get(("cronoq_tasks_total", (("pool", pool), ("status", "succeeded")))) == 1.0
                                   else None)(cq.operator.metrics()), timeout=10, what="the task counted")
     names = {name for name, _ in samples}
     for metric in NAMES:
         assert any(n == metric or n.startswith(metric + "_") for n in names), metric
     attempts = {dict(labels)["outcome"]: v for (n, labels), v in samples.items()
                 if n == "cronoq_attempts_total" and dict(labels).get("pool") == pool}
-    assert attempts["Retryable"] == 1.0 and attempts["Success"] == 1.0
+    assert attempts["retryable"] == 1.0 and attempts["success"] == 1.0
+    # Label values in the requirement's snake_case, every one of them served from the start.
+    statuses = {dict(labels)["status"] for (n, labels) in samples if n == "cronoq_tasks_total" and dict(labels)["pool"] == pool}
+    assert statuses == {"succeeded", "failed", "dead_lettered", "cancelled", "skipped"}, statuses
+    assert set(attempts) == {"success", "retryable", "permanent", "cancelled"}, attempts
     assert samples[("cronoq_dispatch_latency_seconds_count", (("pool", pool),))] == 2.0, "one per attempt"
     assert samples[("cronoq_leader", ())] == 1.0

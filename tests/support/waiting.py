@@ -18,6 +18,8 @@ def wait_until(check: Callable[[], T], *, timeout: float = 30.0, interval: float
     while True:
         try:
             last = check()
+        except AssertionError:  # the check knows it can never hold (e.g. the operator exited)
+            raise
         except Exception as err:  # an API call racing object creation: keep polling
             last = err
         else:

@@ -661,3 +661,24 @@ def test_attempt_times_are_the_operators_sightings_within_the_kubelets_seconds()
     late = replace(job, running_seen_at=at(300), ended_seen_at=at(300))
     attempt = run(task, observe(late, now=at(302))).status.attempts[-1]
     assert (attempt.started_at, attempt.finished_at, attempt.duration_ms) == (at(100), at(101), 1000)
+
+
+# --- a task the models cannot read (issue 13) ------------------------------------------------------
+
+def test_a_refusal_is_written_with_this_replicas_own_epoch() -> None:
+    from cronoq.engine.attempts import refusal
+    stored = TaskStatus.model_validate({"phase": "Queued", "epoch": 3})
+    new = refusal(stored, "payload is 40000 bytes of JSON", 2, epoch=5, now=at(1))
+    assert new.phase is TaskPhase.FAILED and new.epoch == 5 and new.observed_generation == 2
+    assert new.message == "the task cannot run: payload is 40000 bytes of JSON"
+    assert new.summary == new.message  # the same summary rule as every other status
+    assert condition(new, "Finished").reason == reasons.INVALID_SPEC
+
+
+def test_a_deposed_replica_writes_no_refusal_over_a_newer_leaders_status() -> None:
+    """The old code stamped max(own epoch, stored epoch): a stale leader's write then passed the
+    API server's 'epoch never decreases' rule."""
+    from cronoq.engine.attempts import refusal
+    stored = TaskStatus.model_validate({"phase": "Queued", "epoch": 9})
+    assert refusal(stored, "bad", 1, epoch=5, now=at(1)) is None
+    assert refusal(TaskStatus.model_validate({"phase": "Failed", "epoch": 1}), "bad", 1, epoch=5, now=at(1)) is None

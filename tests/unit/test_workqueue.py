@@ -59,3 +59,38 @@ def test_a_key_added_while_processing_runs_once_more_after():
 
     asyncio.run(main())
     assert seen == ["k", "k"]
+
+
+def test_a_failing_key_is_retried_with_a_doubling_delay_reset_by_success():
+    async def main():
+        queue = WorkQueue()
+        delays = [queue.retry("bad")[0] for _ in range(12)]
+        assert delays[:4] == [0.5, 1.0, 2.0, 4.0]
+        assert max(delays) == 300.0 and delays[-1] == 300.0  # capped, never every 5s forever
+        queue.forget("bad")
+        assert queue.retry("bad") == (0.5, 1)
+        assert queue.retry("other") == (0.5, 1)  # per key
+
+    asyncio.run(main())
+
+
+def test_urgent_counts_only_waiting_urgent_keys():
+    async def main():
+        queue = WorkQueue()
+        queue.add("routine")
+        assert not queue.urgent
+        queue.add("grant", urgent=True)
+        queue.add("routine", urgent=True)  # moved up
+        assert queue.urgent
+        seen = []
+
+        async def process(key):
+            seen.append(key)
+
+        runner = asyncio.create_task(queue.run(1, process))
+        while len(queue):
+            await asyncio.sleep(0.001)
+        runner.cancel()
+        assert not queue.urgent and set(seen) == {"grant", "routine"}
+
+    asyncio.run(main())

@@ -57,11 +57,6 @@ def format(delta: timedelta) -> str:  # noqa: A001 - the natural name next to pa
     return "".join(parts) or "0s"
 
 
-def seconds(text: str) -> float:
-    """`"1m30s"` → `90.0`."""
-    return parse(text).total_seconds()
-
-
 def cel_valid(expression: str) -> str:
     """CEL that is true when `expression` (a string) is in the grammar. Rules calling
     `duration()` test it first: the pattern already reports bad text, and `duration()` on it

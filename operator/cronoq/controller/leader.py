@@ -43,6 +43,8 @@ class Leadership:
     timing: election.ElectionTiming = field(default_factory=election.ElectionTiming)
     epoch: int | None = None
     last_renewed: float | None = None
+    _elected_now: bool = False
+    """Set by the last acquire-or-renew when it took the Lease (a new term began)."""
 
     def __post_init__(self) -> None:
         self.coordination = client.CoordinationV1Api(self.api)
@@ -65,8 +67,6 @@ class Leadership:
                 on_lost()
                 return
             await asyncio.sleep(self.timing.retry_period)
-
-    _elected_now: bool = False
 
     def release(self) -> None:
         """On a clean shutdown, give the Lease up, so a standby takes over at once instead of

@@ -19,17 +19,20 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Hashable
 
 from cronoq import metrics
-from cronoq.api import PhaseCounts, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus
+from pydantic import ValidationError
+
+from cronoq.api import PhaseCounts, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus, TaskStatus
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys, naming, reasons
 from cronoq.engine.admission import Candidate, admit
 from cronoq.engine.gate import RUN, Gate
-from cronoq.engine.attempts import Effective, Observation, Plan, is_ready, reconcile, set_condition, settle
+from cronoq.engine.attempts import (
+    Effective, Observation, Plan, is_ready, reconcile, refusal, set_condition, settle,
+)
 from cronoq.engine.retention import task_expires_at
 from cronoq.engine.jobs import build_job, build_lease
-from cronoq.engine.outcome import truncate
 from cronoq.kube.observe import job_facts, pod_facts
 from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
 
@@ -227,9 +230,16 @@ class Controller:
                 await self.dispatch(namespace, name)
         except NotLeader:
             self.acting = False
-        except Exception:  # noqa: BLE001 - one task's trouble must not stop the others
-            log.exception("reconciling %s %s/%s failed; retrying in 5s", kind, namespace, name)
-            self.queue.add_after(key, 5.0)
+        except Exception as err:  # noqa: BLE001 - one task's trouble must not stop the others
+            delay, failures = self.queue.retry(key)
+            metrics.RETRIES.labels(kind).inc()
+            if failures == 1:
+                log.exception("reconciling %s %s/%s failed; retrying in %.1fs", kind, namespace, name, delay)
+            else:
+                log.warning("reconciling %s %s/%s failed %d times in a row (%s); retrying in %.1fs",
+                            kind, namespace, name, failures, err, delay)
+        else:
+            self.queue.forget(key)
 
     async def _resync(self) -> None:
         while True:
@@ -331,13 +341,13 @@ class Controller:
                 self.stale_counted.add(uid)
                 metrics.STALE_COMPLETIONS.inc()
         for attempt in plan.ended:
-            metrics.ATTEMPTS.labels(pool_key[1], attempt.outcome.value).inc()
+            metrics.ATTEMPTS.labels(pool_key[1], metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
-            metrics.TASKS.labels(pool_key[1], status.phase.value).inc()
+            metrics.TASKS.labels(pool_key[1], metrics.label(status.phase.value)).inc()
             if status.submitted_at and status.finished_at:
-                metrics.TASK_DURATION.labels(pool_key[1], status.phase.value).observe(
+                metrics.TASK_DURATION.labels(pool_key[1], metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
         if plan.create_job is not None and task is not None and settings is not None:
             record = task.status.attempts[-1] if task.status and task.status.attempts else None
@@ -407,23 +417,23 @@ class Controller:
     async def _refuse(self, entry: TaskEntry) -> None:
         """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""
         raw = entry.raw
-        status = raw.get("status") or {}
-        if status.get("phase") in {p.value for p in TaskPhase if p.terminal}:
-            return
-        now = self.clock()
-        message = truncate(f"the task cannot run: {entry.error}")
-        conditions = set_condition([], "Finished", True, reasons.INVALID_SPEC, message, now,
-                                   raw["metadata"].get("generation"))
-        new = {**status, "phase": TaskPhase.FAILED.value, "message": message, "summary": message[:100],
-               "finishedAt": now.isoformat(), "epoch": max(self.epoch, status.get("epoch", 0)),
-               "conditions": [c.to_dict() for c in conditions],
-               "observedGeneration": raw["metadata"].get("generation")}
         try:
-            written = await asyncio.to_thread(self.writer.replace_task_status, raw, new)
+            stored = TaskStatus.model_validate(raw["status"]) if raw.get("status") else None
+        except ValidationError:
+            stored = None
+        new = refusal(stored, entry.error or "", raw["metadata"].get("generation"), self.epoch, self.clock())
+        if new is None:
+            return
+        try:
+            written = await asyncio.to_thread(self.writer.replace_task_status, raw, new.to_dict())
         except Conflict:
             self.queue.add(("task", raw["metadata"]["namespace"], raw["metadata"]["name"]))
             return
-        self.store.put_task(written, now)
+        except Rejected as err:  # e.g. a newer leader's epoch: nothing this replica may do
+            log.error("the API server refused the status of task %s/%s: %s", raw["metadata"]["namespace"],
+                      raw["metadata"]["name"], err.message)
+            return
+        self.store.put_task(written, self.clock())
 
     async def _delete_task(self, namespace: str, name: str, uid: str) -> None:
         if not self.acting:

@@ -13,6 +13,7 @@ import itertools
 from typing import Awaitable, Callable, Hashable
 
 URGENT, ROUTINE = 0, 1
+RETRY_BASE, RETRY_MAX = 0.5, 300.0
 
 
 class WorkQueue:
@@ -26,6 +27,7 @@ class WorkQueue:
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._urgent = 0
         """How many waiting keys are urgent (background work yields to them)."""
+        self._failures: dict[Hashable, int] = {}
 
     def add(self, key: Hashable, urgent: bool = False) -> None:
         level = URGENT if urgent else ROUTINE
@@ -57,6 +59,19 @@ class WorkQueue:
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
         self.add(key)
+
+    def retry(self, key: Hashable) -> tuple[float, int]:
+        """Add `key` again after a delay that doubles with each failure in a row (like client-go's
+        rate-limited queue: 0.5s, 1s, 2s, ... at most 5 minutes); return (delay, failures)."""
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        delay = min(RETRY_BASE * 2 ** (failures - 1), RETRY_MAX)
+        self.add_after(key, delay)
+        return delay, failures
+
+    def forget(self, key: Hashable) -> None:
+        """The key was processed without error: its next failure starts from the shortest delay."""
+        self._failures.pop(key, None)
 
     @property
     def urgent(self) -> bool:

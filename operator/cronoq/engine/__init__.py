@@ -1,7 +1,9 @@
-"""The pure core: every decision cronoq makes, with no I/O, no kopf, and the clock passed in.
+"""The pure core: every decision cronoq makes, with no I/O and the clock passed in.
 
-`backoff` (when the next attempt may start), `outcome` (what an ended attempt means),
-`attempts` (the Task state machine), `admission` (which queued tasks get a pool slot),
-`jobs` (the Job manifest of an attempt). The kube and controller layers observe the cluster,
-call these, and apply what they return.
+`attempts` (the Task state machine), `outcome` (what an ended attempt means), `backoff` (when
+the next attempt may start), `admission` (which queued tasks get a pool slot), `gate` with
+`keys` and `dependencies` (whether a new task may start at all), `retention` (when finished
+work goes), `election` (leader election by Lease), `jobs` and `naming` (the Job and Lease of an
+attempt), `observed` (the facts of a Job and its pod), `reasons` (every reason string). The kube
+and controller layers observe the cluster, call these, and apply what they return.
 """

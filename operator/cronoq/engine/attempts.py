@@ -12,7 +12,7 @@ two steps.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
@@ -93,17 +93,14 @@ class Plan:
     requeue_after: float | None = None
     """Seconds until a deadline or backoff expires and the task should be looked at again."""
 
-    @property
-    def writes(self) -> bool:
-        return self.status is not None
-
 
 @dataclass(frozen=True)
 class Observation:
     """Everything the decision reads besides the Task itself."""
 
+    now: datetime
+    """The operator's clock at the decision."""
     jobs: Sequence[AttemptJob] = ()
-    now: datetime = field(default_factory=lambda: datetime.fromtimestamp(0).astimezone())
     epoch: int = 0
     admit: bool = False
     """The pool has a slot for this task, and it is this task's turn."""
@@ -266,6 +263,23 @@ def settle(name: str, attempt: int, records: Sequence[Any], jobs: Iterable[Attem
     `records` need only `number`, `lease_id` and `reason` (a finished task is kept compact)."""
     cleanup = _cleanup(name, attempt, None, records, jobs)
     return Plan(delete_jobs=cleanup.deletes, events=cleanup.events, stale_jobs=cleanup.stale)
+
+
+def refusal(stored: TaskStatus | None, error: str, generation: int | None, epoch: int,
+            now: datetime) -> TaskStatus | None:
+    """The status of a task the models cannot read (a payload over its limit): Failed with
+    InvalidSpec and the reason, written once. None when it has finished already, or when a newer
+    leader wrote it (this replica is deposed and must not act)."""
+    status = stored or TaskStatus()
+    if status.epoch > epoch or (status.phase is not None and status.phase.terminal):
+        return None
+    new = status.model_copy(update={"phase": TaskPhase.FAILED, "finished_at": now, "next_attempt_at": None,
+                                    "submitted_at": status.submitted_at or now, "epoch": epoch,
+                                    "observed_generation": generation})
+    conditions = set_condition(list(new.conditions), "Running", False, TaskPhase.FAILED.value, "", now, generation)
+    message = truncate(f"the task cannot run: {error}")
+    conditions = set_condition(conditions, "Finished", True, reasons.INVALID_SPEC, message, now, generation)
+    return new.model_copy(update={"message": message, "summary": _summary(message), "conditions": tuple(conditions)})
 
 
 def _gated(base: Plan, status: TaskStatus, records: list[Attempt], task: Task, seen: Observation) -> Plan:

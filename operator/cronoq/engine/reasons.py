@@ -22,7 +22,6 @@ LEASE_LOST = "LeaseLost"         # the SDK could not renew its lease and stopped
 CANCELLED = "Cancelled"
 
 # Why a task is where it is (conditions and the task's message).
-SUBMITTED = "Submitted"
 WAITING_FOR_SLOT = "WaitingForSlot"
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"
