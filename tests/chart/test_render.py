@@ -19,7 +19,8 @@ DESIGN_METRICS = ("cronoq_tasks_total", "cronoq_attempts_total", "cronoq_stale_c
 
 # The operator's contract with the API server, (apiGroup, resource, verb): the whole of it.
 NAMESPACED_PERMISSIONS = {
-    *{("cronoq.io", r, v) for r in ("tasks", "taskpools") for v in ("get", "list", "watch", "patch", "update")},
+    *{("cronoq.io", r, v) for r in ("tasks", "taskpools") for v in ("get", "list", "watch")},
+    ("cronoq.io", "tasks", "delete"),
     *{("cronoq.io", r, v) for r in ("tasks/status", "taskpools/status") for v in ("get", "patch", "update")},
     ("cronoq.io", "tasks/finalizers", "update"),
     *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete", "patch")},
