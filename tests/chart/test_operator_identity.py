@@ -9,6 +9,7 @@ import pytest
 
 from tests.chart.identity import service_account_kubeconfig
 from tests.support.operator import OperatorProcess
+from tests.support.waiting import wait_until
 from tests.support.tasks import Cronoq
 
 pytestmark = pytest.mark.cluster
@@ -32,7 +33,7 @@ def test_the_operator_runs_a_task_with_the_charts_identity(mode, api, kubectl, i
         cq.task("as-sa", outcome_a1="Fail", message="done", delay="100ms")
         status = cq.wait_phase("as-sa", "Succeeded", timeout=60)
         assert (status["attempt"], status["output"]) == (2, "done")
-        assert {"AttemptStarted", "AttemptEnded"} <= set(cq.reasons("as-sa")), "Events are allowed too"
+        wait_until(lambda: "AttemptEnded" in cq.reasons("as-sa"), timeout=10, what="Events allowed too")
         assert "Forbidden" not in proc.log_path.read_text()
     finally:
         proc.stop()

@@ -31,8 +31,10 @@ def test_success_on_the_first_attempt_keeps_the_termination_message_as_output(cq
     assert labels["cronoq.io/attempt"] == "1" and labels["cronoq.io/task-uid"] == cq.get("hello")["metadata"]["uid"]
     env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
     assert env["CRONOQ_ATTEMPT"] == "1" and env["CRONOQ_TASK_ID"] == labels["cronoq.io/task-uid"]
-    wait_until(lambda: {"AttemptStarted", "AttemptEnded"} <= set(cq.reasons("hello")), timeout=10,
-               what="an Event for the attempt's start and end")
+    ended = wait_until(lambda: [e for e in cq.events("hello") if e.reason == "AttemptEnded"], timeout=10,
+                       what="the attempt's Event")
+    assert len(ended) == 1 and "started 20" in ended[0].message and "ended: Success" in ended[0].message
+    assert "AttemptStarted" not in cq.reasons("hello")  # one Event per attempt, at its end
 
 
 def test_exit_1_then_exit_0_succeeds_on_attempt_2_after_the_backoff(cq):

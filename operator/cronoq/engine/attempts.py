@@ -230,7 +230,6 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         })
         status = _say(status, reasons.ATTEMPT_RUNNING,
                       f"attempt {number} of {settings.retry.max_attempts} running", task, now)
-        events.append(Event(reasons.ATTEMPT_STARTED, f"attempt {number} started as Job {attempt.job}"))
         return replace(base, status=_stamp(status, task, seen), create_job=number, delete_jobs=_uniq(deletes),
                        events=tuple(events), ended=ended_now, started=attempt, requeue_after=None)
 
@@ -398,7 +397,13 @@ def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: date
 
 
 def _ended_message(attempt: Attempt) -> str:
-    text = f"attempt {attempt.number} ended: {attempt.outcome.value} ({attempt.reason})"
+    """One Event per attempt, at its end, telling its start too (one write instead of two)."""
+    ran = f"Job {attempt.job}"
+    if attempt.started_at is not None:
+        ran += f", started {attempt.started_at.isoformat(timespec='milliseconds')}"
+    if attempt.duration_ms is not None:
+        ran += f", ran {attempt.duration_ms / 1000:.3f}s"
+    text = f"attempt {attempt.number} ({ran}) ended: {attempt.outcome.value} ({attempt.reason})"
     return f"{text}: {attempt.message}" if attempt.message else text
 
 

@@ -32,7 +32,6 @@ ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
 INVALID_SPEC = "InvalidSpec"
 
 # Events.
-ATTEMPT_STARTED = "AttemptStarted"
 ATTEMPT_ENDED = "AttemptEnded"
 STALE_COMPLETION = "StaleCompletion"
 FOREIGN_JOB = "ForeignJob"       # a Job for an attempt the status does not name: not adopted
