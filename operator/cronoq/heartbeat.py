@@ -24,7 +24,7 @@ import threading
 from typing import Mapping, Sequence
 
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
-from cronoq.worker.lease import KubeLease, LeaseKeeper
+from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
 from cronoq.worker.report import EXIT_LEASE_LOST, EXIT_PERMANENT
 
 
@@ -53,7 +53,8 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None
                   file=sys.stderr, flush=True)
             _wait(done)
             return 0
-        lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig)
+        lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig,
+                          owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl)
         keeper = LeaseKeeper(env.lease_ttl, lease.renew)
         print(f"cronoq heartbeat: renewing Lease {env.namespace}/{env.lease_name} as {env.lease_id} "
               f"every {env.lease_ttl / 3:g}s", file=sys.stderr, flush=True)

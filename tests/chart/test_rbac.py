@@ -105,10 +105,10 @@ def test_task_pods_renew_leases_only_in_namespaces_they_are_bound_in(kubectl, in
     for account in ("default", "worker"):
         user = f"system:serviceaccount:{tasks}:{account}"
         assert denied(kubectl, user, [("get", "leases.coordination.k8s.io", tasks),
+                                      ("create", "leases.coordination.k8s.io", tasks),
                                       ("update", "leases.coordination.k8s.io", tasks),
                                       ("patch", "leases.coordination.k8s.io", tasks)]) == []
-        assert allowed(kubectl, user, [("create", "leases.coordination.k8s.io", tasks),
-                                       ("delete", "leases.coordination.k8s.io", tasks),
+        assert allowed(kubectl, user, [("delete", "leases.coordination.k8s.io", tasks),
                                        ("list", "leases.coordination.k8s.io", tasks),
                                        ("update", "leases.coordination.k8s.io", elsewhere),
                                        ("update", "leases.coordination.k8s.io", namespace),

@@ -30,7 +30,7 @@ NAMESPACED_PERMISSIONS = {
 }
 CLUSTER_PERMISSIONS = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("get", "list", "watch")}
 LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")}
-TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "update", "patch")}
+TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch")}
 
 
 def permissions(role: dict) -> set[tuple[str, str, str]]:

@@ -31,9 +31,10 @@ def policy(devcluster, kubectl):
         kubectl("delete", kind, name, "--ignore-not-found", check=False)
 
 
-def lease(name: str, holder: str) -> dict:
+def lease(name: str, holder: str, attempt: int = 1) -> dict:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "labels": {"cronoq.io/attempt": "1", "cronoq.io/task": name.rsplit("-a", 1)[0]}},
+            "metadata": {"name": name, "labels": {"cronoq.io/attempt": str(attempt), "cronoq.io/lease-id": holder,
+                                                  "cronoq.io/task": name.rsplit("-a", 1)[0]}},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30}}
 
 
@@ -88,6 +89,34 @@ def test_a_task_pod_renews_its_own_attempt_lease_and_no_other(api, kubectl, name
     assert "only spec.renewTime" in takeover.value.body
     with pytest.raises(ApiException) as delete:
         mine.delete_namespaced_lease("mine-a1", namespace)
-    assert "not create or delete" in delete.value.body
+    assert "not delete" in delete.value.body
     # The admin (the operator's kind of identity) is not subject to the policy.
     renew(admin_leases, namespace, "other-a1", {"holderIdentity": "e1-a2"})
+
+
+def test_a_task_pod_creates_only_its_own_attempts_lease(api, kubectl, namespace, policy):
+    """The attempt creates its Lease at its first renewal (issue 12): only the one named after
+    its own Job, held by a lease id of its own attempt number."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "worker"}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "lease"}, "rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update", "patch"]}]})
+    rbac.create_namespaced_role_binding(namespace, {"metadata": {"name": "lease"},
+                                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "lease"},
+                                        "subjects": [{"kind": "ServiceAccount", "name": "worker", "namespace": namespace}]})
+    mine = as_token(api, pod_token(api, kubectl, namespace, "job-a2-q8w3e"))
+
+    def refused(body: dict, words: str) -> bool:
+        try:
+            mine.create_namespaced_lease(namespace, body)
+        except ApiException as err:
+            return err.status in (403, 422) and words in err.body
+        return False
+
+    wait_until(lambda: refused(lease("other-a2", "e1-a2", attempt=2), "may renew only the Lease of its own attempt"),
+               timeout=30, what="the policy to refuse creating another attempt's Lease")
+    assert refused(lease("job-a2", "e1-a1", attempt=2), "held by its attempt's lease id")  # another attempt's holder
+    assert refused(lease("job-a2", "e1-a2", attempt=1), "held by its attempt's lease id")  # a label that lies
+    created = mine.create_namespaced_lease(namespace, lease("job-a2", "e1-a2", attempt=2))
+    assert created.spec.holder_identity == "e1-a2"
+    assert renew(mine, namespace, "job-a2").spec.renew_time is not None

@@ -2,39 +2,9 @@
 (by the operator's own clock, from container start) is aborted and retried as LeaseExpired."""
 from __future__ import annotations
 
-import threading
-from datetime import datetime, timezone
-
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from tests.support.waiting import wait_until
-
-
-class Renewer:
-    """Plays the SDK's heartbeat thread: renews a Lease every `period` seconds until stopped."""
-
-    def __init__(self, api, namespace: str, name: str, period: float = 0.7) -> None:
-        self.coordination = client.CoordinationV1Api(api)
-        self.namespace, self.name, self.period = namespace, name, period
-        self.renewals = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.period):
-            now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-            try:
-                self.coordination.patch_namespaced_lease(self.name, self.namespace, {"spec": {"renewTime": now}})
-                self.renewals += 1
-            except ApiException:
-                pass  # not created yet
-
-    def close(self) -> int:
-        self.stop.set()
-        self.thread.join()
-        return self.renewals
 
 
 def test_an_attempt_without_heartbeats_expires_and_is_counted(cq):
@@ -51,19 +21,30 @@ def test_an_attempt_without_heartbeats_expires_and_is_counted(cq):
     wait_until(lambda: not cq.jobs("silent"), timeout=30, what="the expired attempts' Jobs deleted")
 
 
-def test_renewals_keep_an_attempt_alive_past_its_ttl(cq, api):
+def test_the_attempt_creates_its_lease_and_renewals_keep_it_alive_past_its_ttl(cq, api, kubeconfig):
+    """The SDK's own lease keeper, run here as the attempt's pod would run it: it creates the
+    attempt's Lease at its first renewal (the operator creates none) and renews it every TTL/3."""
+    from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
+
     cq.pool(leaseTTL="2s", retry={"maxAttempts": 1})
-    cq.task("beating", delay="5s", message="done")
+    task = cq.task("beating", delay="5s", message="done")
     wait_until(lambda: cq.jobs("beating"), timeout=30, what="Job 1")
-    lease = client.CoordinationV1Api(api).read_namespaced_lease("beating-a1", cq.namespace)
     attempt = cq.status("beating")["attempts"][0]
-    assert lease.spec.holder_identity == attempt["leaseId"]
-    assert lease.metadata.owner_references[0].name == "beating"
-    renewer = Renewer(api, cq.namespace, "beating-a1")
+    assert client.CoordinationV1Api(api).list_namespaced_lease(
+        cq.namespace, label_selector="cronoq.io/task=beating").items == [], "the operator wrote no Lease"
+    keeper = LeaseKeeper(2.0, KubeLease(cq.namespace, "beating-a1", attempt["leaseId"], kubeconfig=kubeconfig,
+                                        owner=Owner("beating", task["metadata"]["uid"], 1), ttl=2.0).renew)
+    lost: list[str] = []
+    keeper.start(lost.append)
 
     status = cq.wait_phase("beating", "Succeeded", timeout=60)
 
-    assert renewer.close() >= 3
+    keeper.stop()
+    assert lost == [] and keeper.renewals >= 3
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("beating-a1", cq.namespace)
+    assert lease.spec.holder_identity == attempt["leaseId"] and lease.spec.lease_duration_seconds == 2
+    assert lease.metadata.owner_references[0].name == "beating"
+    assert lease.metadata.labels["cronoq.io/task-uid"] == task["metadata"]["uid"]
     assert status["attempts"][0]["durationMs"] >= 4000, "it ran past its 2s TTL, on heartbeats"
 
 

@@ -91,7 +91,7 @@ class Proc:
 
 @pytest.fixture
 def leases(api, namespace) -> client.CoordinationV1Api:
-    """The attempt's Lease, created as the operator creates it (holder = lease id, TTL rounded up)."""
+    """The attempt's Lease, already there (as after an earlier renewal whose answer was lost)."""
     coordination = client.CoordinationV1Api(api)
     coordination.create_namespaced_lease(namespace, client.V1Lease(
         metadata=client.V1ObjectMeta(name=LEASE),

@@ -140,9 +140,9 @@ pods/exec or pods/log, no escalate or bind, no deletion of Tasks.
   verbs: ["get", "list", "watch"]
 {{- end -}}
 
-{{/* Task pods only read and renew their Lease; the operator creates and deletes it. */}}
+{{/* Task pods create their attempt's Lease at its first renewal, then renew it; never delete. */}}
 {{- define "cronoq.taskLeaseRules" -}}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["get", "update", "patch"]
+  verbs: ["get", "create", "update", "patch"]
 {{- end -}}

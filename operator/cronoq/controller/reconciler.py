@@ -32,7 +32,7 @@ from cronoq.engine.attempts import (
     Effective, Observation, Plan, is_ready, reconcile, refusal, set_condition, settle,
 )
 from cronoq.engine.retention import task_expires_at
-from cronoq.engine.jobs import build_job, build_lease
+from cronoq.engine.jobs import build_job
 from cronoq.kube.observe import job_facts, pod_facts
 from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
 
@@ -360,9 +360,7 @@ class Controller:
                             job_retention=settings.job_retention)
             log.debug("creating Job %s/%s (lease TTL %s, sidecar %s)", namespace, job["metadata"]["name"], ttl,
                       settings.heartbeat_sidecar and self.sidecar_image)
-            try:
-                if ttl > timedelta(0):  # before the Job, so its pod never finds its lease missing
-                    await asyncio.to_thread(self.writer.create_lease, build_lease(task, plan.create_job, lease, ttl))
+            try:  # (the attempt creates its own heartbeat Lease, at its first renewal)
                 created = await asyncio.to_thread(self.writer.create_job, job)
                 facts = job_facts(created) if created is not None else None
                 if facts is not None:  # known before its watch event: never taken for a lost Job

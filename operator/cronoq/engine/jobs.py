@@ -128,8 +128,10 @@ def _apply(pod: dict[str, Any], container: dict[str, Any], layer: PodSettings | 
 
 
 def build_lease(task: Task, attempt: int, lease: str, ttl: timedelta) -> dict[str, Any]:
-    """The attempt's heartbeat Lease: held by the attempt's lease id, renewed by the SDK or the
-    sidecar. Owned by the Task, so it goes when the Task goes."""
+    """The attempt's heartbeat Lease, held by the attempt's lease id and owned by the Task (so it
+    goes when the Task goes). The attempt itself creates it, at its first renewal (the SDK or the
+    sidecar: `cronoq.worker.lease.KubeLease`, which builds this same object without importing the
+    operator; a unit test keeps the two equal); the operator only watches it."""
     meta = task.metadata
     return {
         "apiVersion": "coordination.k8s.io/v1",
@@ -137,10 +139,9 @@ def build_lease(task: Task, attempt: int, lease: str, ttl: timedelta) -> dict[st
         "metadata": {
             "name": naming.lease_name(meta.name, attempt),
             "namespace": meta.namespace,
-            "labels": naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
-                                            pool=task.spec.pool),
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid,
-                                 "controller": True, "blockOwnerDeletion": True}],
+            "labels": {naming.TASK_UID: meta.uid, naming.TASK: meta.name, naming.ATTEMPT: str(attempt),
+                       naming.LEASE_ID: lease},
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid}],
         },
         "spec": {"holderIdentity": lease, "leaseDurationSeconds": max(1, math.ceil(ttl.total_seconds()))},
     }

@@ -132,15 +132,6 @@ class Writer:
             if err.status not in (404, 409):  # gone already, or the name now holds another task
                 raise
 
-    def create_lease(self, lease: dict[str, Any]) -> None:
-        """Create the attempt's heartbeat Lease; one that already exists is ours (same name)."""
-        self._check()
-        try:
-            self.coordination.create_namespaced_lease(lease["metadata"]["namespace"], lease)
-        except ApiException as err:
-            if err.status != 409:
-                raise
-
     def delete_job(self, namespace: str, name: str) -> None:
         """Abort an attempt. Foreground: the Job stays (with a deletionTimestamp) until its pod is
         gone, so the attempt's pool slot stays taken while its container may still run."""

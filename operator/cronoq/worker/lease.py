@@ -15,6 +15,7 @@ renewal against the API server.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -185,17 +186,51 @@ def renew_time(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@dataclass(frozen=True)
+class Owner:
+    """The attempt a Lease belongs to, for creating it: its task (the Lease's owner, so it goes
+    with the task) and its number."""
+
+    task_name: str
+    task_uid: str
+    attempt: int
+
+
+def lease_body(namespace: str, name: str, holder: str, owner: Owner, ttl: float) -> dict[str, Any]:
+    """An attempt's Lease as the attempt creates it (the operator's engine/jobs.build_lease
+    describes the same object; a unit test keeps them equal)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {"cronoq.io/task-uid": owner.task_uid, "cronoq.io/task": owner.task_name,
+                       "cronoq.io/attempt": str(owner.attempt), "cronoq.io/lease-id": holder},
+            "ownerReferences": [{"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "name": owner.task_name,
+                                 "uid": owner.task_uid}],
+        },
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": max(1, math.ceil(ttl))},
+    }
+
+
 class KubeLease:
     """Renews Lease `namespace/name` while it is held by `holder`, through the `kubernetes` client.
+
+    The attempt creates its own Lease on its first renewal (the operator writes none: one write
+    per attempt less); a Lease that exists already is ours if it names our holder. Once renewed,
+    a missing Lease means the task is gone: fence.
 
     Credentials: the kubeconfig at `kubeconfig` when given (KUBECONFIG), else the pod's
     ServiceAccount (in-cluster), else the default kubeconfig. Loaded at the first renewal, so a
     failure to load counts as a failed renewal like any other.
     """
 
-    def __init__(self, namespace: str, name: str, holder: str, *, kubeconfig: str | None = None) -> None:
+    def __init__(self, namespace: str, name: str, holder: str, *, kubeconfig: str | None = None,
+                 owner: Owner | None = None, ttl: float = 0.0) -> None:
         self.namespace, self.name, self.holder = namespace, name, holder
         self._kubeconfig = kubeconfig
+        self._owner, self._ttl = owner, ttl
+        self._held = False
+        """A renewal has succeeded: from now on a missing Lease means the task is gone."""
         self._api: Any = None
 
     def renew(self, timeout: float) -> Renewal:
@@ -208,6 +243,8 @@ class KubeLease:
                 self.name, self.namespace, patch, _content_type="application/json-patch+json",
                 _request_timeout=timeout)
         except ApiException as err:
+            if err.status == 404 and not self._held and self._owner is not None and self._owner.task_uid:
+                return self._create(timeout)
             if err.status == 404:
                 return Renewal.gone(f"the Lease {self.namespace}/{self.name} is gone")
             if err.status == 422:  # the holderIdentity test failed
@@ -215,10 +252,26 @@ class KubeLease:
                                     f"(another attempt took over)")
             return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {err.status} {err.reason}")
         except Exception as err:  # network, TLS, credentials: retried at the next tick
-            from urllib3.exceptions import MaxRetryError
+            return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {_cause(err)}")
+        self._held = True
+        return Renewal.ok()
 
-            cause = err.reason if isinstance(err, MaxRetryError) and err.reason is not None else err
-            return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {type(cause).__name__}: {cause}")
+    def _create(self, timeout: float) -> Renewal:
+        """This attempt's Lease, held by its lease id and owned by its task."""
+        from kubernetes.client.rest import ApiException
+
+        body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl)
+        now = renew_time()
+        body["spec"].update(acquireTime=now, renewTime=now)
+        try:
+            self._coordination().create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
+        except ApiException as err:
+            if err.status == 409:  # created meanwhile (an earlier try whose answer was lost): renew it
+                return Renewal.failed("the Lease was created meanwhile; renewing it at the next tick")
+            return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {err.status} {err.reason}")
+        except Exception as err:
+            return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {_cause(err)}")
+        self._held = True
         return Renewal.ok()
 
     def _coordination(self) -> Any:
@@ -236,3 +289,10 @@ class KubeLease:
             configuration.retries = 0  # the keeper retries, on its own schedule
             self._api = client.CoordinationV1Api(client.ApiClient(configuration))
         return self._api
+
+
+def _cause(err: Exception) -> str:
+    from urllib3.exceptions import MaxRetryError
+
+    cause = err.reason if isinstance(err, MaxRetryError) and err.reason is not None else err
+    return f"{type(cause).__name__}: {cause}"

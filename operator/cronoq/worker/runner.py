@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, NoReturn, TypeVar
 from cronoq.worker import report
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.errors import Permanent, Retryable
-from cronoq.worker.lease import KubeLease, LeaseKeeper
+from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
 from cronoq.worker.report import Report
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -89,7 +89,8 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str]) -> in
     ending = threading.Lock()  # whoever takes it writes the one termination message
     keeper = None
     if env.lease_ttl > 0:
-        lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig)
+        lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig,
+                          owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl)
         keeper = LeaseKeeper(env.lease_ttl, lease.renew)
 
         def lost(why: str) -> None:
