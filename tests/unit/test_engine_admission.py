@@ -85,3 +85,38 @@ def test_admission_properties(queue, concurrency: int, running: int) -> None:
 def test_admission_does_not_depend_on_the_order_tasks_were_seen(queue) -> None:
     first = admit([Candidate.of(*t) for t in queue], concurrency=5, running=1)
     assert first == admit([Candidate.of(*t) for t in reversed(queue)], concurrency=5, running=1)
+
+
+# --- the pool's queue: the same order as `admit`, in O(log n) per step ------------------------------
+
+@given(st.lists(st.tuples(st.sampled_from(["put", "put", "put", "discard"]), st.integers(0, 15),
+                          st.integers(-3, 3), st.integers(0, 5)), max_size=80))
+def test_the_queue_pops_in_admission_order_through_re_ranks_and_removals(steps) -> None:
+    from cronoq.engine.admission import Queue
+
+    queue, model = Queue(), {}
+    for op, n, priority, when in steps:
+        key = ("ns", f"t{n}")
+        if op == "put":
+            candidate = Candidate.of(*key, priority, at(when))
+            queue.put(candidate)
+            model[key] = candidate  # a re-rank (priority change) replaces the old place
+        else:
+            queue.discard(key)
+            model.pop(key, None)
+    assert len(queue) == len(model) and set(queue) == set(model)
+    popped = []
+    while (candidate := queue.pop()) is not None:
+        popped.append(candidate)
+    assert popped == admit(model.values(), concurrency=len(model), running=0)
+    assert len(queue) == 0
+
+
+def test_a_priority_raise_moves_a_task_to_the_front() -> None:
+    from cronoq.engine.admission import Queue
+
+    queue = Queue()
+    for i in range(10):
+        queue.put(Candidate.of("ns", f"q{i}", i, at(i)))
+    queue.put(Candidate.of("ns", "q3", 20, at(3)))
+    assert [queue.pop().name for _ in range(3)] == ["q3", "q9", "q8"]

@@ -15,7 +15,7 @@ import logging
 import random
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable, Hashable
 
 from cronoq import metrics
@@ -26,7 +26,7 @@ from cronoq.controller.expiry import Expiry
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys, naming, reasons
-from cronoq.engine.admission import Candidate, admit
+from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.attempts import (
     Effective, Observation, Plan, is_ready, reconcile, refusal, set_condition, settle,
@@ -94,8 +94,9 @@ class Controller:
         self.queue = WorkQueue()
         self.grants: dict[Key, Key] = {}
         """Tasks admitted to a slot and not yet Running: task key → pool key."""
-        self.waiting: dict[Key, dict[Key, Candidate]] = defaultdict(dict)
-        """Pool key → its ready tasks waiting for a slot."""
+        self.waiting: dict[Key, Queue] = defaultdict(Queue)
+        """Pool key → its ready tasks waiting for a slot, in admission order (new tasks enter as
+        soon as they are seen, before their first reconcile, so a burst is ordered as a whole)."""
         self.ready_since: dict[Key, datetime] = {}
         self.draining: dict[Key, Key] = {}
         """(namespace, Job name) of an aborted attempt whose container may still run → its pool
@@ -117,7 +118,11 @@ class Controller:
             self._forget(key)
             if entry is not None:
                 self.queue.add(("pool", key[0], entry.pool))
-        elif self.store.put_task(raw, self.clock()) is not None:
+        elif (entry := self.store.put_task(raw, self.clock())) is not None:
+            if key in self.store.fresh.get((key[0], entry.pool), ()):  # weighed before its first reconcile
+                self.waiting[(key[0], entry.pool)].put(
+                    Candidate.of(*key, entry.task.spec.priority, entry.first_seen))
+                self.queue.add(("pool", key[0], entry.pool))
             self.queue.add(("task", *key))
             related |= self.store.related(*key)
         else:
@@ -207,7 +212,7 @@ class Controller:
     def _forget(self, key: Key) -> None:
         pool = self.grants.pop(key, None)
         for waiting in self.waiting.values():
-            waiting.pop(key, None)
+            waiting.discard(key)
         self.ready_since.pop(key, None)
         self.expiry.forget(key)
         if pool is not None:
@@ -328,11 +333,11 @@ class Controller:
         if plan.wants_slot and task is not None:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
             submitted = (status.submitted_at if status else None) or entry.first_seen
-            waiting[key] = Candidate.of(namespace, name, task.spec.priority, submitted)
+            waiting.put(Candidate.of(namespace, name, task.spec.priority, submitted))
             self.ready_since.setdefault(key, self.clock())
             self.queue.add(("pool", *pool_key))
         else:
-            waiting.pop(key, None)
+            waiting.discard(key)
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
         # Counted as soon as the status that records them has landed, before the slower side effects.
@@ -449,33 +454,25 @@ class Controller:
         """Grant free slots of the pool to its waiting tasks, best first."""
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
-        waiting = self.waiting.get(pool_key, {})
+        waiting = self.waiting[pool_key]
         draining = [job for job, pool in self.draining.items() if pool == pool_key]
         for job in draining:
             self._drained(job)
         running = len(self.store.running.get(pool_key, ())) + sum(1 for j in draining if j in self.draining)
         metrics.RUNNING_ATTEMPTS.labels(name).set(running)
-        metrics.QUEUE_DEPTH.labels(name).set(len(waiting.keys() | self.store.fresh.get(pool_key, set())))
+        metrics.QUEUE_DEPTH.labels(name).set(len(waiting))
         if pool is None:
             return
         now = self.clock()
-        granted_here = sum(1 for p in self.grants.values() if p == pool_key)
-        candidates = []
-        for key, candidate in list(waiting.items()):
+        free = pool.spec.concurrency - running - sum(1 for p in self.grants.values() if p == pool_key)
+        while free > 0 and (candidate := waiting.pop()) is not None:
+            key = candidate.key
             entry = self.store.tasks.get(key)
-            if entry is None or entry.task is None or not is_ready(entry.task, now):
-                waiting.pop(key, None)
-                continue
-            if key not in self.grants:
-                candidates.append(candidate)
-        for key in self.store.fresh.get(pool_key, ()):  # not yet reconciled: weigh them too
-            if key not in waiting and key not in self.grants:
-                entry = self.store.tasks[key]
-                candidates.append(Candidate.of(*key, entry.task.spec.priority, entry.first_seen))
-        for candidate in admit(candidates, concurrency=pool.spec.concurrency, running=running + granted_here):
-            key = (candidate.namespace, candidate.name)
+            if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
+                continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
             self.grants[key] = pool_key
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
+            free -= 1
 
     async def _pool_statuses(self) -> None:
         while True:
@@ -494,10 +491,7 @@ class Controller:
         pool = self.store.pools.get(key)
         if pool is None:
             return
-        counts: dict[str, int] = defaultdict(int)
-        for entry in self.store.tasks_in_pool(*key):
-            if entry.phase is not None:
-                counts[entry.phase.value] += 1
+        counts = {phase.value: n for phase, n in self.store.phases.get(key, {}).items() if n}
         field = {p.value: name for name, p in (("blocked", TaskPhase.BLOCKED), ("queued", TaskPhase.QUEUED),
                  ("running", TaskPhase.RUNNING), ("retrying", TaskPhase.RETRYING), ("succeeded", TaskPhase.SUCCEEDED),
                  ("failed", TaskPhase.FAILED), ("dead_lettered", TaskPhase.DEAD_LETTERED),

@@ -3,7 +3,7 @@ and pods. Fed by the watches and by the responses to our own writes (so a decisi
 an older status than the one it just wrote). Older versions never replace newer ones."""
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -126,6 +126,11 @@ class Store:
     gone: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     """task uid → Job name → Job uid, of its Jobs seen deleted (a recorded attempt whose Job
     vanished has ended; a late report from its pod is still recognised as stale)."""
+    in_pool: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, pool) → names of its tasks."""
+    phases: dict[Key, Counter[TaskPhase]] = field(default_factory=lambda: defaultdict(Counter))
+    """(namespace, pool) → how many of its tasks are in each phase (kept as tasks change, so
+    pool status never scans every task)."""
     running: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → tasks whose stored phase is Running."""
     keyed: dict[tuple[str, str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -172,6 +177,10 @@ class Store:
         return entry
 
     def _index(self, key: Key, entry: TaskEntry) -> None:
+        pool = (key[0], entry.pool)
+        self.in_pool[pool].add(key[1])
+        if entry.phase is not None:
+            self.phases[pool][entry.phase] += 1
         if entry.phase is TaskPhase.RUNNING:
             self.running[(key[0], entry.pool)].add(key)
         task = entry.task
@@ -183,6 +192,10 @@ class Store:
             self.dependents[(key[0], dep)].add(key[1])
 
     def _unindex(self, key: Key, entry: TaskEntry) -> None:
+        pool = (key[0], entry.pool)
+        self.in_pool[pool].discard(key[1])
+        if entry.phase is not None:
+            self.phases[pool][entry.phase] -= 1
         self.running[(key[0], entry.pool)].discard(key)
         self.fresh[(key[0], entry.pool)].discard(key)
         if entry.key:
@@ -212,7 +225,7 @@ class Store:
         return entry
 
     def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
-        return [e for (ns, _), e in self.tasks.items() if ns == namespace and e.pool == pool]
+        return [self.tasks[(namespace, name)] for name in self.in_pool.get((namespace, pool), ())]
 
     # ------------------------------------------------------------------ jobs and pods
 
