@@ -9,7 +9,7 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo operator-up test go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up test lint go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 ## demo: start the local cluster, install the CRDs, run the operator and apply examples/
 demo: $(BIN)/.installed cluster-up install-crds operator-up
@@ -33,9 +33,15 @@ operator-up: $(BIN)/.installed
 		echo "operator started (pid $$!)"; \
 	fi
 
-## test: install what the tests need, then run every test (the cluster starts and stops itself)
-test: $(BIN)/.installed go-tools
+## test: install what the tests need, check the layers and the lint, then run every test (the
+## cluster starts and stops itself)
+test: $(BIN)/.installed go-tools lint
 	$(BIN)/pytest -q
+
+## lint: the layer contracts (import-linter, pyproject.toml) and ruff
+lint: $(BIN)/.installed
+	cd operator && ../$(BIN)/lint-imports --config ../pyproject.toml
+	$(BIN)/ruff check .
 
 ## go-tools: build (or find cached) the control plane and warm the Go cache of the PromQL checker,
 ## before pytest, so a cold build never runs inside a test's time limit

@@ -14,7 +14,7 @@ from typing import Any
 from bench import workload
 from bench.cluster import log
 from bench.kubeapi import Api, Credentials, OBSERVER_AGENT, jobs_path, pools_path, tasks_path
-from bench.replica import Replica, has_flag
+from bench.replica import has_flag
 from bench.throughput import Context, wait_until
 
 POOL = "failover"

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tarfile
 import io
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 

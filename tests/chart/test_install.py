@@ -69,8 +69,8 @@ def test_install_upgrade_uninstall_in_a_restricted_namespace(kubectl, helm, inst
     assert not events, [e["message"] for e in events]
 
     # The PodDisruptionBudget counts both pods and allows one voluntary disruption.
-    pdb = wait_until(lambda: (p := get(kubectl, "pdb", RELEASE, namespace=namespace))["status"].get("expectedPods") == 2 and p,
-                     timeout=60, what="the PDB observing the operator pods")
+    wait_until(lambda: get(kubectl, "pdb", RELEASE, namespace=namespace)["status"].get("expectedPods") == 2,
+               timeout=60, what="the PDB observing the operator pods")
     wait_until(lambda: get(kubectl, "pdb", RELEASE, namespace=namespace)["status"].get("disruptionsAllowed") == 1,
                timeout=60, what="the PDB allowing one disruption")
     # The metrics Service selects both pods.

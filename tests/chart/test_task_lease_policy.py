@@ -2,7 +2,6 @@
 renew its own attempt's Lease and nothing else (DESIGN §6, issue 6)."""
 from __future__ import annotations
 
-import json
 import subprocess
 from datetime import datetime, timezone
 

@@ -42,7 +42,7 @@ def rows(text: str | None = None) -> Iterator[Row]:
         while parents and parents[-1][0] >= indent:
             parents.pop()
         path = [k for _, k in parents] + [key]
-        following = next((l for l in lines[number + 1:] if l.strip() and not l.strip().startswith("#")), "")
+        following = next((line for line in lines[number + 1:] if line.strip() and not line.strip().startswith("#")), "")
         if rest or following.strip().startswith("- "):
             default = values
             for k in path:
