@@ -6,8 +6,6 @@ terminal phase is recorded, a stale completion once per Job.
 """
 from __future__ import annotations
 
-import re
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 disable_created_metrics()  # the *_created series double every counter's size and say little
@@ -48,7 +46,8 @@ def serve(port: int, addr: str = "0.0.0.0") -> None:
 def label(value: str) -> str:
     """A phase or outcome as a label value, in the snake_case the requirement queries
     (`DeadLettered` → `dead_lettered`), so `cronoq_tasks_total{status="dead_lettered"}` finds dead letters."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", value).lower()
+    from cronoq.api import snake_case
+    return snake_case(value)
 
 
 def start_series(pool: str) -> None:

@@ -6,7 +6,7 @@ and write one back with `.to_dict()`.
 """
 from cronoq.api.common import (
     API_VERSION, GROUP, VERSION, Condition, ConditionStatus, EnvVar, Jitter, ObjectMeta, PodMetadata, PodSettings,
-    Resources, RetryOverride, RetryPolicy, Toleration,
+    Resources, RetryOverride, RetryPolicy, Toleration, snake_case,
 )
 from cronoq.api.durations import DurationError
 from cronoq.api.pool import PhaseCounts, PoolTemplate, TaskPool, TaskPoolSpec, TaskPoolStatus
@@ -20,5 +20,5 @@ __all__ = [
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "Jitter", "ObjectMeta", "PhaseCounts",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "Resources", "RetryOverride", "RetryPolicy",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
-    "Toleration",
+    "Toleration", "snake_case",
 ]

@@ -22,6 +22,12 @@ from pydantic.alias_generators import to_camel
 
 from cronoq.api.durations import cel_valid, duration_type, format as format_duration
 
+
+def snake_case(name: str) -> str:
+    """`DeadLettered` → `dead_lettered`: phases and outcomes as metric label values and as the
+    pool status' count fields."""
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
 GROUP = "cronoq.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"

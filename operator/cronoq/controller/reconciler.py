@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Hashable
@@ -21,16 +20,18 @@ from typing import Any, Callable, Hashable
 from cronoq import metrics
 from pydantic import ValidationError
 
-from cronoq.api import PhaseCounts, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskPoolStatus, TaskStatus
+from cronoq.api import Task, TaskPool, TaskPoolSpec, TaskStatus
 from cronoq.controller.expiry import Expiry
+from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys, naming, reasons
-from cronoq.engine.admission import Candidate, Queue
+from cronoq.engine.admission import Candidate
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.attempts import (
-    Effective, Observation, Plan, is_ready, reconcile, refusal, set_condition, settle,
+    Effective, Observation, Plan, reconcile, refusal, settle,
 )
+from cronoq.engine.pools import pool_status
 from cronoq.engine.retention import task_expires_at
 from cronoq.engine.jobs import build_job
 from cronoq.kube.observe import job_facts, pod_facts
@@ -92,15 +93,7 @@ class Controller:
         self.rng = rng or random.Random()
         self.store = Store()
         self.queue = WorkQueue()
-        self.grants: dict[Key, Key] = {}
-        """Tasks admitted to a slot and not yet Running: task key → pool key."""
-        self.waiting: dict[Key, Queue] = defaultdict(Queue)
-        """Pool key → its ready tasks waiting for a slot, in admission order (new tasks enter as
-        soon as they are seen, before their first reconcile, so a burst is ordered as a whole)."""
-        self.ready_since: dict[Key, datetime] = {}
-        self.draining: dict[Key, Key] = {}
-        """(namespace, Job name) of an aborted attempt whose container may still run → its pool
-        key. Such an attempt keeps its slot until its pod has terminated or is gone."""
+        self.slots = Slots(self.store)
         self.stale_counted: set[str] = set()
         self.rejected: dict[tuple[str, int], str] = {}
         self.acting = True
@@ -120,8 +113,8 @@ class Controller:
                 self.queue.add(("pool", key[0], entry.pool))
         elif (entry := self.store.put_task(raw, self.clock())) is not None:
             if key in self.store.fresh.get((key[0], entry.pool), ()):  # weighed before its first reconcile
-                self.waiting[(key[0], entry.pool)].put(
-                    Candidate.of(*key, entry.task.spec.priority, entry.first_seen))
+                self.slots.want((key[0], entry.pool), Candidate.of(*key, entry.task.spec.priority, entry.first_seen),
+                                entry.first_seen)
                 self.queue.add(("pool", key[0], entry.pool))
             self.queue.add(("task", *key))
             related |= self.store.related(*key)
@@ -165,7 +158,7 @@ class Controller:
                 return
             self.store.put_job(namespace, uid, task, facts)
             if facts.deleting and not facts.finished:  # being aborted (by us, or before a restart)
-                self.draining.setdefault((namespace, name), (namespace, labels.get(naming.POOL, "default")))
+                self.slots.abort(namespace, name, (namespace, labels.get(naming.POOL, "default")))
         self._drained((namespace, name))
         self.queue.add(("task", namespace, task))
 
@@ -204,16 +197,12 @@ class Controller:
 
     def _drained(self, job: Key) -> None:
         """If this aborted attempt's container stopped, its slot is free: let the pool admit."""
-        pool = self.draining.get(job)
-        if pool is not None and not self.store.may_run(*job):
-            del self.draining[job]
+        pool = self.slots.drained(job)
+        if pool is not None:
             self.queue.add(("pool", *pool), urgent=True)
 
     def _forget(self, key: Key) -> None:
-        pool = self.grants.pop(key, None)
-        for waiting in self.waiting.values():
-            waiting.discard(key)
-        self.ready_since.pop(key, None)
+        pool = self.slots.forget(key)
         self.expiry.forget(key)
         if pool is not None:
             self.queue.add(("pool", *pool))
@@ -275,7 +264,7 @@ class Controller:
         attempt_n = task.status.attempt if task.status else 0
         settings = Effective.of(task, pool.spec if pool else None)
         seen = Observation(
-            jobs=self.store.attempt_jobs(entry), now=now, epoch=self.epoch, admit=key in self.grants,
+            jobs=self.store.attempt_jobs(entry), now=now, epoch=self.epoch, admit=key in self.slots.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
             job_rejected=self.rejected.get((entry.uid, attempt_n)),
             gate=await self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
@@ -294,7 +283,7 @@ class Controller:
                 return
             except Rejected as err:
                 log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
-                self.grants.pop(key, None)
+                self.slots.take_grant(key)
                 return
             task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
             entry = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
@@ -325,19 +314,16 @@ class Controller:
         status = task.status if task is not None else None
         # Slot bookkeeping first, before any await: admission must never see this task in
         # neither the waiting set nor the store's fresh set.
-        granted = self.grants.pop(key, None) is not None
-        waiting = self.waiting[pool_key]
+        granted = self.slots.take_grant(key)
         for job_name in plan.delete_jobs:  # its container may run on until its pod is gone
-            if self.store.may_run(namespace, job_name):
-                self.draining[(namespace, job_name)] = pool_key
+            self.slots.abort(namespace, job_name, pool_key)
         if plan.wants_slot and task is not None:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
             submitted = (status.submitted_at if status else None) or entry.first_seen
-            waiting.put(Candidate.of(namespace, name, task.spec.priority, submitted))
-            self.ready_since.setdefault(key, self.clock())
+            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted), self.clock())
             self.queue.add(("pool", *pool_key))
         else:
-            waiting.discard(key)
+            self.slots.unwant(pool_key, key)
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
         # Counted as soon as the status that records them has landed, before the slower side effects.
@@ -371,7 +357,7 @@ class Controller:
                 if facts is not None:  # known before its watch event: never taken for a lost Job
                     self.store.put_job(namespace, entry.uid, name, facts)
                 if plan.started is not None:
-                    since = self.ready_since.pop(key, None) or entry.first_seen
+                    since = self.slots.ready_since.pop(key, None) or entry.first_seen
                     metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
             except Rejected as err:
                 if err.status == 422:
@@ -454,25 +440,13 @@ class Controller:
         """Grant free slots of the pool to its waiting tasks, best first."""
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
-        waiting = self.waiting[pool_key]
-        draining = [job for job, pool in self.draining.items() if pool == pool_key]
-        for job in draining:
-            self._drained(job)
-        running = len(self.store.running.get(pool_key, ())) + sum(1 for j in draining if j in self.draining)
+        running = self.slots.running(pool_key)
         metrics.RUNNING_ATTEMPTS.labels(name).set(running)
-        metrics.QUEUE_DEPTH.labels(name).set(len(waiting))
+        metrics.QUEUE_DEPTH.labels(name).set(len(self.slots.waiting[pool_key]))
         if pool is None:
             return
-        now = self.clock()
-        free = pool.spec.concurrency - running - sum(1 for p in self.grants.values() if p == pool_key)
-        while free > 0 and (candidate := waiting.pop()) is not None:
-            key = candidate.key
-            entry = self.store.tasks.get(key)
-            if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
-                continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
-            self.grants[key] = pool_key
+        for key in self.slots.admit(pool_key, pool.spec.concurrency, self.clock()):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
-            free -= 1
 
     async def _pool_statuses(self) -> None:
         while True:
@@ -491,27 +465,12 @@ class Controller:
         pool = self.store.pools.get(key)
         if pool is None:
             return
-        counts = {phase.value: n for phase, n in self.store.phases.get(key, {}).items() if n}
-        field = {p.value: name for name, p in (("blocked", TaskPhase.BLOCKED), ("queued", TaskPhase.QUEUED),
-                 ("running", TaskPhase.RUNNING), ("retrying", TaskPhase.RETRYING), ("succeeded", TaskPhase.SUCCEEDED),
-                 ("failed", TaskPhase.FAILED), ("dead_lettered", TaskPhase.DEAD_LETTERED),
-                 ("cancelled", TaskPhase.CANCELLED), ("skipped", TaskPhase.SKIPPED))}
-        phase_counts = PhaseCounts(**{field[p]: c for p, c in counts.items()})
-        old = pool.status or TaskPoolStatus()
-        running = len(self.store.running.get(key, ()))
-        queued = len(self.waiting.get(key, {}))
-        if old.counts == phase_counts and old.running == running and old.queued == queued \
-                and old.observed_generation == pool.metadata.generation:
+        new = pool_status(pool, self.store.phases.get(key, {}), len(self.store.running.get(key, ())),
+                          len(self.slots.waiting[key]), self.clock())
+        if new is None:
             return
-        now = self.clock()
-        conditions = set_condition(list(old.conditions), "Ready", True, "Admitting",
-                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting", now,
-                                   pool.metadata.generation)
-        new = TaskPoolStatus(counts=phase_counts, running=running, queued=queued, conditions=tuple(conditions),
-                             observed_generation=pool.metadata.generation)
-        raw = pool.to_dict()
         try:
-            written = await asyncio.to_thread(self.writer.replace_pool_status, raw, new.to_dict())
+            written = await asyncio.to_thread(self.writer.replace_pool_status, pool.to_dict(), new.to_dict())
         except Conflict:
             return
         self.store.pools[key] = TaskPool.model_validate(written)

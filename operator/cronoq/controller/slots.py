@@ -1,0 +1,83 @@
+"""Pool slots: which tasks wait for one, which were granted one, and which aborted attempts still
+hold one. The order of the waiting is the engine's (`admission.Queue`); this keeps the state
+between watch events and reconciles, and decides nothing about a task but its turn.
+
+A slot is taken from the moment a task is granted it (before its attempt is even recorded) until
+its attempt is recorded as ended — or, for an attempt the operator aborted, until its pod has
+stopped (`draining`), so `concurrency` also holds while a cancelled container shuts down.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from cronoq.controller.store import Key, Store
+from cronoq.engine.admission import Candidate, Queue
+from cronoq.engine.attempts import is_ready
+
+
+class Slots:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.grants: dict[Key, Key] = {}
+        """Tasks admitted to a slot and not yet Running: task key → pool key."""
+        self.waiting: dict[Key, Queue] = defaultdict(Queue)
+        """Pool key → its ready tasks waiting for a slot, in admission order (new tasks enter as
+        soon as they are seen, before their first reconcile, so a burst is ordered as a whole)."""
+        self.ready_since: dict[Key, datetime] = {}
+        """Task key → when it became ready to start (for the dispatch latency metric)."""
+        self.draining: dict[Key, Key] = {}
+        """(namespace, Job name) of an aborted attempt whose container may still run → its pool key."""
+
+    def want(self, pool: Key, candidate: Candidate, now: datetime) -> None:
+        """The task waits for a slot; a changed priority re-ranks it."""
+        self.waiting[pool].put(candidate)
+        self.ready_since.setdefault(candidate.key, now)
+
+    def unwant(self, pool: Key, key: Key) -> None:
+        self.waiting[pool].discard(key)
+
+    def take_grant(self, key: Key) -> bool:
+        """The task's reconcile used (or passed on) its grant."""
+        return self.grants.pop(key, None) is not None
+
+    def forget(self, key: Key) -> Key | None:
+        """The task is gone; returns the pool whose grant it held, if any."""
+        for waiting in self.waiting.values():
+            waiting.discard(key)
+        self.ready_since.pop(key, None)
+        return self.grants.pop(key, None)
+
+    def abort(self, namespace: str, job: str, pool: Key) -> None:
+        """The operator is deleting this Job: its slot stays taken while its container may run."""
+        if self.store.may_run(namespace, job):
+            self.draining[(namespace, job)] = pool
+
+    def drained(self, job: Key) -> Key | None:
+        """If this aborted attempt's container has stopped, free its slot; return its pool."""
+        pool = self.draining.get(job)
+        if pool is not None and not self.store.may_run(*job):
+            del self.draining[job]
+            return pool
+        return None
+
+    def running(self, pool: Key) -> int:
+        """Slots in use: running attempts, and aborted ones whose container may still run."""
+        for job in [j for j, p in self.draining.items() if p == pool]:
+            self.drained(job)
+        return len(self.store.running.get(pool, ())) + sum(1 for p in self.draining.values() if p == pool)
+
+    def admit(self, pool: Key, concurrency: int, now: datetime) -> list[Key]:
+        """Grant the pool's free slots to its best waiting tasks; return them, best first."""
+        waiting = self.waiting[pool]
+        free = concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+        granted: list[Key] = []
+        while free > 0 and (candidate := waiting.pop()) is not None:
+            key = candidate.key
+            entry = self.store.tasks.get(key)
+            if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
+                continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
+            self.grants[key] = pool
+            granted.append(key)
+            free -= 1
+        return granted
