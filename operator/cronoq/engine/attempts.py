@@ -125,6 +125,35 @@ def is_ready(task: Task, now: datetime) -> bool:
     return phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
 
 
+@dataclass
+class _Draft:
+    """What a reconcile has decided so far: the status being built and the side effects."""
+
+    task: Task
+    seen: Observation
+    status: TaskStatus
+    records: list[Attempt]
+    deletes: list[str]
+    events: list[Event]
+    stale: tuple[str, ...]
+    ended: tuple[Attempt, ...] = ()
+    requeue: float | None = None
+
+    @property
+    def n(self) -> int:
+        return self.status.attempt
+
+    def plan(self, status: TaskStatus | None = None, **fields: Any) -> Plan:
+        return Plan(status=status, delete_jobs=_uniq(self.deletes), events=tuple(self.events),
+                    stale_jobs=self.stale, ended=self.ended, **{"requeue_after": self.requeue, **fields})
+
+    def finish(self, phase: TaskPhase, reason: str, message: str, output: str | None = None) -> Plan:
+        return self.plan(_finish(self.status, self.records, phase, reason, message, self.task, self.seen, output))
+
+    def stamped(self) -> TaskStatus:
+        return _stamp(self.status, self.task, self.seen)
+
+
 def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Random) -> Plan:
     """The plan for `task` given what was observed. See the module docstring."""
     status = task.status or TaskStatus()
@@ -136,125 +165,123 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     current = records[-1] if records and records[-1].number == n else None
     open_attempt = current if current is not None and current.outcome is None else None
     name = task.metadata.name or ""
-    now = seen.now
 
     cleanup = _cleanup(name, n, open_attempt, records, seen.jobs)
-    deletes, events, stale = list(cleanup.deletes), list(cleanup.events), list(cleanup.stale)
-    base = Plan(delete_jobs=tuple(deletes), events=tuple(events), stale_jobs=tuple(stale))
+    draft = _Draft(task, seen, status, records, list(cleanup.deletes), list(cleanup.events), cleanup.stale)
     phase = status.phase
-
     if phase is not None and phase.terminal:
-        return base
-
-    # Cancellation wins over everything but an outcome already recorded.
-    if task.spec.cancel:
-        ended: tuple[Attempt, ...] = ()
-        if open_attempt is not None:
-            closed = _close(open_attempt, Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel"),
-                            _job(seen.jobs, name, n), now)
-            records[-1] = closed
-            ended = (closed,)
-            deletes.append(open_attempt.job or job_name(name, n))
-            events.append(Event(reasons.ATTEMPT_ENDED, f"attempt {n} cancelled"))
-        new = _finish(status, records, TaskPhase.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel", task, seen)
-        return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended)
-
+        return draft.plan()
+    if task.spec.cancel:  # cancellation wins over everything but an outcome already recorded
+        return _cancel(draft, open_attempt)
     if phase in (None, TaskPhase.BLOCKED) and n == 0 and seen.gate.verdict != "run":
-        return _gated(base, status, records, task, seen)
-
-    ended_now: tuple[Attempt, ...] = ()
-    requeue: float | None = None
-
+        return _gated(draft.plan(), status, records, task, seen)
     if open_attempt is not None:
-        job = _job(seen.jobs, name, n, open_attempt.lease_id)
-        verdict, requeue, abort = _judge(job, open_attempt, settings, seen, now)
-        if verdict is None and job is None and seen.job_rejected is None and retention.job_may_be_gone(
-                open_attempt.dispatched_at, settings.job_retention, now):
-            # Its Job may have run and been cleaned up while no operator watched: at least once.
-            verdict = Verdict(AttemptOutcome.RETRYABLE, reasons.JOB_DELETED,
-                              f"the attempt's Job is gone and its outcome was never observed (its jobRetention, "
-                              f"{_secs(settings.job_retention)}, passed while no operator watched it)")
-        if verdict is None:
-            if job is None and seen.job_rejected is None:
-                # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
-                return replace(base, create_job=n, requeue_after=requeue)
-            return replace(base, requeue_after=requeue)
-        closed = _close(open_attempt, verdict, job, now)
-        records[-1] = closed
-        ended_now = (closed,)
-        if abort and job is not None:
-            deletes.append(job.name)
-        events.append(Event(reasons.ATTEMPT_ENDED, _ended_message(closed), warning=verdict.outcome is not AttemptOutcome.SUCCESS))
-        if verdict.outcome is AttemptOutcome.SUCCESS:
-            new = _finish(status, records, TaskPhase.SUCCEEDED, reasons.SUCCEEDED,
-                          f"succeeded on attempt {n}", task, seen, output=verdict.output)
-            return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
-        if verdict.outcome is AttemptOutcome.PERMANENT:
-            new = _finish(status, records, TaskPhase.FAILED, reasons.FAILED,
-                          f"attempt {n} failed permanently ({verdict.reason}): {verdict.message}", task, seen)
-            return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
-        if n >= settings.retry.max_attempts:
-            new = _finish(status, records, TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
-                          f"all {n} attempts failed; last ({verdict.reason}): {verdict.message}", task, seen)
-            return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
-        delay = retry_delay(settings.retry, n + 1, rng, verdict.retry_after)
-        status = status.model_copy(update={
-            "phase": TaskPhase.RETRYING, "attempts": tuple(records), "next_attempt_at": now + delay,
-        })
-        status = _say(status, reasons.BACKING_OFF,
-                      f"attempt {n} failed ({verdict.reason}): {verdict.message}; attempt {n + 1} of "
-                      f"{settings.retry.max_attempts} after {delay.total_seconds():.1f}s", task, now)
-        phase = TaskPhase.RETRYING
-        requeue = max(delay.total_seconds(), 0.0)
+        ended = _end(draft, open_attempt, settings, rng)
+        if ended is not None:
+            return ended
+    return _next(draft, settings)
 
-    changed = bool(ended_now)
+
+def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
+    if open_attempt is not None:
+        n, name = draft.n, draft.task.metadata.name or ""
+        verdict = Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel")
+        closed = _close(open_attempt, verdict, _job(draft.seen.jobs, name, n), draft.seen.now)
+        draft.records[-1] = closed
+        draft.ended = (closed,)
+        draft.deletes.append(open_attempt.job or job_name(name, n))
+        draft.events.append(Event(reasons.ATTEMPT_ENDED, f"attempt {n} cancelled"))
+    return draft.finish(TaskPhase.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel")
+
+
+def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.Random) -> Plan | None:
+    """Judge the running attempt. A plan when that decides this reconcile (still running, or the
+    task finished); None when it ended retryably and the draft now waits out its backoff."""
+    seen, now, n = draft.seen, draft.seen.now, draft.n
+    job = _job(seen.jobs, draft.task.metadata.name or "", n, open_attempt.lease_id)
+    verdict, draft.requeue, abort = _judge(job, open_attempt, settings, seen, now)
+    if verdict is None and job is None and seen.job_rejected is None and retention.job_may_be_gone(
+            open_attempt.dispatched_at, settings.job_retention, now):
+        # Its Job may have run and been cleaned up while no operator watched: at least once.
+        verdict = Verdict(AttemptOutcome.RETRYABLE, reasons.JOB_DELETED,
+                          f"the attempt's Job is gone and its outcome was never observed (its jobRetention, "
+                          f"{_secs(settings.job_retention)}, passed while no operator watched it)")
+    if verdict is None:
+        if job is None and seen.job_rejected is None:
+            # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
+            return draft.plan(create_job=n)
+        return draft.plan()
+    closed = _close(open_attempt, verdict, job, now)
+    draft.records[-1] = closed
+    draft.ended = (closed,)
+    if abort and job is not None:
+        draft.deletes.append(job.name)
+    draft.events.append(Event(reasons.ATTEMPT_ENDED, _ended_message(closed),
+                              warning=verdict.outcome is not AttemptOutcome.SUCCESS))
+    draft.requeue = None
+    if verdict.outcome is AttemptOutcome.SUCCESS:
+        return draft.finish(TaskPhase.SUCCEEDED, reasons.SUCCEEDED, f"succeeded on attempt {n}", verdict.output)
+    if verdict.outcome is AttemptOutcome.PERMANENT:
+        return draft.finish(TaskPhase.FAILED, reasons.FAILED,
+                            f"attempt {n} failed permanently ({verdict.reason}): {verdict.message}")
+    if n >= settings.retry.max_attempts:
+        return draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
+                            f"all {n} attempts failed; last ({verdict.reason}): {verdict.message}")
+    delay = retry_delay(settings.retry, n + 1, rng, verdict.retry_after)
+    status = draft.status.model_copy(update={
+        "phase": TaskPhase.RETRYING, "attempts": tuple(draft.records), "next_attempt_at": now + delay,
+    })
+    draft.status = _say(status, reasons.BACKING_OFF,
+                        f"attempt {n} failed ({verdict.reason}): {verdict.message}; attempt {n + 1} of "
+                        f"{settings.retry.max_attempts} after {delay.total_seconds():.1f}s", draft.task, now)
+    draft.requeue = max(delay.total_seconds(), 0.0)
+    return None
+
+
+def _next(draft: _Draft, settings: Effective) -> Plan:
+    """No attempt runs: start the next one when admitted, else wait (for a slot or a backoff)."""
+    seen, now, n, status, task = draft.seen, draft.seen.now, draft.n, draft.status, draft.task
+    phase = status.phase
     ready = phase in (None, TaskPhase.QUEUED, TaskPhase.BLOCKED) or (
         phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
 
     if ready and n > 0 and n >= settings.retry.max_attempts:
         # The pool's maxAttempts was lowered under a task waiting for its next attempt.
-        last = records[-1] if records else None
+        last = draft.records[-1] if draft.records else None
         detail = f"; last ({last.reason}): {last.message}" if last is not None and last.reason else ""
-        new = _finish(status, records, TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
-                      f"all {n} attempts used (maxAttempts is {settings.retry.max_attempts}){detail}", task, seen)
-        return replace(base, status=new, delete_jobs=_uniq(deletes), events=tuple(events), ended=ended_now)
+        return draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
+                            f"all {n} attempts used (maxAttempts is {settings.retry.max_attempts}){detail}")
 
     if ready and seen.pool_found and seen.admit:
         number = n + 1
-        attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), job=job_name(name, number),
+        attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), job=job_name(task.metadata.name or "", number),
                           trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now)
-        records.append(attempt)
-        status = status.model_copy(update={
-            "phase": TaskPhase.RUNNING, "attempt": number, "attempts": tuple(records[-HISTORY:]),
+        draft.records.append(attempt)
+        draft.status = _say(status.model_copy(update={
+            "phase": TaskPhase.RUNNING, "attempt": number, "attempts": tuple(draft.records[-HISTORY:]),
             "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
-        })
-        status = _say(status, reasons.ATTEMPT_RUNNING,
-                      f"attempt {number} of {settings.retry.max_attempts} running", task, now)
-        return replace(base, status=_stamp(status, task, seen), create_job=number, delete_jobs=_uniq(deletes),
-                       events=tuple(events), ended=ended_now, started=attempt, requeue_after=None)
+        }), reasons.ATTEMPT_RUNNING, f"attempt {number} of {settings.retry.max_attempts} running", task, now)
+        return draft.plan(draft.stamped(), create_job=number, started=attempt, requeue_after=None)
 
-    if ready and not changed:
+    if ready and not draft.ended:
         # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
         reason, message = ((reasons.WAITING_FOR_SLOT, f"queued in pool {seen.pool_name}") if seen.pool_found else
                            (reasons.POOL_NOT_FOUND, f"TaskPool {seen.pool_name} does not exist; the task starts once it does"))
         if phase is TaskPhase.QUEUED and _reason(status) == reason and _acknowledged(status, task):
-            return replace(base, wants_slot=True, requeue_after=requeue)
-        status = status.model_copy(update={
+            return draft.plan(wants_slot=True)
+        draft.status = _say(status.model_copy(update={
             "phase": TaskPhase.QUEUED, "next_attempt_at": None,
             "submitted_at": status.submitted_at or seen.first_seen or now,
-        })
-        status = _say(status, reason, message, task, now)
-        return replace(base, status=_stamp(status, task, seen), wants_slot=True, events=tuple(events),
-                       requeue_after=requeue)
+        }), reason, message, task, now)
+        return draft.plan(draft.stamped(), wants_slot=True)
 
-    if changed:
-        return replace(base, status=_stamp(status, task, seen), delete_jobs=_uniq(deletes), events=tuple(events),
-                       ended=ended_now, requeue_after=requeue, wants_slot=ready)
+    if draft.ended:
+        return draft.plan(draft.stamped(), wants_slot=ready)
     if phase is TaskPhase.RETRYING and status.next_attempt_at is not None:
-        requeue = max((status.next_attempt_at - now).total_seconds(), 0.0)
+        draft.requeue = max((status.next_attempt_at - now).total_seconds(), 0.0)
     if not _acknowledged(status, task):  # a priority change: say it was seen
-        return replace(base, status=_stamp(status, task, seen), wants_slot=ready, requeue_after=requeue)
-    return replace(base, wants_slot=ready, requeue_after=requeue)
+        return draft.plan(draft.stamped(), wants_slot=ready)
+    return draft.plan(wants_slot=ready)
 
 
 def settle(name: str, attempt: int, records: Sequence[Any], jobs: Iterable[AttemptJob]) -> Plan:
