@@ -40,9 +40,17 @@ def owned(cq: Cronoq, task: str) -> dict[str, list[str]]:
             "leases": [lease.metadata.name for lease in leases]}
 
 
-def test_a_finished_task_is_deleted_ttl_after_finishing_with_its_job_pod_and_lease(cq):
+def test_a_finished_task_is_deleted_ttl_after_finishing_with_its_job_pod_and_lease(cq, kubeconfig):
+    from cronoq.worker.lease import KubeLease, Owner
+
     cq.pool(leaseTTL="30s")
-    cq.task("short", ttlAfterFinished="2s", message="done", delay="100ms")
+    task = cq.task("short", ttlAfterFinished="10s", message="done", delay="100ms")
+    wait_until(lambda: cq.status("short").get("attempts"), timeout=30, what="attempt 1 recorded")
+    lease_id = cq.status("short")["attempts"][0]["leaseId"]
+    # The attempt's Lease, created as the SDK creates it at its first renewal (kwok pods run no SDK).
+    lease = KubeLease(cq.namespace, "short-a1", lease_id, kubeconfig=kubeconfig,
+                      owner=Owner("short", task["metadata"]["uid"], 1), ttl=30)
+    assert lease.renew(5.0).renewed
     status = cq.wait_phase("short", "Succeeded")
     assert all(owned(cq, "short").values()), owned(cq, "short")  # a Job, a pod and a Lease to clean up
 
@@ -50,8 +58,8 @@ def test_a_finished_task_is_deleted_ttl_after_finishing_with_its_job_pod_and_lea
     gone_at = time.time()
     finished = ts(status["finishedAt"]).timestamp()
     # Not before its TTL (the operator's clock is this machine's), and soon after it.
-    assert gone_at - finished >= 2.0
-    assert gone_at - finished < 10.0, gone_at - finished
+    assert gone_at - finished >= 10.0
+    assert gone_at - finished < 18.0, gone_at - finished
     wait_until(lambda: not any(owned(cq, "short").values()), timeout=60,
                what="its Job, pod and Lease removed by the garbage collector")
     assert cq.operator.metric("cronoq_tasks_deleted_total") >= 1

@@ -26,6 +26,7 @@ from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys, naming, reasons
+from cronoq.engine.naming import lease_id
 from cronoq.engine.admission import Candidate
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.attempts import (
@@ -307,72 +308,79 @@ class Controller:
 
     async def _apply(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key, now: datetime,
                      settings: Effective | None) -> None:
-        """Apply what a plan decided after its status landed. `task` is the task as written (None
-        for a finished task's settling)."""
+        """Apply what a plan decided after its status landed: slots and metrics first (no await
+        in between, so admission never sees the task half-moved), then the writes. `task` is the
+        task as written (None for a finished task's settling)."""
+        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        self._book_slots(entry, task, plan, pool_key)
+        self._count(task, plan, pool_key[1])
+        if plan.create_job is not None and task is not None and settings is not None:
+            await self._create_job(entry, task, plan, pool_key, settings)
+        for job_name in plan.delete_jobs:
+            await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
+        for event in plan.events:
+            await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
+        if plan.requeue_after is not None:
+            self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+
+    def _book_slots(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key) -> None:
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         key = (namespace, name)
-        status = task.status if task is not None else None
-        # Slot bookkeeping first, before any await: admission must never see this task in
-        # neither the waiting set nor the store's fresh set.
         granted = self.slots.take_grant(key)
         for job_name in plan.delete_jobs:  # its container may run on until its pod is gone
             self.slots.abort(namespace, job_name, pool_key)
         if plan.wants_slot and task is not None:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
-            submitted = (status.submitted_at if status else None) or entry.first_seen
+            submitted = (task.status.submitted_at if task.status else None) or entry.first_seen
             self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted), self.clock())
             self.queue.add(("pool", *pool_key))
         else:
             self.slots.unwant(pool_key, key)
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
-        # Counted as soon as the status that records them has landed, before the slower side effects.
+
+    def _count(self, task: Task | None, plan: Plan, pool: str) -> None:
+        """Counted as soon as the status that records them has landed, before the slower side effects."""
         for uid in plan.stale_jobs:
             if uid not in self.stale_counted:
                 self.stale_counted.add(uid)
                 metrics.STALE_COMPLETIONS.inc()
         for attempt in plan.ended:
-            metrics.ATTEMPTS.labels(pool_key[1], metrics.label(attempt.outcome.value)).inc()
+            metrics.ATTEMPTS.labels(pool, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
+        status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
-            metrics.TASKS.labels(pool_key[1], metrics.label(status.phase.value)).inc()
+            metrics.TASKS.labels(pool, metrics.label(status.phase.value)).inc()
             if status.submitted_at and status.finished_at:
-                metrics.TASK_DURATION.labels(pool_key[1], metrics.label(status.phase.value)).observe(
+                metrics.TASK_DURATION.labels(pool, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
-        if plan.create_job is not None and task is not None and settings is not None:
-            record = task.status.attempts[-1] if task.status and task.status.attempts else None
-            lease = record.lease_id if record and record.number == plan.create_job and record.lease_id else \
-                f"e{self.epoch}-a{plan.create_job}"
-            pool = self.store.pools.get(pool_key)
-            ttl = settings.lease_ttl
-            job = build_job(task, pool.spec if pool else None, plan.create_job, lease, lease_ttl=ttl,
-                            sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
-                            job_retention=settings.job_retention)
-            log.debug("creating Job %s/%s (lease TTL %s, sidecar %s)", namespace, job["metadata"]["name"], ttl,
-                      settings.heartbeat_sidecar and self.sidecar_image)
-            try:  # (the attempt creates its own heartbeat Lease, at its first renewal)
-                created = await asyncio.to_thread(self.writer.create_job, job)
-                facts = job_facts(created) if created is not None else None
-                if facts is not None:  # known before its watch event: never taken for a lost Job
-                    self.store.put_job(namespace, entry.uid, name, facts)
-                if plan.started is not None:
-                    since = self.slots.ready_since.pop(key, None) or entry.first_seen
-                    metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
-            except Rejected as err:
-                if err.status == 422:
-                    self.rejected[(entry.uid, plan.create_job)] = err.message
-                    self.queue.add(("task", namespace, name))
-                else:  # forbidden: a quota, a terminating namespace; try again later
-                    log.warning("creating Job %s/%s refused: %s", namespace, job["metadata"]["name"], err.message)
-                    self.queue.add_after(("task", namespace, name), 5.0)
-        for job_name in plan.delete_jobs:
-            await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
-        for event in plan.events:
-            await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
 
-        if plan.requeue_after is not None:
-            self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+    async def _create_job(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, settings: Effective) -> None:
+        """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal)."""
+        namespace, name, number = entry.raw["metadata"]["namespace"], entry.name, plan.create_job
+        record = task.status.attempts[-1] if task.status and task.status.attempts else None
+        lease = record.lease_id if record and record.number == number and record.lease_id else lease_id(self.epoch, number)
+        pool = self.store.pools.get(pool_key)
+        job = build_job(task, pool.spec if pool else None, number, lease, lease_ttl=settings.lease_ttl,
+                        sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
+                        job_retention=settings.job_retention)
+        try:
+            created = await asyncio.to_thread(self.writer.create_job, job)
+        except Rejected as err:
+            if err.status == 422:
+                self.rejected[(entry.uid, number)] = err.message
+                self.queue.add(("task", namespace, name))
+            else:  # forbidden: a quota, a terminating namespace; try again later
+                log.warning("creating Job %s/%s refused: %s", namespace, job["metadata"]["name"], err.message)
+                self.queue.add_after(("task", namespace, name), 5.0)
+            return
+        facts = job_facts(created) if created is not None else None
+        if facts is not None:  # known before its watch event: never taken for a lost Job
+            self.store.put_job(namespace, entry.uid, name, facts)
+        if plan.started is not None:
+            since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
+            metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
 
     async def _gate(self, entry: TaskEntry, pool: TaskPoolSpec | None, now: datetime) -> Gate:
         """What the task's key, then its dependencies, say about its first attempt."""
