@@ -28,7 +28,6 @@ NAMESPACED_PERMISSIONS = {
     *{(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},
     *{("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
 }
-CLUSTER_PERMISSIONS = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("get", "list", "watch")}
 LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")}
 TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch")}
 
@@ -167,7 +166,7 @@ def test_pod_disruption_budget_covers_the_operator_pods(render):
 def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(render):
     objects = render()
     role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}")
-    assert permissions(role) == NAMESPACED_PERMISSIONS | CLUSTER_PERMISSIONS
+    assert permissions(role) == NAMESPACED_PERMISSIONS
     binding = only(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
@@ -184,9 +183,10 @@ def test_no_role_grants_secrets_exec_escalation_or_wildcards(render):
                 assert group != "rbac.authorization.k8s.io", (group, resource, verb)
 
 
-def test_watch_namespaces_get_roles_and_only_crd_reads_stay_cluster_wide(render):
+def test_watch_namespaces_get_roles_and_nothing_cluster_wide(render):
     objects = render(set_json={"watchNamespaces": ["a", "b"]})
-    assert permissions(only(objects, "ClusterRole", f"{NS}-{FULLNAME}")) == CLUSTER_PERMISSIONS
+    assert not [r for r in find(objects, "ClusterRole") if r["metadata"]["name"] == f"{NS}-{FULLNAME}"]
+    assert not [b for b in find(objects, "ClusterRoleBinding") if b["metadata"]["name"] == f"{NS}-{FULLNAME}"]
     for namespace in ("a", "b"):
         role = only(objects, "Role", FULLNAME, namespace)
         assert permissions(role) == NAMESPACED_PERMISSIONS

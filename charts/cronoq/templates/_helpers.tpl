@@ -133,13 +133,6 @@ pods/exec or pods/log, no escalate or bind, no deletion of Tasks.
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 {{- end -}}
 
-{{/* kopf scans the CRDs to learn the resources it serves. */}}
-{{- define "cronoq.clusterRules" -}}
-- apiGroups: ["apiextensions.k8s.io"]
-  resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
-{{- end -}}
-
 {{/* Task pods create their attempt's Lease at its first renewal, then renew it; never delete. */}}
 {{- define "cronoq.taskLeaseRules" -}}
 - apiGroups: ["coordination.k8s.io"]
