@@ -330,7 +330,7 @@ def test_default_pool_follows_watch_namespaces(render):
 def test_every_feature_at_once(render):
     objects = render(values=[DATA / "all-features.yaml"])
     kinds = {o["kind"] for o in objects}
-    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
+    assert {"Deployment", "ServiceAccount", "Role", "RoleBinding", "Service",
             "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "TaskPool"} <= kinds
     for o in objects:
         assert o["metadata"]["labels"]["app.kubernetes.io/instance"] == "cronoq", o["metadata"]["name"]
