@@ -40,3 +40,15 @@ def cq(api, namespace, operator):
     from tests.support.tasks import Cronoq
 
     return Cronoq(api, namespace, operator)
+
+
+@pytest.fixture
+def own(api, own_namespace, crds, kubeconfig, tmp_path):
+    """Tasks and pools in a namespace of their own, with an operator of their own that the test
+    starts (`own.operator.start()`), kills and restarts; stopped afterwards."""
+    from tests.support.operator import OperatorProcess
+    from tests.support.tasks import Cronoq
+
+    proc = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "operator.log")
+    yield Cronoq(api, own_namespace, proc)
+    proc.stop()

@@ -8,19 +8,9 @@ import random
 import signal
 from datetime import datetime, timezone
 
-import pytest
 
-from tests.support.operator import OperatorProcess
 from tests.support.tasks import GROUP, TERMINAL, VERSION, Cronoq
 from tests.support.waiting import wait_until
-
-
-@pytest.fixture
-def own(api, own_namespace, crds, kubeconfig, tmp_path):
-    proc = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "operator.log")
-    cq = Cronoq(api, own_namespace, proc)
-    yield cq
-    proc.stop()
 
 
 def assert_fenced(cq: Cronoq, name: str) -> dict:

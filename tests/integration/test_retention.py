@@ -8,11 +8,9 @@ import signal
 import time
 from datetime import datetime
 
-import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.support.operator import OperatorProcess
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
 
@@ -115,14 +113,6 @@ def test_job_retention_removes_the_jobs_while_the_task_keeps_its_outcome(cq):
     cq.wait_phase("barrier", "Succeeded")
     assert cq.status("logs")["attempt"] == 2
     assert "StaleCompletion" not in cq.reasons("logs")
-
-
-@pytest.fixture
-def own(api, own_namespace, crds, kubeconfig, tmp_path):
-    proc = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "operator.log")
-    cq = Cronoq(api, own_namespace, proc)
-    yield cq
-    proc.stop()
 
 
 def test_an_outcome_lost_while_the_operator_was_down_past_job_retention_is_retried(own):
