@@ -1,5 +1,6 @@
-"""The runtime around the core: it keeps the store, runs each Task's decision through the work
-queue, grants pool slots, and applies plans in the order that keeps attempts fenced:
+"""The Controller: it feeds watch events into the store, runs each Task's decision through the
+work queue, grants pool slots (controller/slots.py), deletes finished tasks when their time
+comes (controller/expiry.py), and applies plans in the order that keeps attempts fenced:
 
 1. write the status (PUT with the stored resourceVersion: a concurrent change makes it fail,
    and we re-read and decide again);
@@ -17,24 +18,22 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Hashable
 
-from cronoq import metrics
 from pydantic import ValidationError
 
+from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskPoolSpec, TaskStatus
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys, naming, reasons
-from cronoq.engine.naming import lease_id
 from cronoq.engine.admission import Candidate
+from cronoq.engine.attempts import Effective, Observation, Plan, reconcile, refusal, settle
 from cronoq.engine.gate import RUN, Gate
-from cronoq.engine.attempts import (
-    Effective, Observation, Plan, reconcile, refusal, settle,
-)
+from cronoq.engine.jobs import build_job
+from cronoq.engine.naming import lease_id
 from cronoq.engine.pools import pool_status
 from cronoq.engine.retention import task_expires_at
-from cronoq.engine.jobs import build_job
 from cronoq.kube.observe import job_facts, pod_facts
 from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
 
