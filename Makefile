@@ -9,7 +9,7 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo operator-up test lint go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up test lint faults go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 ## demo: start the local cluster, install the CRDs, run the operator and apply examples/
 demo: $(BIN)/.installed cluster-up install-crds operator-up
@@ -55,6 +55,10 @@ unit: $(BIN)/.installed
 
 integration: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q tests/integration
+
+## faults: the fault tests alone (control-plane restarts, evictions); `make test` runs them too
+faults: $(BIN)/.installed go-tools
+	$(BIN)/pytest -q tests/integration/faults
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

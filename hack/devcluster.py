@@ -5,6 +5,7 @@
     python3 hack/devcluster.py up      # start etcd, apiserver, controller-manager, scheduler, kwok
     python3 hack/devcluster.py down    # stop everything it started, free the ports, wipe state
     python3 hack/devcluster.py status  # say what runs
+    python3 hack/devcluster.py restart kube-apiserver   # stop one component, start it again (faults)
 
 Binaries are built from the build modules in hack/<component>/ (pinned go.mod + go.sum) into
 ~/.cache/cronoq/<component>-<hash of the module files>/, so a second build rebuilds nothing and a
@@ -242,6 +243,31 @@ def start(name: str, argv: list[str]) -> None:
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, cwd=STATE)
     pidfile(name).write_text(str(proc.pid))
+    pidfile(name).with_suffix(".argv").write_text(json.dumps(argv))  # for `restart`
+
+
+def stop(name: str) -> None:
+    pid = running(name)
+    if pid:
+        os.killpg(pid, signal.SIGTERM) if _is_group_leader(pid) else os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    pidfile(name).unlink(missing_ok=True)
+
+
+def restart(name: str) -> None:
+    """Stop one component and start it again with the same arguments (fault tests: an API server
+    or etcd going away mid-run), then wait until the cluster answers again."""
+    if name not in PROCESSES:
+        raise ClusterError(f"unknown component {name!r}; one of {', '.join(PROCESSES)}")
+    argv = json.loads(pidfile(name).with_suffix(".argv").read_text())
+    stop(name)
+    start(name, argv)
+    wait_for("kube-apiserver /readyz", lambda: api_get("/readyz")[0] == 200, 90, "kube-apiserver")
+    log(f"restarted {name}")
 
 
 def wait_for(what: str, check, timeout: float, logname: str | None = None) -> None:
@@ -428,17 +454,10 @@ def down(quiet: bool = False) -> None:
     """Stop what `up` started (newest first; and an operator `make operator-up` started), then
     wipe the cluster state but keep the binaries."""
     for name in ("operator", *reversed(PROCESSES)):
-        pid = running(name)
-        if pid:
-            os.killpg(pid, signal.SIGTERM) if _is_group_leader(pid) else os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-            if not quiet:
-                log(f"stopped {name}")
-        pidfile(name).unlink(missing_ok=True)
+        was = running(name)
+        stop(name)
+        if was and not quiet:
+            log(f"stopped {name}")
     for sub in ("etcd", "run", "pki"):
         shutil.rmtree(STATE / sub, ignore_errors=True)
     for f in STATE.glob("*.kubeconfig"):
@@ -474,6 +493,8 @@ def main(argv: list[str]) -> int:
             down()
         elif cmd == "status":
             return status()
+        elif cmd == "restart" and len(argv) > 2:
+            restart(argv[2])
         else:
             print(__doc__, file=sys.stderr)
             return 2

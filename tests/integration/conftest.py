@@ -29,7 +29,7 @@ def operator(crds, kubeconfig, tmp_path_factory):
     from tests.support.operator import OperatorProcess
 
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    proc = OperatorProcess(kubeconfig, ("t-*",), log).start()
+    proc = OperatorProcess(kubeconfig, ("t-*",), log, supervised=True).start()
     yield proc
     proc.stop()
 

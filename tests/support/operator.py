@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import sys
 import urllib.request
 from dataclasses import dataclass, field
@@ -34,8 +35,29 @@ class OperatorProcess:
     metrics_port: int = field(default_factory=free_port)
     probe_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
+    supervised: bool = False
+    """Restart the process when it exits with code 3 (it lost leadership, e.g. the API server was
+    away longer than its renew deadline), as a Deployment restarts the pod."""
+    restarts: int = 0
+    _stopping: bool = False
 
     def start(self) -> OperatorProcess:
+        self._stopping = False
+        self._launch()
+        wait_until(self.ready, timeout=60, what=f"the operator's /readyz (log: {self.log_path})")
+        if self.supervised:
+            threading.Thread(target=self._supervise, daemon=True).start()
+        return self
+
+    def _supervise(self) -> None:
+        while not self._stopping:
+            code = self.process.wait()
+            if self._stopping or code != 3:
+                return
+            self.restarts += 1
+            self._launch()
+
+    def _launch(self) -> None:
         argv = [sys.executable, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
                 f"--probe-port={self.probe_port}", *self.extra_args]
         for ns in self.namespaces:
@@ -46,8 +68,6 @@ class OperatorProcess:
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name}
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_until(self.ready, timeout=60, what=f"the operator's /readyz (log: {self.log_path})")
-        return self
 
     def leading(self) -> bool:
         return self.metric("cronoq_leader") == 1.0
@@ -65,6 +85,7 @@ class OperatorProcess:
             return False
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
+        self._stopping = True
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(sig)
             self.process.wait(timeout=30)

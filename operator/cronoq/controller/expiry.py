@@ -1,8 +1,9 @@
 """Deleting finished tasks when their retention ends (DESIGN §10), as background work.
 
-Due times sit in a heap; one coroutine deletes what is due at a bounded rate, and yields while
-slot grants wait in the work queue, so a wave of expiring tasks (100,000 finishing in the same
-hour a day ago) never delays a new task's Job. Each delete carries the task's uid as a
+Due times sit in a heap; one coroutine deletes what is due at a bounded rate (20/s, half that
+while slot grants wait in the work queue), off the work queue, so a wave of expiring tasks
+(100,000 finishing in the same hour a day ago) never delays a new task's Job, and a steady stream
+of new work never stops the deletions. Each delete carries the task's uid as a
 precondition: a new task that took the same name is never deleted in its place. Kubernetes'
 garbage collector then removes what the task owns (its remaining Jobs, pods and Leases).
 
@@ -70,8 +71,6 @@ class Expiry:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            while self._busy():  # grants first: deletion is the least urgent work there is
-                await asyncio.sleep(self._interval)
             due, key, uid = heapq.heappop(self._heap)
             if self._due.get(key) != (due, uid):
                 continue
@@ -83,4 +82,6 @@ class Expiry:
                 raise
             except Exception:  # noqa: BLE001 - try again later; the resync schedules it anew
                 log.exception("deleting expired task %s/%s failed", *key)
-            await asyncio.sleep(self._interval)
+            # Grants first: while they wait, deletions slow to half their rate, never to a stop
+            # (a steady stream keeps grants waiting, and retention must still keep up).
+            await asyncio.sleep(self._interval * (2 if self._busy() else 1))

@@ -50,13 +50,24 @@ class Leadership:
         self.coordination = client.CoordinationV1Api(self.api)
         self._observed: election.Observed | None = None
 
+    @property
+    def _timeout(self) -> tuple[float, float]:
+        """A request about the Lease gives up well within the renew deadline: an API server that
+        accepts connections but cannot answer (etcd away) must count as a failed renewal in time."""
+        return (2.0, self.timing.renew_deadline / 3)
+
     def valid(self) -> bool:
         return election.still_leading(self.last_renewed, time.monotonic(), self.timing)
 
     async def run(self, on_elected: Callable[[int], Awaitable[None]], on_lost: Callable[[], None]) -> None:
         """Campaign until elected, call `on_elected(epoch)`, then renew until we cannot."""
         while True:
-            if await asyncio.to_thread(self._try_acquire_or_renew):
+            try:
+                held = await asyncio.to_thread(self._try_acquire_or_renew)
+            except Exception as err:  # noqa: BLE001 - the API server unreachable: a failed renewal, no more
+                log.warning("renewing the leader Lease %s/%s failed: %s", self.namespace, self.name, err)
+                held = False
+            if held:
                 if self.epoch is not None and self._elected_now:
                     log.info("elected leader %s with epoch %d (Lease %s/%s)", self.identity, self.epoch,
                              self.namespace, self.name)
@@ -74,13 +85,13 @@ class Leadership:
         if not self.valid():
             return
         try:
-            lease = self.coordination.read_namespaced_lease(self.name, self.namespace)
+            lease = self.coordination.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
             if lease.spec.holder_identity != self.identity:
                 return
             lease.spec.holder_identity = None
             lease.spec.renew_time = None
             lease.spec.acquire_time = None
-            self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
+            self.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._timeout)
             log.info("released the leader Lease %s/%s", self.namespace, self.name)
         except ApiException as err:
             log.warning("could not release the leader Lease: %s", err.reason)
@@ -90,7 +101,7 @@ class Leadership:
         self._elected_now = False
         now = time.monotonic()
         try:
-            lease = self.coordination.read_namespaced_lease(self.name, self.namespace)
+            lease = self.coordination.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
         except ApiException as err:
             if err.status != 404:
                 log.warning("reading the leader Lease failed: %s", err.reason)
@@ -109,10 +120,11 @@ class Leadership:
         try:
             if lease is None:
                 self.coordination.create_namespaced_lease(self.namespace, client.V1Lease(
-                    metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec))
+                    metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec),
+                    _request_timeout=self._timeout)
             else:
                 lease.spec = spec  # the PUT carries the resourceVersion we read: a racing taker wins or we do
-                self.coordination.replace_namespaced_lease(self.name, self.namespace, lease)
+                self.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._timeout)
         except ApiException as err:
             if err.status not in (409, 404):
                 log.warning("renewing the leader Lease failed: %s", err.reason)

@@ -17,6 +17,10 @@ from cronoq.engine.attempts import Event
 
 log = logging.getLogger(__name__)
 
+TIMEOUT = (5.0, 30.0)
+"""(connect, read) seconds for every request: an API server that accepts connections but cannot
+answer (its etcd away) fails the request in time, to be retried, instead of holding a worker."""
+
 
 class NotLeader(Exception):
     """This replica's leadership lapsed: it must not write anything."""
@@ -77,7 +81,7 @@ class Writer:
                 "spec": raw.get("spec", {}), "status": status}
         try:
             return self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], plural, meta["name"], body)
+                GROUP, VERSION, meta["namespace"], plural, meta["name"], body, _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status == 409:
                 raise Conflict(_message(err)) from None
@@ -87,7 +91,8 @@ class Writer:
 
     def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name)
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name,
+                                                            _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status == 404:
                 return None
@@ -99,7 +104,8 @@ class Writer:
         self._check()
         namespace = job["metadata"]["namespace"]
         try:
-            return self._raw(self.batch.create_namespaced_job(namespace, job, _preload_content=False))
+            return self._raw(self.batch.create_namespaced_job(namespace, job, _preload_content=False,
+                                                                      _request_timeout=TIMEOUT))
         except ApiException as err:
             if err.status == 409:
                 return self._read_job(namespace, job["metadata"]["name"])
@@ -109,7 +115,8 @@ class Writer:
 
     def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._raw(self.batch.read_namespaced_job(name, namespace, _preload_content=False))
+            return self._raw(self.batch.read_namespaced_job(name, namespace, _preload_content=False,
+                                                                    _request_timeout=TIMEOUT))
         except ApiException as err:
             if err.status == 404:
                 return None
@@ -126,7 +133,7 @@ class Writer:
         self._check()
         try:
             self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, "tasks", name, propagation_policy="Background",
+                GROUP, VERSION, namespace, "tasks", name, propagation_policy="Background", _request_timeout=TIMEOUT,
                 body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)))
         except ApiException as err:
             if err.status not in (404, 409):  # gone already, or the name now holds another task
@@ -137,7 +144,7 @@ class Writer:
         gone, so the attempt's pool slot stays taken while its container may still run."""
         self._check()
         try:
-            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")
+            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status != 404:
                 raise
@@ -156,7 +163,7 @@ class Writer:
             "firstTimestamp": now.isoformat(), "lastTimestamp": now.isoformat(), "count": 1,
         }
         try:
-            self.core.create_namespaced_event(meta["namespace"], body)
+            self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
         except ApiException as err:  # an Event is worth a log line, never a failed reconcile
             log.warning("could not post event %s on task %s/%s: %s", event.reason, meta["namespace"], meta["name"],
                         _message(err))
