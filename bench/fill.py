@@ -5,7 +5,11 @@ For each task, one creator thread does what the operator would have done, in its
 
 1. POST the Task (the same body the load generator submits: `workload.task`);
 2. POST its heartbeat Lease (`cronoq.engine.jobs.build_lease`: owned by the Task, labelled like the
-   Job, holder `e0-a1`), when the pool's effective `leaseTTL` is above zero, as the operator does;
+   Job, holder `e0-a1`) if the tasks would have one: `leases="auto"` makes it when the measured
+   operator creates attempt Leases itself (before 378f64d it did, for every `leaseTTL` > 0); since
+   then the attempt's SDK or sidecar creates it at its first renewal, so the bench's kwok pods
+   leave none, and neither does the fill. `leases="yes"` makes one per task anyway (what tasks
+   using the SDK leave), `"no"` never;
 3. POST its attempt Job, built by cronoq's own `build_job` with the pool's effective settings
    (lease TTL, `jobRetention` → `ttlSecondsAfterFinished`) and the owner reference to the Task;
    the real Job controller creates the pod and kwok runs it to success at once
@@ -75,15 +79,27 @@ def finished_status(created: dict[str, Any], job: str, dispatched: datetime, sta
     }
 
 
+def operator_creates_leases() -> bool:
+    """Whether the operator on the path writes attempt Leases itself (its reconciler uses
+    `build_lease`), rather than leaving them to the attempt's SDK or sidecar."""
+    import inspect
+    try:
+        from cronoq.controller import reconciler
+        return "build_lease" in inspect.getsource(reconciler)
+    except (ImportError, OSError):
+        return False
+
+
 class Builder:
     """cronoq's own builders, with the pool's effective settings (as the reconciler calls them)."""
 
-    def __init__(self, pool_body: dict[str, Any]) -> None:
+    def __init__(self, pool_body: dict[str, Any], leases: str = "auto") -> None:
         from cronoq.api import Task
         from cronoq.api.pool import TaskPoolSpec
         from cronoq.engine.jobs import build_job, build_lease
         self.Task, self.build_job, self.build_lease = Task, build_job, build_lease
         self.pool = TaskPoolSpec.model_validate(pool_body["spec"])
+        self.leases = operator_creates_leases() if leases == "auto" else leases == "yes"
         try:
             from cronoq.engine.attempts import Effective
             self.effective = Effective.of
@@ -99,20 +115,20 @@ class Builder:
             ttl, retention, sidecar = self.pool.lease_ttl, getattr(self.pool, "job_retention", None), False
         if sidecar:
             raise ValueError("the fill makes no heartbeat sidecars (the operator's image is not known here)")
-        lease = self.build_lease(task, 1, LEASE_ID, ttl) if ttl > timedelta(0) else None
+        lease = self.build_lease(task, 1, LEASE_ID, ttl) if self.leases and ttl > timedelta(0) else None
         kwargs = {"job_retention": retention} if retention is not None else {}
         job = self.build_job(task, self.pool, 1, LEASE_ID, lease_ttl=ttl, **kwargs)
         return lease, job
 
 
 def fill(api: Api, namespace: str, n: int, *, pool: str = "bench", creators: int = DEFAULT_FILL_CREATORS,
-         prefix: str = "f") -> dict[str, Any]:
+         prefix: str = "f", leases: str = "auto") -> dict[str, Any]:
     """Make `n` finished Tasks (with Lease, Job, pod) in `namespace`, which must hold pool `pool`
     (created here if absent); return counts and times. Does not wait for the Jobs."""
     pool_body = api.get(f"{pools_path(namespace)}/{pool}")
     if pool_body is None:
         pool_body = api.create(pools_path(namespace), workload.pool(pool, 10_000, jobRetention=FILL_JOB_RETENTION))
-    builder = Builder(pool_body)
+    builder = Builder(pool_body, leases)
     names = workload.names(prefix, n)
     lock = threading.Lock()
     cursor = iter(names)
@@ -167,4 +183,4 @@ def fill(api: Api, namespace: str, n: int, *, pool: str = "bench", creators: int
         log(f"fill {namespace}: {len(errors)} of {n} failed, e.g. {next(iter(errors.values()))}")
     return {"namespace": namespace, "n": n, "made": done[0], "errors": len(errors),
             "error_sample": list(errors.items())[:3], "create_seconds": seconds, "creators": creators,
-            "lease": builder.pool.lease_ttl > timedelta(0)}
+            "lease": builder.leases and builder.pool.lease_ttl > timedelta(0)}

@@ -39,7 +39,7 @@ def count_tasks(ctx: Context, namespace: str) -> int:
 
 
 def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seconds: float = IDLE_SECONDS,
-         fill_creators: int = DEFAULT_FILL_CREATORS) -> list[dict[str, Any]]:
+         fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto") -> list[dict[str, Any]]:
     """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fast fill
     to each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller
     to delete). One result per size."""
@@ -51,19 +51,19 @@ def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seco
             missing = size - sum(present.values())
             ns = ctx.cluster.namespace(f"bench-tasks-fill-{size}")
             namespaces.append(ns)
-            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators)
+            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases)
             present[ns] = count_tasks(ctx, ns)
         runs.append(measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs))
     return runs
 
 
-def fill_finished(ctx: Context, namespace: str, n: int, creators: int) -> dict[str, Any]:
+def fill_finished(ctx: Context, namespace: str, n: int, creators: int, leases: str = "auto") -> dict[str, Any]:
     """The fast fill, then the wait until every Job is Complete (its pod run by kwok)."""
     log(f"idle: filling {namespace} with {n} finished tasks ({creators} creators)")
     observer = ObserverProcess(ctx.cluster.kubeconfig, namespace, ctx.work / f"obs-{namespace}.json",
                                until=f"jobs={n}", timeout=600 + n)
     started = time.monotonic()
-    made = fill(ctx.cluster.api, namespace, n, creators=creators)
+    made = fill(ctx.cluster.api, namespace, n, creators=creators, leases=leases)
     seen = observer.result()
     made["jobs_complete"] = sum(1 for j in seen["jobs"].values() if j.get("Complete"))
     made["jobs_timed_out"] = seen["timed_out"]

@@ -55,6 +55,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "(default: --idle-tasks)")
     p.add_argument("--fill-creators", type=int, default=DEFAULT_FILL_CREATORS,
                    help="concurrent creators of the idle scenario's fast fill")
+    p.add_argument("--fill-leases", choices=("auto", "yes", "no"), default="auto",
+                   help="a heartbeat Lease per filled task: auto = if the measured operator creates them itself")
     p.add_argument("--soak-tasks", type=int, default=5000, help="tasks the soak streams (--quick: 1000)")
     p.add_argument("--soak-max-rate", type=float, default=DEFAULT_MAX_RATE,
                    help="max tasks/s when this run has no cronoq burst to take it from; the soak runs at a third")
@@ -145,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                "backlog": args.backlog, "creators": args.creators,
                                                                "quick": args.quick, "idle_sizes": args.idle_sizes,
                                                                "soak_tasks": args.soak_tasks,
-                                                               "fill_creators": args.fill_creators},
+                                                               "fill_creators": args.fill_creators,
+                                                               "fill_leases": args.fill_leases},
                      "throughput": [], "paced": []}
     stamp = started.strftime("%Y%m%d-%H%M%S")
 
@@ -193,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         if "idle" in args.only:
             given = [ns for ns in args.idle_namespaces.split(",") if ns]
             namespaces = kept + given
-            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, fill_creators=args.fill_creators)
+            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, fill_creators=args.fill_creators,
+                                  fill_leases=args.fill_leases)
             kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
             save()
         if "failover" in args.only:
