@@ -49,7 +49,7 @@ def markdown(r: dict[str, Any]) -> str:
     out += [f"| {v.target} | {v.measured} | {v.mark} |" for v in judge(r)]
     out.append("")
 
-    rows = r.get("throughput", [])
+    rows = [row for row in r.get("throughput", []) if row.get("baseline") or row.get("cronoq")]
     if rows:
         out += ["## Throughput (apply → Succeeded)", "",
                 "| N | bare Jobs / s | cronoq tasks / s | ratio | load avg before → after (cronoq) |", "|---|---|---|---|---|"]

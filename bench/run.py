@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["cronoq"] = cronoq(ctx, n, keep=keep, profile=n == largest)
                 if keep:
                     kept.append(row["cronoq"]["namespace"])
-            results["throughput"].append(row)
+            if len(row) > 1:  # a run of neither baseline nor cronoq has no row
+                results["throughput"].append(row)
             save()
             max_rate = (row.get("cronoq") or {}).get("throughput")
             if "paced" in args.only and n in args.paced_sizes and max_rate:
