@@ -60,3 +60,42 @@ def draw(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def draw_soak(results: dict[str, Any], path: Path) -> None:
+    """The soak over time: operator RSS (with the slope line over the last two thirds of the
+    stream), and the live Tasks, Jobs, pods and Leases against rate × retention."""
+    s = results["soak"]
+    samples = s["samples"]
+    t = [x["t"] for x in samples]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 8), sharex=True)
+    top.plot(t, [x["rss"] / 2**20 for x in samples], color=CRONOQ, marker=".", label="operator RSS")
+    lo, hi = s["slope_window"]
+    stream = [x for x in samples if lo <= x["t"] <= hi]
+    if len(stream) >= 3 and s.get("rss_slope_mib_per_hour") is not None:
+        per_s = s["rss_slope_mib_per_hour"] / 3600
+        mx = sum(x["t"] for x in stream) / len(stream)
+        my = sum(x["rss"] / 2**20 for x in stream) / len(stream)
+        top.plot([lo, hi], [my + per_s * (lo - mx), my + per_s * (hi - mx)], color="black", linestyle="--",
+                 label=f"slope {s['rss_slope_mib_per_1000_tasks']:.2f} MiB / 1000 tasks")
+    top.axvspan(0, s["submit_seconds"], color="#dddddd", alpha=0.5, label="tasks being submitted")
+    top.set_ylabel("MiB")
+    top.set_ylim(bottom=0)
+    top.set_title(f"Operator RSS — {s['n']} tasks at {s['rate']:.2f}/s, ttlAfterFinished {s['ttl_after_finished']:g}s, "
+                  f"jobRetention {s['job_retention']:g}s", fontsize=10)
+    top.legend(fontsize=8, loc="lower right")
+    colors = {"tasks": CRONOQ, "leases": "#9467bd", "jobs": "#ff7f0e", "pods": PACED}
+    for kind, color in colors.items():
+        bottom.plot(t, [x.get(kind) for x in samples], color=color, marker=".", label=f"live {kind}")
+    for kind, style in (("tasks", ":"), ("jobs", "--")):
+        bottom.axhline(s["expected_objects"][kind], color=colors[kind], linestyle=style, linewidth=1,
+                       label=f"rate × retention ({'ttlAfterFinished' if kind == 'tasks' else 'jobRetention'}) "
+                             f"{s['expected_objects'][kind]:.0f}")
+    bottom.axvspan(0, s["submit_seconds"], color="#dddddd", alpha=0.5)
+    bottom.set_xlabel("seconds since the operator started")
+    bottom.set_ylabel("objects in the namespace")
+    bottom.legend(fontsize=8, loc="upper right")
+    fig.suptitle(f"cronoq soak — {results['operator_source'][:60]}; {results['started']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

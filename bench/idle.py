@@ -3,6 +3,11 @@ over them (list, first reconcile of each), and then memory, CPU and API requests
 happens. A finished task should cost a few hundred bytes of facts and no requests; resyncs that
 write, or objects kept whole, show up here.
 
+Measured at each of several sizes (e.g. 10,000 then 50,000) in one run: the finished Tasks of
+this run's burst and backlog count, and the rest is made by the fast fill (`bench/fill.py`:
+Tasks, Leases and Jobs as the operator leaves them, pods by the Job controller and kwok), one
+namespace per increment, so each size adds to the previous one.
+
 /readyz answers before the operator has listed anything (a standby counts as available), so
 "started" is judged by the `cronoq_leader` metric (set once the initial listing is in) and
 then by the operator's CPU falling quiet; the idle window opens only after that.
@@ -17,7 +22,9 @@ from bench.cluster import OPERATOR_USER, log
 from bench.footprint import per_task
 from bench.kubeapi import tasks_path
 from bench.procstat import PeakRss, load_average
-from bench.throughput import Context, cronoq, wait_until
+from bench.fill import DEFAULT_FILL_CREATORS, fill
+from bench.observer import ObserverProcess
+from bench.throughput import Context, wait_until
 
 IDLE_SECONDS = 75.0
 """Longer than the operator's 60s resync, so one resync pass falls inside the window."""
@@ -31,33 +38,63 @@ def count_tasks(ctx: Context, namespace: str) -> int:
     return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
 
 
-def idle(ctx: Context, namespaces: list[str], want: int = 10_000, seconds: float = IDLE_SECONDS) -> dict[str, Any]:
-    """Measure over the finished Tasks in `namespaces`, first topping them up to `want` if fewer
-    (the extra namespace is appended to `namespaces`, for the caller to delete)."""
+def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seconds: float = IDLE_SECONDS,
+         fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto") -> list[dict[str, Any]]:
+    """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fast fill
+    to each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller
+    to delete). One result per size."""
     present = {ns: count_tasks(ctx, ns) for ns in namespaces}
-    fill = None
-    if sum(present.values()) < want:
-        missing = want - sum(present.values())
-        log(f"idle: {sum(present.values())} finished tasks present; running {missing} more")
-        fill = cronoq(ctx, missing, label="fill", keep=True)
-        namespaces.append(fill["namespace"])
-        present[fill["namespace"]] = count_tasks(ctx, fill["namespace"])
+    runs = []
+    for size in sorted(sizes):
+        fill_result = None
+        if sum(present.values()) < size:
+            missing = size - sum(present.values())
+            ns = ctx.cluster.namespace(f"bench-tasks-fill-{size}")
+            namespaces.append(ns)
+            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases)
+            present[ns] = count_tasks(ctx, ns)
+        runs.append(measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs))
+    return runs
+
+
+def fill_finished(ctx: Context, namespace: str, n: int, creators: int, leases: str = "auto") -> dict[str, Any]:
+    """The fast fill, then the wait until every Job is Complete (its pod run by kwok)."""
+    log(f"idle: filling {namespace} with {n} finished tasks ({creators} creators)")
+    observer = ObserverProcess(ctx.cluster.kubeconfig, namespace, ctx.work / f"obs-{namespace}.json",
+                               until=f"jobs={n}", timeout=600 + n)
+    started = time.monotonic()
+    made = fill(ctx.cluster.api, namespace, n, creators=creators, leases=leases)
+    seen = observer.result()
+    made["jobs_complete"] = sum(1 for j in seen["jobs"].values() if j.get("Complete"))
+    made["jobs_timed_out"] = seen["timed_out"]
+    made["seconds"] = time.monotonic() - started
+    made["tasks_per_second"] = n / made["seconds"]
+    log(f"idle: filled {namespace}: {made['made']} tasks in {made['create_seconds']:.0f}s, "
+        f"{made['jobs_complete']} Jobs Complete after {made['seconds']:.0f}s ({made['tasks_per_second']:.1f}/s)")
+    return made
+
+
+def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_result: dict[str, Any] | None,
+            seconds: float, footprint: bool = True) -> dict[str, Any]:
     total = sum(present.values())
     fullest = max(present, key=present.get)
-    footprint = per_task(ctx.cluster.api, fullest)
-    from bench.footprint import listing_cost
-    try:
-        footprint["startup_listing"] = listing_cost(str(ctx.cluster.kubeconfig), fullest)
-    except Exception as err:  # noqa: BLE001 - a footnote, not the measurement
-        footprint["startup_listing"] = {"error": repr(err)[:200]}
+    task_footprint: dict[str, Any] = {}
+    if footprint:
+        task_footprint = per_task(ctx.cluster.api, fullest)
+        from bench.footprint import listing_cost
+        try:
+            task_footprint["startup_listing"] = listing_cost(str(ctx.cluster.kubeconfig), fullest)
+        except Exception as err:  # noqa: BLE001 - a footnote, not the measurement
+            task_footprint["startup_listing"] = {"error": repr(err)[:200]}
 
     replica = ctx.replica(namespaces[0])
     replica.namespaces = tuple(namespaces)
-    replica.log_path = ctx.work / "operator-idle.log"
+    replica.log_path = ctx.work / f"operator-idle-{total}.log"
     audit = AuditLog(ctx.cluster.audit_log)
     started = time.monotonic()
-    replica.start(timeout=600)
-    peak = PeakRss(replica.pid, interval=0.5).start()
+    replica.start(wait_ready=False, timeout=600)
+    peak = PeakRss(replica.pid, interval=0.25).start()
+    replica.wait(replica.ready, 600, "/readyz")
     ready = time.monotonic() - started
     warmed = wait_until(replica.leading, timeout=SETTLE_TIMEOUT)
     warm = time.monotonic() - started if warmed else None
@@ -83,13 +120,12 @@ def idle(ctx: Context, namespaces: list[str], want: int = 10_000, seconds: float
     audit.settle()
     api = breakdown(audit.requests(mark, OPERATOR_USER), total, leader_lease=ctx.leader_lease)
     result = {
-        "tasks_present": total, "by_namespace": present,
-        "fill": {k: v for k, v in fill.items() if k != "profile"} if fill else None,
+        "tasks_present": total, "by_namespace": present, "fill": fill_result,
         "startup_seconds": ready, "listed_seconds": warm, "settled_seconds": settled,
         "cpu_seconds_to_settle": cpu_settle, "rss_listed": rss_warm, "rss_peak_startup": rss_peak_start,
         "rss_idle": rss_idle, "rss_bytes_per_task": rss_idle / total if total else None,
         "idle_seconds": t1 - t0, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
-        "rss_timeline": timeline, "task_footprint": footprint, "idle_requests": api["requests"],
+        "rss_timeline": timeline, "task_footprint": task_footprint, "idle_requests": api["requests"],
         "idle_writes": api["writes"], "api": api,
         "load_average": {"before": load_before, "after": load_average()},
     }

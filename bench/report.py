@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.targets import MIB, judge
+from bench.targets import MIB, idle_runs, judge
 
 COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -17,8 +17,10 @@ def write(results: dict[str, Any], into: Path, stamp: str) -> None:
     (into / "latest.json").write_text(text)
     (into / "latest.md").write_text(markdown(results))
     try:
-        from bench.chart import draw
+        from bench.chart import draw, draw_soak
         draw(results, into / "latest.png")
+        if results.get("soak"):
+            draw_soak(results, into / "latest-soak.png")
     except ImportError as err:  # matplotlib is in the bench extra; the numbers matter more
         print(f"bench: no chart ({err})")
 
@@ -47,7 +49,7 @@ def markdown(r: dict[str, Any]) -> str:
     out += [f"| {v.target} | {v.measured} | {v.mark} |" for v in judge(r)]
     out.append("")
 
-    rows = r.get("throughput", [])
+    rows = [row for row in r.get("throughput", []) if row.get("baseline") or row.get("cronoq")]
     if rows:
         out += ["## Throughput (apply → Succeeded)", "",
                 "| N | bare Jobs / s | cronoq tasks / s | ratio | load avg before → after (cronoq) |", "|---|---|---|---|---|"]
@@ -114,9 +116,23 @@ def markdown(r: dict[str, Any]) -> str:
                            f"{o['cpu_seconds']:.1f} | {o['rss_peak'] / MIB:.0f} MiB | {o['rss_after'] / MIB:.0f} MiB |")
             out.append("")
 
-    idle = r.get("idle")
-    if idle:
-        out += ["## Idle with finished Tasks present", "",
+    runs = idle_runs(r)
+    if len(runs) > 1:
+        out += ["## Idle with finished Tasks present, by size", "",
+                "| finished Tasks | filled in | start → /readyz | start → leading | quiet after | "
+                "RSS peak while starting | RSS idle | per task | idle CPU | idle requests |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for idle in runs:
+            f = idle.get("fill") or {}
+            filled = f"{f['made']:,} in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f}/s)" if f.get("seconds") else "–"
+            out.append(f"| {idle['tasks_present']:,} | {filled} | {idle['startup_seconds']:.1f}s | "
+                       f"{_s(idle.get('listed_seconds'), 's', 1)} | {_s(idle.get('settled_seconds'), 's', 0)} | "
+                       f"{idle.get('rss_peak_startup', 0) / MIB:.0f} MiB | {idle['rss_idle'] / MIB:.0f} MiB | "
+                       f"{idle['rss_bytes_per_task'] / 1024:.1f} KiB | {idle['idle_cpu_fraction'] * 100:.1f}% | "
+                       f"{idle['idle_requests']} ({idle['idle_writes']} writes) |")
+        out.append("")
+    for idle in runs:
+        out += [f"## Idle with {idle['tasks_present']:,} finished Tasks present", "",
                 f"A fresh operator over {idle['tasks_present']} finished Tasks "
                 f"({', '.join(f'{k}: {v}' for k, v in idle['by_namespace'].items() if v)}): /readyz after "
                 f"{idle['startup_seconds']:.1f}s, initial listing done (`cronoq_leader` 1) after "
@@ -126,7 +142,7 @@ def markdown(r: dict[str, Any]) -> str:
                 f"Then, over {idle['idle_seconds']:.0f}s idle: RSS {idle['rss_idle'] / MIB:.0f} MiB "
                 f"({idle['rss_bytes_per_task'] / 1024:.1f} KiB per task, interpreter included), CPU "
                 f"{idle['idle_cpu_fraction'] * 100:.1f}% of a core, {idle['idle_requests']} requests "
-                f"({idle['idle_writes']} writes)." + _timeline(idle), ""]
+                f"({idle['idle_writes']} writes)." + _timeline(idle) + _fill(idle), ""]
         if idle.get("note"):
             out += [f"_{idle['note']}_", ""]
         fp = idle.get("task_footprint") or {}
@@ -140,9 +156,13 @@ def markdown(r: dict[str, Any]) -> str:
             for kind in ("jobs", "pods"):
                 if kind in listing:
                     x = listing[kind]
-                    out += [f"Listing {x['objects']} {kind} as the operator's startup does (kubernetes client models, "
-                            f"then sanitize_for_serialization) holds {x['typed_bytes_per_object'] / 1024:.1f} KiB per "
+                    out += [f"Listing {x['objects']} {kind} through the kubernetes client's typed models "
+                            f"(then sanitize_for_serialization; how the operator listed before its own watches) holds {x['typed_bytes_per_object'] / 1024:.1f} KiB per "
                             f"object; raw JSON (`_preload_content=False`) {x['raw_bytes_per_object'] / 1024:.1f} KiB.", ""]
+
+    soak = r.get("soak")
+    if soak:
+        out += _soak(soak)
 
     bl = r.get("backlog")
     if bl:
@@ -187,8 +207,53 @@ def markdown(r: dict[str, Any]) -> str:
             out += ["", "| self % | function |", "|---|---|"]
             out += [f"| {pct} | `{f}` |" for f, pct in p["top_self_percent"][:12]]
             out.append("")
-    out += ["Raw numbers: `latest.json`; chart: `latest.png`; analysis: `bench/README.md`.", ""]
+    out += ["Raw numbers: `latest.json`; charts: `latest.png`" + (", `latest-soak.png`" if soak else "") +
+            "; analysis: `bench/README.md`.", ""]
     return "\n".join(out)
+
+
+def _fill(idle: dict[str, Any]) -> str:
+    f = idle.get("fill")
+    if not f or not f.get("seconds"):
+        return ""
+    return (f" The fast fill (bench/fill.py, {f['creators']} creators) made {f['made']:,} finished Tasks with their "
+            f"{'Leases, ' if f.get('lease') else ''}Jobs and pods in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f} "
+            f"tasks/s; requests done after {f['create_seconds']:.0f}s, {f['jobs_complete']:,} Jobs Complete, "
+            f"{f['errors']} errors).")
+
+
+def _soak(s: dict[str, Any]) -> list[str]:
+    samples = s["samples"]
+    peaks, expected = s["peak_objects"], s["expected_objects"]
+    slope = s.get("rss_slope_mib_per_1000_tasks")
+    out = [f"## Soak: {s['n']:,} tasks streamed at {s['rate']:.2f}/s", "",
+           f"A third of the max rate {s.get('max_rate', 0):.1f}/s (from {s.get('max_rate_from', '?')}); pool with "
+           f"`ttlAfterFinished: {s['ttl_after_finished']:g}s`, `jobRetention: {s['job_retention']:g}s`; submitted over "
+           f"{s['submit_seconds']:.0f}s ({s['submit_errors']} errors), sampled every {s['sample_every']:g}s, then until "
+           f"the namespace was empty (or retention + 2 min). Chart: `latest-soak.png`.", "",
+           f"Operator RSS {s['rss_first'] / MIB:.0f} MiB at the first sample, "
+           f"{_s((s.get('rss_end_of_stream') or 0) / MIB, ' MiB', 0)} at the end of the stream, peak "
+           f"{s['rss_peak'] / MIB:.0f} MiB; slope over the last two thirds of the stream "
+           f"({s['slope_window'][0]:.0f}–{s['slope_window'][1]:.0f}s): **{_s(slope, ' MiB per 1,000 tasks')}** "
+           f"({_s(s.get('rss_slope_mib_per_hour'), ' MiB/h', 1)} at this rate). Operator CPU "
+           f"{s['operator_cpu_seconds']:.0f}s; tasks finished {_n(s.get('finished'))}, deleted by expiry "
+           f"{_n(s.get('deleted'))}; left at the end: "
+           + ", ".join(f"{k} {_n(v)}" for k, v in s["left"].items()) + ".", "",
+           "| kind | peak live | rate × retention (+5 s running) |", "|---|---|---|"]
+    for kind in ("tasks", "leases", "jobs", "pods"):
+        out.append(f"| {kind} | {_n(peaks.get(kind))} | {expected.get(kind, 0):.0f} |")
+    out += ["", "| t (s) | RSS MiB | Tasks | Jobs | pods | Leases | finished | deleted |",
+            "|---|---|---|---|---|---|---|---|"]
+    step = max(1, len(samples) // 15)
+    for x in samples[::step]:
+        out.append(f"| {x['t']:.0f} | {x['rss'] / MIB:.0f} | {_n(x.get('tasks'))} | {_n(x.get('jobs'))} | "
+                   f"{_n(x.get('pods'))} | {_n(x.get('leases'))} | {_n(x.get('finished'))} | {_n(x.get('deleted'))} |")
+    out.append("")
+    return out
+
+
+def _n(v) -> str:
+    return "–" if v is None else f"{v:.0f}"
 
 
 def _timeline(idle: dict[str, Any]) -> str:

@@ -31,13 +31,15 @@ from bench import report  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
+from bench.fill import DEFAULT_FILL_CREATORS  # noqa: E402
 from bench.idle import idle  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
 from bench.replica import has_flag  # noqa: E402
+from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
 from bench.throughput import Context, baseline, cronoq  # noqa: E402
 
-SCENARIOS = ("baseline", "cronoq", "paced", "backlog", "idle", "failover")
+SCENARIOS = ("baseline", "cronoq", "paced", "backlog", "soak", "idle", "failover")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -47,12 +49,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="N for the runs paced at half the max rate (default: the smallest size)")
     p.add_argument("--backlog", type=int, default=5000, help="tasks queued behind a pool of concurrency 50")
     p.add_argument("--idle-tasks", type=int, default=10_000,
-                   help="finished Tasks the idle operator looks after (topped up by an extra run if fewer)")
+                   help="finished Tasks the idle operator looks after (topped up by the fast fill if fewer)")
+    p.add_argument("--idle-sizes", default=None,
+                   help="several idle sizes measured in one run, filled up incrementally, e.g. 10000,50000 "
+                        "(default: --idle-tasks)")
+    p.add_argument("--fill-creators", type=int, default=DEFAULT_FILL_CREATORS,
+                   help="concurrent creators of the idle scenario's fast fill")
+    p.add_argument("--fill-leases", choices=("auto", "yes", "no"), default="auto",
+                   help="a heartbeat Lease per filled task: auto = if the measured operator creates them itself")
+    p.add_argument("--soak-tasks", type=int, default=5000, help="tasks the soak streams (--quick: 1000)")
+    p.add_argument("--soak-max-rate", type=float, default=DEFAULT_MAX_RATE,
+                   help="max tasks/s when this run has no cronoq burst to take it from; the soak runs at a third")
     p.add_argument("--idle-namespaces", default="",
                    help="namespaces of finished Tasks (e.g. kept by --keep-cluster runs) to count for the idle scenario")
     p.add_argument("--failover-rounds", type=int, default=3)
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
-    p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round")
+    p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round, idle 500, soak 1000")
     p.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run, of {','.join(SCENARIOS)}")
     p.add_argument("--no-profile", dest="profile", action="store_false",
                    help="do not sample the operator with py-spy during the largest burst and the backlog")
@@ -66,9 +78,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.sizes, args.backlog, args.failover_rounds, args.idle_tasks = "200", 300, 1, 500
+        args.soak_tasks = min(args.soak_tasks, 1000)
     args.sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     args.paced_sizes = [int(s) for s in args.paced_sizes.split(",")] if args.paced_sizes else args.sizes[:1]
+    args.idle_sizes = sorted(int(s) for s in args.idle_sizes.split(",") if s) if args.idle_sizes else [args.idle_tasks]
     args.only = set(args.only.split(","))
+    unknown = args.only - set(SCENARIOS)
+    if unknown:
+        p.error(f"unknown scenarios {','.join(sorted(unknown))}; of {','.join(SCENARIOS)}")
     return args
 
 
@@ -128,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                      "operator_source": described, "options": {"sizes": args.sizes, "paced_sizes": args.paced_sizes,
                                                                "backlog": args.backlog, "creators": args.creators,
-                                                               "quick": args.quick},
+                                                               "quick": args.quick, "idle_sizes": args.idle_sizes,
+                                                               "soak_tasks": args.soak_tasks,
+                                                               "fill_creators": args.fill_creators,
+                                                               "fill_leases": args.fill_leases},
                      "throughput": [], "paced": []}
     stamp = started.strftime("%Y%m%d-%H%M%S")
 
@@ -155,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["cronoq"] = cronoq(ctx, n, keep=keep, profile=n == largest)
                 if keep:
                     kept.append(row["cronoq"]["namespace"])
-            results["throughput"].append(row)
+            if len(row) > 1:  # a run of neither baseline nor cronoq has no row
+                results["throughput"].append(row)
             save()
             max_rate = (row.get("cronoq") or {}).get("throughput")
             if "paced" in args.only and n in args.paced_sizes and max_rate:
@@ -166,15 +187,25 @@ def main(argv: list[str] | None = None) -> int:
             if "idle" in args.only:
                 kept.append(results["backlog"]["namespace"])
             save()
+        if "soak" in args.only:
+            bursts = [row["cronoq"]["throughput"] for row in results["throughput"]
+                      if (row.get("cronoq") or {}).get("throughput")]
+            max_rate, source = (bursts[-1], "burst") if bursts else (args.soak_max_rate, "flag")
+            results["soak"] = soak(ctx, args.soak_tasks, rate=max_rate / 3)
+            results["soak"]["max_rate"], results["soak"]["max_rate_from"] = max_rate, source
+            save()
         if "idle" in args.only:
             given = [ns for ns in args.idle_namespaces.split(",") if ns]
             namespaces = kept + given
-            results["idle"] = idle(ctx, namespaces, want=args.idle_tasks)
+            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, fill_creators=args.fill_creators,
+                                  fill_leases=args.fill_leases)
             kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
             save()
         if "failover" in args.only:
             results["failover"] = failover(ctx, rounds=args.failover_rounds)
             save()
+        if cluster.started_here and not args.keep_cluster:
+            kept = []  # the cluster goes down, and with it what is left in it (deleting 50,000 tasks takes long)
         for ns in kept:
             cluster.delete_namespace(ns)
     finally:

@@ -39,12 +39,29 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
         p99 = p["latency"]["to_job"]["p99"]
         out.append(Verdict(f"dispatch p99 < 1s at half the max rate (N={p['n']}, {p['paced_rate']:.1f}/s)",
                            f"p99 {p99:.2f}s" if p99 is not None else "n/a", p99 is not None and p99 < 1.0))
-    idle = results.get("idle")
-    if idle:
-        rss = idle["rss_idle"] / MIB
-        out.append(Verdict("operator RSS < 150 MiB with 10,000 Tasks",
-                           f"{rss:.0f} MiB with {idle['tasks_present']} finished Tasks",
-                           _at_scale(rss < 150, idle["tasks_present"] >= 10_000)))
+    for idle in idle_runs(results):
+        rss, n = idle["rss_idle"] / MIB, idle["tasks_present"]
+        scale, limit = (50_000, 300) if n >= 50_000 else (10_000, 150)
+        out.append(Verdict(f"operator RSS idle < {limit} MiB over {scale:,} finished Tasks",
+                           f"{rss:.0f} MiB with {n:,} finished Tasks", _at_scale(rss < limit, n >= scale)))
+        peak = idle.get("rss_peak_startup")
+        if peak and idle["rss_idle"]:
+            ratio = peak / idle["rss_idle"]
+            out.append(Verdict(f"peak RSS while starting < 1.5× idle ({n:,} Tasks)",
+                               f"{peak / MIB:.0f} MiB peak = {ratio:.2f}× idle", _at_scale(ratio < 1.5, n >= 10_000)))
+        lead = idle.get("listed_seconds")
+        out.append(Verdict(f"start → leading < 15s over 10,000 finished Tasks ({n:,} present)",
+                           f"{lead:.1f}s" if lead is not None else "never leading",
+                           _at_scale(lead is not None and lead < 15, n >= 10_000)))
+    soak = results.get("soak")
+    if soak:
+        s = soak.get("rss_slope_mib_per_1000_tasks")
+        peaks, expected = soak.get("peak_objects") or {}, soak.get("expected_objects") or {}
+        out.append(Verdict(f"soak: RSS slope < 2 MiB per 1,000 tasks ({soak['n']:,} tasks at {soak['rate']:.1f}/s)",
+                           (f"{s:.2f} MiB/1000 tasks" if s is not None else "n/a") +
+                           f"; peak Tasks {peaks.get('tasks')} vs rate × retention {expected.get('tasks', 0):.0f}, "
+                           f"Jobs {peaks.get('jobs')} vs {expected.get('jobs', 0):.0f}",
+                           _at_scale(s is not None and s < 2, soak["n"] >= 5000)))
     fo = results.get("failover")
     if fo:
         if not fo.get("available"):
@@ -63,6 +80,12 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
                            f"{bl['probe_dispatch_max']:.2f}s)" if d is not None else "never dispatched",
                            _at_scale(d is not None and d < 2.0, bl["n"] >= 5000)))
     return out
+
+
+def idle_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The idle measurements, one per size (older results hold a single one)."""
+    idle = results.get("idle")
+    return [] if not idle else [idle] if isinstance(idle, dict) else list(idle)
 
 
 def _at_scale(ok: bool, at_scale: bool) -> bool | None:

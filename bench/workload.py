@@ -19,9 +19,10 @@ def task(name: str, pool: str, priority: int = 0) -> dict[str, Any]:
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": name}, "spec": spec}
 
 
-def pool(name: str, concurrency: int) -> dict[str, Any]:
+def pool(name: str, concurrency: int, **spec: Any) -> dict[str, Any]:
+    """A TaskPool; `spec` adds fields, e.g. `ttlAfterFinished="60s"`, `jobRetention="30s"`."""
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": name},
-            "spec": {"concurrency": concurrency}}
+            "spec": {"concurrency": concurrency, **spec}}
 
 
 def bare_job(name: str, namespace: str, pool_name: str = "bench") -> dict[str, Any]:
