@@ -316,3 +316,15 @@ def test_every_fire_time_is_created_skipped_or_missed_exactly_once(every, steps,
     recorded = sum(1 for t in created if t <= status.handled_through)
     assert recorded + status.missed_fires + status.skipped_fires == fire_times
     assert status.last_fire_time == (max(created) if created else None)
+
+
+def test_the_engine_module_does_no_io():
+    """Layering: engine/schedule imports neither kopf, nor the kubernetes client, nor the controller."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(sched))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.split(".")[0] in ("kopf", "kubernetes", "aiohttp")}, imported
+    assert not {m for m in imported if m and m.startswith(("cronoq.kube", "cronoq.controller"))}, imported

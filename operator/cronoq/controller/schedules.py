@@ -61,6 +61,8 @@ class Schedules:
         self.dirty: set[Key] = set()
         self.busy: set[Key] = set()
         self.acting = True
+        self._inflight: set[asyncio.Task] = set()
+        """Running syncs, referenced so that they are not garbage-collected mid-flight."""
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -124,7 +126,9 @@ class Schedules:
                 if key in self.dirty or self.due.get(key, now) <= now:
                     self.dirty.discard(key)
                     self.busy.add(key)
-                    asyncio.create_task(self._sync(key), name=f"cronoq-schedule-{key[0]}-{key[1]}")
+                    task = asyncio.create_task(self._sync(key), name=f"cronoq-schedule-{key[0]}-{key[1]}")
+                    self._inflight.add(task)
+                    task.add_done_callback(self._inflight.discard)
             pending = [at for key, at in self.due.items() if key not in self.busy]
             timeout = min([(at - self.clock()).total_seconds() for at in pending] + [IDLE_SECONDS])
             if self.dirty - self.busy:
@@ -189,10 +193,8 @@ class Schedules:
                 metrics.SCHEDULE_FIRES.labels(name, "skipped").inc(decision.skipped)
         for task in decision.delete:
             await asyncio.to_thread(self.io.delete_task, key[0], task)
-        if decision.wake_at is None:
-            self.due.pop(key, None)
-        else:
-            self.due[key] = decision.wake_at
+        self.due[key] = min(decision.wake_at or now + timedelta(seconds=IDLE_SECONDS),
+                            now + timedelta(seconds=IDLE_SECONDS))
 
     async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision):
         """Create the fire's Task; the status to write afterwards."""
