@@ -121,3 +121,25 @@ def test_older_watch_events_do_not_replace_what_was_written():
     asyncio.run(s.sync(("ns", "s")))
     s.on_schedule(None, {**RAW, "metadata": {**RAW["metadata"], "resourceVersion": "6"}})
     assert s.schedules[("ns", "s")]["metadata"]["resourceVersion"] == str(io.rv)
+
+
+def test_a_deleted_schedule_leaves_no_due_time_behind():
+    """Else the loop would wake at once, forever, for a schedule it no longer has."""
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+
+    async def scenario():
+        runner = asyncio.create_task(s.run())
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if ("ns", "s") in s.due and not s.busy:
+                break
+        s.on_schedule("DELETED", RAW)
+        await asyncio.sleep(0.05)
+        due = dict(s.due)
+        s.acting = False
+        s._touch(("ns", "s"))
+        await asyncio.wait_for(runner, 1)
+        return due
+
+    assert asyncio.run(scenario()) == {}

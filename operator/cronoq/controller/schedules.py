@@ -75,7 +75,8 @@ class Schedules:
             self.schedules.pop(key, None)
             for name in self.tasks.pop(key, {}):
                 self.owner.pop((key[0], name), None)
-            return  # its due time is dropped by the loop, which owns it
+            self._touch(key)  # the loop, which owns the due times, drops its own
+            return
         old = self.schedules.get(key)
         if old is not None and _rv(raw) < _rv(old):
             return  # older than what we wrote ourselves
@@ -116,8 +117,8 @@ class Schedules:
         while self.acting:
             self._wake.clear()
             now = self.clock()
-            for key in list(self.dirty):
-                if key not in self.schedules:  # a Task of a schedule we do not have (or no longer)
+            for key in list(self.dirty) + list(self.due):
+                if key not in self.schedules:  # deleted, or a Task of a schedule we do not have
                     self.dirty.discard(key)
                     self.due.pop(key, None)
             for key in list(self.schedules):
