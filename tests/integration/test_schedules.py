@@ -160,7 +160,7 @@ def test_sigkill_right_after_a_fire_neither_doubles_nor_loses_a_fire(own):
     own.operator.start()
     sc = Schedules(own)
     sc.create("killed", every="40s", successfulTasksHistoryLimit=100, plays=FAST)
-    first = wait_until(lambda: sc.fires("killed"), timeout=30, interval=0.05, what="the first fire")[-1][0]
+    first = wait_until(lambda: sc.fires("killed"), timeout=60, interval=0.05, what="the first fire")[-1][0]
     own.operator.kill(signal.SIGKILL)
     own.operator.start()
 
