@@ -5,7 +5,6 @@ lag from fire time to Task creation.
 Tests that kill operators run their own in an `o-*` namespace; the others use the session's."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import statistics

@@ -19,7 +19,7 @@ fires once, at its first occurrence (01:30 fires at 01:30 EDT, not again at 01:3
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
