@@ -79,7 +79,7 @@ class BenchCluster:
         subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", "apply", "--server-side",
                         "--force-conflicts", "-f", str(REPO / "crds")], check=True, capture_output=True)
         self.api = Api(Credentials.from_kubeconfig(self.kubeconfig))
-        for crd in ("tasks.cronoq.io", "taskpools.cronoq.io"):
+        for crd in ("tasks.cronoq.io", "taskpools.cronoq.io", "taskschedules.cronoq.io"):
             self._wait(lambda: _established(self.api, crd), 30, f"CRD {crd} established")
         self.make_identity()
 

@@ -1,4 +1,5 @@
-"""The `cronoq` command line: `cronoq operator` runs the operator; `cronoq cancel` cancels tasks."""
+"""The `cronoq` command line: `cronoq operator` runs the operator; `cronoq cancel` cancels tasks;
+`cronoq trigger` fires a TaskSchedule now."""
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,10 @@ def parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel tasks (sets spec.cancel: true)")
     cancel.add_argument("names", nargs="+", metavar="NAME")
     cancel.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
+
+    trigger = sub.add_parser("trigger", help="fire a TaskSchedule once, now (its own Task, named <schedule>-manual-<unix seconds>)")
+    trigger.add_argument("schedule", metavar="SCHEDULE")
+    trigger.add_argument("--namespace", "-n", default=None, help="namespace of the schedule (default: the context's)")
     return p
 
 
@@ -72,12 +77,48 @@ def cancel(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def trigger(args: argparse.Namespace) -> int:
+    """Create the schedule's Task for this second, as a fire would: the same template, owner and
+    labels, a name and key of its own (a second trigger within the same second is the same fire)."""
+    from datetime import datetime, timezone
+
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    from cronoq.api import GROUP, VERSION, TaskSchedule
+    from cronoq.engine.schedule import task_manifest
+
+    config.load_kube_config()
+    namespace = args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace", "default")
+    api = client.CustomObjectsApi()
+    try:
+        raw = api.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", args.schedule)
+    except ApiException as err:
+        print(f"error: taskschedule {namespace}/{args.schedule}: {err.reason}", file=sys.stderr)
+        return 1
+    task = task_manifest(TaskSchedule.model_validate(raw), datetime.now(timezone.utc).replace(microsecond=0),
+                         manual=True)
+    name = task["metadata"]["name"]
+    try:
+        api.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", task)
+    except ApiException as err:
+        if err.status == 409:
+            print(f"task.cronoq.io/{name} exists already (triggered within the same second)")
+            return 0
+        print(f"error: creating task {namespace}/{name}: {err.reason}: {err.body}", file=sys.stderr)
+        return 1
+    print(f"task.cronoq.io/{name} created")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "operator":
         return run_operator(args)
     if args.command == "cancel":
         return cancel(args)
+    if args.command == "trigger":
+        return trigger(args)
     if args.command == "heartbeat":
         from cronoq.heartbeat import main as heartbeat_main
         return heartbeat_main([])

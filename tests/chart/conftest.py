@@ -14,7 +14,7 @@ from tests.chart import chart
 from tests.support.cluster import namespace_name
 from tests.support.waiting import wait_until
 
-CRONOQ_CRDS = ("tasks.cronoq.io", "taskpools.cronoq.io")
+CRONOQ_CRDS = ("tasks.cronoq.io", "taskpools.cronoq.io", "taskschedules.cronoq.io")
 MONITORING_CRDS = ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com")
 
 

@@ -48,6 +48,8 @@ def operator_does(namespace: str | None):
         ("create", "events", namespace), ("create", "events.events.k8s.io", namespace),
         ("create", "leases.coordination.k8s.io", namespace), ("update", "leases.coordination.k8s.io", namespace),
         ("delete", "leases.coordination.k8s.io", namespace),
+        ("watch", "taskschedules.cronoq.io", namespace), ("update", "taskschedules.cronoq.io", namespace, "status"),
+        ("create", "tasks.cronoq.io", namespace), ("patch", "tasks.cronoq.io", namespace),
     ]
 
 
@@ -55,9 +57,10 @@ def operator_never_does(namespace: str | None):
     return [
         ("get", "secrets", namespace), ("list", "secrets", namespace), ("watch", "secrets", namespace),
         ("create", "pods", namespace, "exec"), ("get", "pods", namespace, "log"), ("create", "pods", namespace, "attach"),
-        ("create", "pods", namespace), ("delete", "pods", namespace), ("patch", "tasks.cronoq.io", namespace),
+        ("create", "pods", namespace), ("delete", "pods", namespace),
         ("update", "tasks.cronoq.io", namespace), ("update", "taskpools.cronoq.io", namespace),
-        ("create", "tasks.cronoq.io", namespace), ("delete", "taskpools.cronoq.io", namespace),
+        ("delete", "taskpools.cronoq.io", namespace),
+        ("update", "taskschedules.cronoq.io", namespace), ("delete", "taskschedules.cronoq.io", namespace),
         ("update", "jobs.batch", namespace), ("create", "configmaps", namespace),
         ("create", "serviceaccounts", namespace, "token"), ("impersonate", "serviceaccounts", namespace),
         ("escalate", "roles.rbac.authorization.k8s.io", namespace), ("bind", "roles.rbac.authorization.k8s.io", namespace),

@@ -23,6 +23,9 @@ NAMESPACED_PERMISSIONS = {
     ("cronoq.io", "tasks", "delete"),
     *{("cronoq.io", r, v) for r in ("tasks/status", "taskpools/status") for v in ("get", "patch", "update")},
     ("cronoq.io", "tasks/finalizers", "update"),
+    *{("cronoq.io", "taskschedules", v) for v in ("get", "list", "watch")},
+    *{("cronoq.io", "taskschedules/status", v) for v in ("get", "patch", "update")},
+    *{("cronoq.io", "tasks", v) for v in ("create", "patch")},  # TaskSchedule fires, Replace's cancel
     *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete", "patch")},
     *{("", "pods", v) for v in ("get", "list", "watch")},
     *{(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},

@@ -6,7 +6,7 @@ import pytest
 from cronoq.api.crdgen import CRD_DIR
 from tests.support.waiting import wait_until
 
-CRD_NAMES = ("tasks.cronoq.io", "taskpools.cronoq.io")
+CRD_NAMES = ("tasks.cronoq.io", "taskpools.cronoq.io", "taskschedules.cronoq.io")
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +17,7 @@ def crds(kubectl) -> tuple[str, ...]:
     without them anyway."""
     kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=cronoq-tests", "-f", str(CRD_DIR))
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{name}" for name in CRD_NAMES))
-    for plural in ("tasks", "taskpools"):
+    for plural in ("tasks", "taskpools", "taskschedules"):
         wait_until(lambda: kubectl("get", plural, "--all-namespaces", check=False).returncode == 0,
                    timeout=30, what=f"{plural} served by the API server")
     return CRD_NAMES

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from cronoq.api import RetryOverride, Task, TaskPool
+from cronoq.api import RetryOverride, Task, TaskPool, TaskSchedule
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("crds")]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-MODELS = {"Task": Task, "TaskPool": TaskPool}
+MODELS = {"Task": Task, "TaskPool": TaskPool, "TaskSchedule": TaskSchedule}
 
 
 def task(name: str = "t", **spec: Any) -> dict[str, Any]:

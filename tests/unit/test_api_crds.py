@@ -6,7 +6,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from cronoq.api import Task, TaskPool, crdgen
+from cronoq.api import Task, TaskPool, TaskSchedule, crdgen
 from cronoq.api.durations import PATTERN
 from cronoq.api.task import TERMINAL_PHASES, TaskSpec
 
@@ -40,7 +40,7 @@ def test_check_mode_reports_drift(tmp_path, capsys) -> None:
     assert "maxItems: 33" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("model", [Task, TaskPool])
+@pytest.mark.parametrize("model", [Task, TaskPool, TaskSchedule])
 def test_schema_is_structural(model: type) -> None:
     for path, node in nodes(schema_of(model)):
         assert "$ref" not in node and "$defs" not in node and "title" not in node, path
@@ -53,7 +53,7 @@ def test_schema_is_structural(model: type) -> None:
             assert not ("properties" in node and "additionalProperties" in node), path
 
 
-@pytest.mark.parametrize("model", [Task, TaskPool])
+@pytest.mark.parametrize("model", [Task, TaskPool, TaskSchedule])
 def test_every_field_is_described_and_bounded(model: type) -> None:
     assert crdgen.audit(schema_of(model)) == []
 
@@ -132,7 +132,7 @@ def rules(node: dict[str, Any]) -> list[dict[str, str]]:
 def test_every_rule_names_its_field() -> None:
     """The API server prefixes an error with the path of the node holding the rule, plus
     fieldPath; a rule at the root with no fieldPath must name the field in its message."""
-    for model in (Task, TaskPool):
+    for model in (Task, TaskPool, TaskSchedule):
         for path, node in nodes(schema_of(model)):
             for r in rules(node):
                 assert r["message"] and r["reason"].startswith("FieldValue"), (path, r)

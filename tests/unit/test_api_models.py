@@ -11,6 +11,7 @@ from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
 from cronoq.api import (
+    TaskSchedule,
     Attempt, AttemptOutcome, Condition, Jitter, RetryOverride, RetryPolicy, Task, TaskPhase, TaskPool, TaskPoolSpec,
     TaskSpec, TaskStatus,
 )
@@ -18,7 +19,7 @@ from cronoq.api.durations import format as format_duration
 from cronoq.api.task import PAYLOAD_LIMIT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-MODELS = {"Task": Task, "TaskPool": TaskPool}
+MODELS = {"Task": Task, "TaskPool": TaskPool, "TaskSchedule": TaskSchedule}
 
 
 def task(**spec: Any) -> dict[str, Any]:
@@ -219,7 +220,7 @@ def contained(small: Any, big: Any) -> bool:
 
 def test_every_kind_of_example_is_there() -> None:
     kinds = {doc["kind"] for _, doc in example_documents()}
-    assert kinds == {"Task", "TaskPool"}
+    assert kinds == {"Task", "TaskPool", "TaskSchedule"}
     assert len(example_documents()) >= 10
 
 

@@ -91,7 +91,8 @@ app.kubernetes.io/part-of: cronoq
 
 {{/*
 What the operator does in the namespaces it watches, and nothing more: no secrets, no
-pods/exec or pods/log, no escalate or bind, no deletion of Tasks.
+pods/exec or pods/log, no escalate or bind. Tasks are created, and their spec patched (cancel),
+only for TaskSchedules.
 */}}
 {{- define "cronoq.namespacedRules" -}}
 # Tasks and pools are read; finished tasks are deleted when their ttlAfterFinished passes.
@@ -104,6 +105,17 @@ pods/exec or pods/log, no escalate or bind, no deletion of Tasks.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks/status", "taskpools/status"]
   verbs: ["get", "patch", "update"]
+- apiGroups: ["cronoq.io"]
+  resources: ["taskschedules"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["cronoq.io"]
+  resources: ["taskschedules/status"]
+  verbs: ["get", "patch", "update"]
+# Each fire of a TaskSchedule creates a Task (history limits delete finished ones, as above);
+# concurrencyPolicy Replace cancels the unfinished one with a patch of spec.cancel.
+- apiGroups: ["cronoq.io"]
+  resources: ["tasks"]
+  verbs: ["create", "patch"]
 # Jobs and Leases are owned by their Task with blockOwnerDeletion, which clusters running the
 # OwnerReferencesPermissionEnforcement admission plugin allow only with update on tasks/finalizers.
 - apiGroups: ["cronoq.io"]

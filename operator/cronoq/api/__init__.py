@@ -1,4 +1,4 @@
-"""cronoq's API: the Task and TaskPool resources as typed, frozen models.
+"""cronoq's API: the Task, TaskPool and TaskSchedule resources as typed, frozen models.
 
 The models are the single source of truth: crds/ is generated from them
 (`python -m cronoq.api.crdgen`). Parse an object from the API with `Task.model_validate(obj)`
@@ -10,6 +10,7 @@ from cronoq.api.common import (
 )
 from cronoq.api.durations import DurationError
 from cronoq.api.pool import PhaseCounts, PoolTemplate, TaskPool, TaskPoolSpec, TaskPoolStatus
+from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
     TERMINAL_PHASES, Attempt, AttemptOutcome, AttemptTrigger, Dependency, Edge, PodTemplate, Task, TaskPhase,
     TaskSpec, TaskStatus,
@@ -21,4 +22,5 @@ __all__ = [
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "Resources", "RetryOverride", "RetryPolicy",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",
+    "ConcurrencyPolicy", "TaskSchedule", "TaskScheduleSpec", "TaskScheduleStatus", "TaskTemplate",
 ]

@@ -1,4 +1,4 @@
-"""Generate crds/task.yaml and crds/taskpool.yaml from the models, or check they are current.
+"""Generate crds/task.yaml, crds/taskpool.yaml and crds/taskschedule.yaml from the models, or check they are current.
 
     python -m cronoq.api.crdgen            # rewrite crds/
     python -m cronoq.api.crdgen --check    # exit 1, with a diff, if crds/ drifted from the models
@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from cronoq.api.common import GROUP, VERSION
 from cronoq.api.pool import TaskPool
+from cronoq.api.schedule import TaskSchedule
 from cronoq.api.task import Task
 
 REPO = Path(__file__).resolve().parents[3]
@@ -180,13 +181,23 @@ COLUMNS = {
         _column("Queued", ".status.queued", "integer", "Tasks waiting for a slot."),
         _AGE,
     ],
+    TaskSchedule: [
+        _column("Schedule", ".status.schedule", "string", "Cron expression, or every <interval>."),
+        _column("TimeZone", ".spec.timeZone", "string", "Time zone the cron expression is read in."),
+        _column("Suspend", ".spec.suspend", "boolean", "Whether fires are suspended."),
+        _column("Active", ".status.active", "integer", "Tasks of the schedule not yet finished."),
+        _column("Last Fire", ".status.lastFireTime", "date", "Time since the newest fire created its Task."),
+        # A string, not a date: kubectl prints a date in the future as <invalid>.
+        _column("Next Fire", ".status.nextFireTime", "string", "Next fire time."),
+        _AGE,
+    ],
 }
 
-SHORT_NAMES = {Task: ["tk"], TaskPool: ["tp"]}
+SHORT_NAMES = {Task: ["tk"], TaskPool: ["tp"], TaskSchedule: ["ts"]}
 
 # Field selectors (`kubectl get tasks --field-selector spec.pool=batch`), also for the operator's
 # own lookups by pool and by key.
-SELECTABLE = {Task: [".spec.pool", ".spec.key", ".status.phase"], TaskPool: []}
+SELECTABLE = {Task: [".spec.pool", ".spec.key", ".status.phase"], TaskPool: [], TaskSchedule: []}
 
 
 def crd(model: type[BaseModel]) -> dict[str, Any]:
@@ -247,7 +258,7 @@ def render(definition: dict[str, Any]) -> str:
 
 def generated() -> dict[str, str]:
     """File name → content of every CRD file."""
-    return {f"{model.KIND.lower()}.yaml": render(crd(model)) for model in (Task, TaskPool)}
+    return {f"{model.KIND.lower()}.yaml": render(crd(model)) for model in (Task, TaskPool, TaskSchedule)}
 
 
 def main(argv: list[str] | None = None) -> int:

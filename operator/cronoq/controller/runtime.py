@@ -17,6 +17,7 @@ from kubernetes import client, config
 from cronoq import metrics
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
+from cronoq.controller.schedules import Schedules
 from cronoq.kube.watch import Watch, listers
 from cronoq.kube.writes import Writer
 
@@ -59,6 +60,7 @@ def api_client() -> client.ApiClient:
 class Runtime:
     options: Options = field(default_factory=Options)
     controller: Controller | None = None
+    schedules: Schedules | None = None
     leadership: Leadership | None = None
     api: client.ApiClient | None = None
     ready: bool = False
@@ -73,6 +75,7 @@ class Runtime:
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
                                      sidecar_image=self.options.sidecar_image)
+        self.schedules = Schedules(writer)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:
@@ -94,10 +97,13 @@ class Runtime:
     def _watches(self, api: client.ApiClient) -> list[Watch]:
         """One watch per kind (per namespace when the namespaces are exact names), feeding the
         Controller only what the namespace filter (globs included) lets through."""
-        c = self.controller
+        c, s = self.controller, self.schedules
         feeds = {"TaskPool": c.on_pool, "Task": c.on_task, "Job": c.on_job, "Pod": c.on_pod, "Lease": c.on_lease}
         held = {"TaskPool": lambda: c.store.pools, "Task": lambda: c.store.tasks, "Job": c.store.job_keys,
                 "Pod": lambda: (), "Lease": lambda: c.store.leases}
+        # TaskSchedules, and their Tasks too (for their policy, history and status).
+        feeds["TaskSchedule"], held["TaskSchedule"] = s.on_schedule, lambda: s.schedules
+        feeds["Task"] = lambda kind, obj: (c.on_task(kind, obj), s.on_task(kind, obj))
         scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
         made = []
         for scope in scopes:
@@ -121,6 +127,7 @@ class Runtime:
         self.controller.epoch = epoch
         await asyncio.gather(*(w.synced.wait() for w in self.watches))
         self._tasks.append(asyncio.create_task(self.controller.run(), name="cronoq-controller"))
+        self._tasks.append(asyncio.create_task(self.schedules.run(), name="cronoq-schedules"))
         metrics.LEADER.set(1)
         log.info("cronoq is reconciling %s (epoch %d)", ", ".join(self.options.namespaces) or "all namespaces", epoch)
 

@@ -190,6 +190,7 @@ def listers(api: Any, namespace: str | None) -> dict[str, tuple[str, Lister, str
         return {
             "TaskPool": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "taskpools", **kw), None),
             "Task": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "tasks", **kw), None),
+            "TaskSchedule": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "taskschedules", **kw), None),
             "Job": ("batch/v1", batch.list_job_for_all_namespaces, ours),
             "Pod": ("v1", core.list_pod_for_all_namespaces, ours),
             "Lease": ("coordination.k8s.io/v1", coordination.list_lease_for_all_namespaces, ours),
@@ -198,6 +199,7 @@ def listers(api: Any, namespace: str | None) -> dict[str, tuple[str, Lister, str
     return {
         "TaskPool": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "taskpools", **kw), None),
         "Task": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "tasks", **kw), None),
+        "TaskSchedule": (f"{GROUP}/{VERSION}", lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "taskschedules", **kw), None),
         "Job": ("batch/v1", lambda **kw: batch.list_namespaced_job(ns, **kw), ours),
         "Pod": ("v1", lambda **kw: core.list_namespaced_pod(ns, **kw), ours),
         "Lease": ("coordination.k8s.io/v1", lambda **kw: coordination.list_namespaced_lease(ns, **kw), ours),

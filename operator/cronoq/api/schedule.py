@@ -1,0 +1,213 @@
+"""The TaskSchedule resource: Tasks created from a template on a cron schedule or a fixed
+interval, each fire exactly once (DESIGN §11).
+
+The API server checks the shape (exactly one of `schedule` and `every`, five fields or a macro,
+a duration of at least 1s, known policies, bounded limits). Whether a cron expression or a time
+zone really parses is the engine's to say (`cronoq.engine.schedule`): such a schedule is accepted
+here and reported with a `Ready` condition, reason `InvalidSchedule`, naming the parser's error.
+
+The template's Task spec is the Task's own model without its immutability rules (a schedule's
+template may be edited; the change applies to later fires), and without `key` and `cancel`: the
+key of a fire is derived from the schedule and the fire time, and a template cannot be cancelled.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
+
+from cronoq.api import durations
+from cronoq.api.common import (
+    API_VERSION, Conditions, LabelValue, Model, ObjectMeta, Timestamp, rule, validations,
+)
+from cronoq.api.task import TaskSpec
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+"""The usual cron macros, as the five-field expressions they stand for."""
+
+SCHEDULE_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\s]+( +[^\s]+){4})$"
+"""Five space-separated fields, or a macro. The fields themselves are checked by the parser."""
+
+EVERY_PATTERN = r"^([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?$"
+"""Whole seconds only: fire times, and the Task names made from them, are whole seconds. A
+subset of the durations grammar, so CEL's `duration()` and `durations.parse` read it alike."""
+
+EVERY_MIN, EVERY_MAX = "1s", "8760h"
+
+
+def _every(value: Any) -> timedelta:
+    delta = value if isinstance(value, timedelta) else durations.parse(value)
+    if delta % timedelta(seconds=1):
+        raise durations.DurationError(f"every: {durations.format(delta)} is not a whole number of seconds")
+    if not durations.parse(EVERY_MIN) <= delta <= durations.parse(EVERY_MAX):
+        raise durations.DurationError(f"every: {durations.format(delta)} must be between {EVERY_MIN} and {EVERY_MAX}")
+    return delta
+
+
+Every = Annotated[
+    timedelta,
+    BeforeValidator(_every),
+    PlainSerializer(durations.format, return_type=str),
+    WithJsonSchema({
+        "type": "string", "pattern": EVERY_PATTERN, "minLength": 2, "maxLength": durations.MAX_LENGTH,
+        "x-kubernetes-validations": [rule(
+            f"!self.matches('{EVERY_PATTERN}') || self == '' || "
+            f"(duration(self) >= duration('{EVERY_MIN}') && duration(self) <= duration('{EVERY_MAX}'))",
+            f"must be between {EVERY_MIN} and {EVERY_MAX}, in whole seconds")],
+    }),
+]
+
+StartingDeadline = durations.duration_type("1s", "8760h")
+HistoryLimit = Annotated[int, Field(ge=0, le=1000)]
+Count = Annotated[int, Field(ge=0, le=2**53)]
+
+
+class ConcurrencyPolicy(StrEnum):
+    """What a fire does while an earlier fire's Task is unfinished."""
+
+    ALLOW = "Allow"
+    FORBID = "Forbid"
+    REPLACE = "Replace"
+
+
+def _template_rules(schema: dict[str, Any], model: type) -> None:
+    """The Task spec's rules, minus the immutability ones (they guard a Task, not a template)."""
+    schema["x-kubernetes-validations"] = [
+        rule("!has(self.key)", "spec.taskTemplate.spec.key is derived from the schedule and the fire time; "
+             "leave it out", field_path=".key", reason="FieldValueForbidden"),
+        rule("!has(self.cancel) || !self.cancel", "spec.taskTemplate.spec.cancel cannot be true in a template",
+             field_path=".cancel", reason="FieldValueForbidden"),
+    ]
+
+
+class TemplateTaskSpec(TaskSpec):
+    """The spec of each Task a fire creates: every Task field but `key` and `cancel`."""
+
+    model_config = ConfigDict(json_schema_extra=_template_rules)
+
+
+class TemplateMetadata(Model):
+    """Labels and annotations put on each Task a fire creates (cronoq adds its own)."""
+
+    labels: dict[str, LabelValue] = Field(
+        default_factory=dict, max_length=32, description="Labels of each Task (at most 32).",
+        json_schema_extra=validations(rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters")))
+    annotations: dict[str, Annotated[str, Field(max_length=8192)]] = Field(
+        default_factory=dict, max_length=32, description="Annotations of each Task (at most 32).",
+        json_schema_extra=validations(rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters")))
+
+
+class TaskTemplate(Model):
+    """The Task each fire creates."""
+
+    metadata: TemplateMetadata | None = None
+    """Labels and annotations of the Task."""
+    spec: TemplateTaskSpec
+    """The Task's spec: pool, priority, image, command, payload, retry, timeout and the rest."""
+
+
+class TaskScheduleSpec(Model):
+    """When to fire, what each fire creates, and what to do about overlaps and downtime."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("has(self.schedule) != has(self.every)", "exactly one of spec.schedule and spec.every must be set",
+             field_path=".schedule"),
+    ))
+
+    schedule: str | None = Field(None, min_length=1, max_length=256, pattern=SCHEDULE_PATTERN)
+    """A five-field cron expression (minute hour day-of-month month day-of-week, e.g. `*/15 9-17 * * MON-FRI`)
+    or a macro (`@hourly`, `@daily`, `@midnight`, `@weekly`, `@monthly`, `@yearly`, `@annually`), read
+    in `timeZone`. Exactly one of `schedule` and `every`."""
+    every: Every | None = None
+    """A fixed interval in whole seconds, e.g. `30s`, `5m`, `1h30m` (1s to 8760h). Fires at the
+    multiples of the interval since the Unix epoch (so `every: 1h` fires on the hour, in UTC).
+    Exactly one of `schedule` and `every`."""
+    time_zone: str = Field("UTC", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
+    """IANA time zone the cron expression is read in, e.g. `Europe/Berlin` (default UTC). On
+    daylight-saving days a time that does not exist fires once, at the first minute after the
+    gap; a time that happens twice fires once, at its first occurrence."""
+    task_template: TaskTemplate
+    """The Task each fire creates (named `<schedule>-<fire time in Unix seconds>`)."""
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    """`Allow` (default): fires run side by side. `Forbid`: a fire while an earlier fire's Task
+    is unfinished is skipped and counted in status.skippedFires. `Replace`: the unfinished Tasks
+    are cancelled, then the new one is created."""
+    starting_deadline: StartingDeadline | None = None
+    """A fire the operator notices later than this after its time is missed, not run (1s to
+    8760h). Unset: a late fire always runs. After downtime at most one missed fire runs (the
+    latest, if within the deadline); the others are counted in status.missedFires."""
+    suspend: bool = False
+    """True: no fires. Fire times that pass while suspended are neither run nor counted, and
+    resuming never catches up on them."""
+    successful_tasks_history_limit: HistoryLimit = 3
+    """Succeeded Tasks of this schedule to keep (0 to 1000, default 3); older ones are deleted."""
+    failed_tasks_history_limit: HistoryLimit = 1
+    """Tasks that ended otherwise (Failed, DeadLettered, Cancelled, Skipped) to keep (0 to 1000,
+    default 1); older ones are deleted."""
+
+
+class TaskScheduleStatus(Model):
+    """What the operator did about the schedule; written by the leader only."""
+
+    schedule: str | None = Field(None, max_length=256)
+    """The schedule as the SCHEDULE column shows it: the cron expression, or `every <interval>`."""
+    last_fire_time: Timestamp | None = None
+    """Fire time of the newest Task a scheduled fire created; written after the Task exists."""
+    next_fire_time: Timestamp | None = None
+    """Next fire time (unset while suspended or invalid)."""
+    last_successful_time: Timestamp | None = None
+    """When the newest of this schedule's Tasks that succeeded finished."""
+    handled_through: Timestamp | None = None
+    """Every fire time up to this one has been dealt with: created, skipped or counted as missed.
+    Never decreases."""
+    active: Count = 0
+    """Tasks of this schedule not yet finished."""
+    missed_fires: Count = 0
+    """Fire times that passed without a Task: noticed too late (startingDeadline) or during
+    downtime, when only the latest runs."""
+    skipped_fires: Count = 0
+    """Fire times skipped by concurrencyPolicy Forbid because a Task was still unfinished."""
+    conditions: Conditions = ()
+    """Conditions, following Kubernetes API conventions: `Ready` (False with reason
+    `InvalidSchedule` for a schedule or time zone the parser refuses)."""
+    observed_generation: int | None = Field(None, ge=0, le=2**53)
+    """The metadata.generation this status was computed from."""
+
+
+class TaskSchedule(Model):
+    """Tasks created on a schedule, each fire exactly once."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("self.metadata.name.size() <= 63",
+             "metadata.name must be at most 63 characters: it is the cronoq.io/schedule label of its Tasks",
+             reason="FieldValueInvalid"),
+        rule("!has(oldSelf.status) || !has(oldSelf.status.handledThrough) || "
+             "(has(self.status) && has(self.status.handledThrough) && "
+             "self.status.handledThrough >= oldSelf.status.handledThrough)",
+             "status.handledThrough cannot decrease: a fire time once dealt with stays dealt with",
+             field_path=".status.handledThrough", reason="FieldValueForbidden"),
+    ))
+
+    KIND: ClassVar[str] = "TaskSchedule"
+    PLURAL: ClassVar[str] = "taskschedules"
+
+    api_version: Literal["cronoq.io/v1alpha1"] = API_VERSION
+    """cronoq.io/v1alpha1."""
+    kind: Literal["TaskSchedule"] = "TaskSchedule"
+    """TaskSchedule."""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+    spec: TaskScheduleSpec
+    """When to fire and what each fire creates."""
+    status: TaskScheduleStatus | None = None
+    """What the operator did, written by the leader only."""

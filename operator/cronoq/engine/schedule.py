@@ -1,0 +1,327 @@
+"""Schedule decisions (DESIGN §11): fire times, which fire is due, missed and skipped fires,
+concurrency policy, history pruning, and the deterministic name and key of each fire's Task.
+
+Pure: the clock is passed in. The controller observes the TaskSchedule and its Tasks, calls
+`decide`, creates the Task it names (the create is the fence: AlreadyExists means the fire
+happened), and only then writes the status the decision computed. So a crash between the two
+leaves a Task whose fire the next decision finds among the schedule's Tasks and records, never
+a recorded fire without its Task.
+
+`status.handledThrough` is the write-ahead mark: every fire time up to it has been created,
+skipped or counted as missed, and it moves together with the counters in one status write (with
+a resourceVersion precondition), so no fire is counted twice or lost.
+
+Daylight saving (cron in a zone with DST), as Debian cron and cronsim do it: a wall-clock time
+that does not exist on the spring-forward day fires once, at the first minute after the gap
+(02:30 in America/New_York fires at 03:00 EDT); a time that happens twice on the fall-back day
+fires once, at its first occurrence (01:30 fires at 01:30 EDT, not again at 01:30 EST).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from cronoq.api import ConcurrencyPolicy, Condition, TaskSchedule, TaskScheduleStatus
+from cronoq.api import durations
+from cronoq.api.schedule import MACROS
+from cronoq.engine.attempts import set_condition
+from cronoq.engine.naming import LABEL_PREFIX, MAX_NAME
+
+SCHEDULE = LABEL_PREFIX + "schedule"
+FIRE_TIME = LABEL_PREFIX + "fire-time"
+"""Label with the fire time in Unix seconds."""
+TRIGGER = LABEL_PREFIX + "trigger"
+"""Label: `schedule` for a scheduled fire, `manual` for `cronoq trigger`."""
+
+SCAN_LIMIT = 10_000
+"""Most cron fire times one decision walks through. A longer gap (a minutely schedule after a
+week of downtime) is counted over several decisions, each moving handledThrough on: the count
+stays exact, without a cliff and without an unbounded pause."""
+
+READY = "Ready"
+SCHEDULED = "Scheduled"
+SUSPENDED = "Suspended"
+INVALID_SCHEDULE = "InvalidSchedule"
+TASK_REJECTED = "TaskRejected"
+
+UTC = timezone.utc
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class InvalidSchedule(ValueError):
+    """The schedule or time zone the API server accepted is refused by the parser."""
+
+
+# --------------------------------------------------------------------------- timetables
+
+@dataclass(frozen=True)
+class Span:
+    """The fire times in an interval (a, b]: how many, the newest, and whether the scan stopped early."""
+
+    count: int
+    latest: datetime | None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Every:
+    """Fixed interval: fires at the multiples of the interval since the Unix epoch."""
+
+    seconds: int
+
+    def after(self, t: datetime) -> datetime | None:
+        k = int((t - EPOCH) // timedelta(seconds=self.seconds)) + 1
+        return EPOCH + timedelta(seconds=k * self.seconds)
+
+    def span(self, a: datetime, b: datetime, limit: int = SCAN_LIMIT) -> Span:
+        step = timedelta(seconds=self.seconds)
+        first = int((a - EPOCH) // step) + 1
+        last = int((b - EPOCH) // step)
+        if last < first:
+            return Span(0, None)
+        return Span(last - first + 1, EPOCH + last * step)
+
+    def describe(self) -> str:
+        return f"every {durations.format(timedelta(seconds=self.seconds))}"
+
+
+@dataclass(frozen=True)
+class Cron:
+    """A five-field cron expression read in a time zone, evaluated by cronsim."""
+
+    expression: str
+    zone: ZoneInfo
+    text: str = ""
+
+    def _iter(self, t: datetime) -> Iterable[datetime]:
+        # cronsim walks wall-clock time; on a fall-back day it can hand back the first
+        # occurrence of an hour we are already past: only later instants count.
+        for local in CronSim(self.expression, t.astimezone(self.zone)):
+            at = local.astimezone(UTC)
+            if at > t:
+                yield at
+
+    def after(self, t: datetime) -> datetime | None:
+        return next(iter(self._iter(t)), None)
+
+    def span(self, a: datetime, b: datetime, limit: int = SCAN_LIMIT) -> Span:
+        count, latest = 0, None
+        for at in self._iter(a):
+            if at > b:
+                break
+            count, latest = count + 1, at
+            if count >= limit:
+                return Span(count, latest, truncated=True)
+        return Span(count, latest)
+
+    def describe(self) -> str:
+        return self.text or self.expression
+
+
+Timetable = Every | Cron
+
+
+def timetable(schedule: str | None, every: timedelta | None, zone: str = "UTC") -> Timetable:
+    """The timetable of a spec; InvalidSchedule with the parser's message if it has none."""
+    if every is not None:
+        return Every(int(every.total_seconds()))
+    if not schedule:
+        raise InvalidSchedule("neither schedule nor every is set")
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise InvalidSchedule(f"timeZone {zone!r} is not a known IANA time zone ({err})") from None
+    expression = MACROS.get(schedule.strip().lower(), schedule)
+    if len(expression.split()) != 5:
+        raise InvalidSchedule(f"schedule {schedule!r}: a cron expression has five fields or is a macro such as @hourly")
+    try:
+        CronSim(expression, datetime(2000, 1, 1, tzinfo=tz))  # parses; the date is irrelevant
+    except CronSimError as err:
+        raise InvalidSchedule(f"schedule {schedule!r}: {err}") from None
+    return Cron(expression, tz, schedule)
+
+
+def timetable_of(schedule: TaskSchedule) -> Timetable:
+    spec = schedule.spec
+    return timetable(spec.schedule, spec.every, spec.time_zone)
+
+
+# --------------------------------------------------------------------------- names
+
+def unix(t: datetime) -> int:
+    return int((t - EPOCH) // timedelta(seconds=1))
+
+
+def task_name(schedule: str, fire_time: datetime, *, manual: bool = False) -> str:
+    """`<schedule>-<unix seconds>` (`<schedule>-manual-<unix seconds>` for `cronoq trigger`), or
+    for names too long to fit, a prefix of the schedule's name and a hash of it."""
+    suffix = f"-manual-{unix(fire_time)}" if manual else f"-{unix(fire_time)}"
+    if len(schedule) + len(suffix) <= MAX_NAME:
+        return schedule + suffix
+    digest = hashlib.sha256(schedule.encode()).hexdigest()[:8]
+    keep = MAX_NAME - len(suffix) - len(digest) - 1
+    return f"{schedule[:keep].rstrip('-')}-{digest}{suffix}"
+
+
+def task_key(schedule: str, fire_time: datetime, *, manual: bool = False) -> str:
+    """The idempotency key of a fire's Task: the schedule and the fire time."""
+    return f"{schedule}@{'manual-' if manual else ''}{unix(fire_time)}"
+
+
+def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool = False) -> dict:
+    """The Task a fire creates: the template, named and keyed by schedule and fire time, owned by
+    the schedule (so deleting the schedule deletes its Tasks), labelled with both."""
+    meta, template = schedule.metadata, schedule.spec.task_template
+    extra = template.metadata
+    labels = {**(extra.labels if extra else {}), SCHEDULE: meta.name, FIRE_TIME: str(unix(fire_time)),
+              TRIGGER: "manual" if manual else "schedule"}
+    metadata = {
+        "name": task_name(meta.name, fire_time, manual=manual), "namespace": meta.namespace, "labels": labels,
+        "ownerReferences": [{"apiVersion": schedule.api_version, "kind": schedule.kind, "name": meta.name,
+                             "uid": meta.uid, "controller": True}],
+    }
+    if extra and extra.annotations:
+        metadata["annotations"] = dict(extra.annotations)
+    spec = {**template.spec.to_dict(), "key": task_key(meta.name, fire_time, manual=manual)}
+    return {"apiVersion": schedule.api_version, "kind": "Task", "metadata": metadata, "spec": spec}
+
+
+# --------------------------------------------------------------------------- decisions
+
+@dataclass(frozen=True)
+class Fired:
+    """What a decision needs to know of one of the schedule's Tasks."""
+
+    name: str
+    fire_time: datetime
+    manual: bool = False
+    finished: bool = False
+    succeeded: bool = False
+    finished_at: datetime | None = None
+    cancelling: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    create: datetime | None = None
+    """Fire time whose Task to create (before writing `status`)."""
+    cancel: tuple[str, ...] = ()
+    """Unfinished Tasks to cancel before the create (Replace)."""
+    delete: tuple[str, ...] = ()
+    """Finished Tasks beyond the history limits (after the status write)."""
+    status: TaskScheduleStatus | None = None
+    """The status to write, or None when it would not change."""
+    wake_at: datetime | None = None
+    """When to decide again at the latest (the next fire time)."""
+    missed: int = 0
+    skipped: int = 0
+
+
+def _ready(status: TaskScheduleStatus, now: datetime, generation: int | None, holds: bool, reason: str,
+           message: str) -> tuple[Condition, ...]:
+    return tuple(set_condition(list(status.conditions), READY, holds, reason, message, now, generation))
+
+
+def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Decision:
+    """What to do about `schedule` at `now`, given its Tasks. Running it twice on the same
+    observation decides the same; running it after a crash picks up from handledThrough."""
+    spec, meta = schedule.spec, schedule.metadata
+    old = schedule.status or TaskScheduleStatus()
+    generation = meta.generation
+    created = meta.creation_timestamp or now
+    known = {t.fire_time for t in tasks if not t.manual}
+    active = [t for t in tasks if not t.finished]
+    handled = old.handled_through or created
+    if old.observed_generation is not None and generation != old.observed_generation:
+        handled = max(handled, now)  # an edit (or a resume) changes future fires only
+    last_fire = max([t for t in (old.last_fire_time, *known) if t], default=None)
+    successes = [t.finished_at for t in tasks if t.succeeded and t.finished_at]
+    last_success = max([t for t in (old.last_successful_time, *successes) if t], default=None)
+    prune = history_to_prune(tasks, spec.successful_tasks_history_limit, spec.failed_tasks_history_limit,
+                             handled)
+    base = dict(last_successful_time=last_success, active=len(active), observed_generation=generation)
+
+    try:
+        table = timetable_of(schedule)
+    except InvalidSchedule as err:
+        status = old.model_copy(update=dict(
+            **base, schedule=spec.schedule or old.schedule, next_fire_time=None, last_fire_time=last_fire,
+            handled_through=old.handled_through, conditions=_ready(old, now, generation, False, INVALID_SCHEDULE, str(err))))
+        return Decision(status=_changed(old, status), delete=prune)
+
+    base["schedule"] = table.describe()
+    if spec.suspend:
+        status = old.model_copy(update=dict(
+            **base, next_fire_time=None, last_fire_time=last_fire, handled_through=handled,
+            conditions=_ready(old, now, generation, True, SUSPENDED, "suspended: no fires until spec.suspend is false")))
+        return Decision(status=_changed(old, status), delete=prune)
+
+    missed = skipped = 0
+    create: datetime | None = None
+    cancel: tuple[str, ...] = ()
+    span = table.span(handled, now)
+    if span.count:
+        latest = span.latest
+        earlier_known = sum(1 for k in known if handled < k < latest)
+        if span.truncated:  # count this stretch, and come back at once for the rest
+            missed = span.count - earlier_known - (latest in known)
+            handled = latest
+        else:
+            missed = span.count - 1 - earlier_known
+            if latest in known:
+                pass  # created before a crash, not yet recorded: record it now
+            elif spec.starting_deadline is not None and now - latest > spec.starting_deadline:
+                missed += 1
+            elif active and spec.concurrency_policy == ConcurrencyPolicy.FORBID:
+                skipped = 1
+            else:
+                if active and spec.concurrency_policy == ConcurrencyPolicy.REPLACE:
+                    cancel = tuple(t.name for t in active if not t.cancelling)
+                create = latest
+                last_fire = max(last_fire or latest, latest)
+            handled = latest
+    following = table.after(max(handled, now))
+    base["active"] = len(active) + (create is not None)
+    status = old.model_copy(update=dict(
+        **base, next_fire_time=following, last_fire_time=last_fire,
+        handled_through=handled, missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
+        conditions=_ready(old, now, generation, True, SCHEDULED, f"fires {table.describe()}"
+                          + (f" in {spec.time_zone}" if isinstance(table, Cron) else ""))))
+    wake = now if span.truncated else following
+    return Decision(create=create, cancel=cancel, delete=prune, status=_changed(old, status), wake_at=wake,
+                    missed=missed, skipped=skipped)
+
+
+def rejected(schedule: TaskSchedule, decision: Decision, message: str, now: datetime) -> TaskScheduleStatus:
+    """The status after the API server refused a fire's Task (a template that cannot make a valid
+    Task): the fire is counted as missed, and Ready says why, so it is not retried forever."""
+    status = decision.status or schedule.status or TaskScheduleStatus()
+    old = schedule.status or TaskScheduleStatus()
+    return status.model_copy(update=dict(
+        active=max(status.active - 1, 0), last_fire_time=old.last_fire_time, missed_fires=status.missed_fires + 1,
+        conditions=_ready(status, now, schedule.metadata.generation, False, TASK_REJECTED,
+                          f"the API server refused the Task of the fire at {decision.create.isoformat()}: {message}")))
+
+
+def _changed(old: TaskScheduleStatus, new: TaskScheduleStatus) -> TaskScheduleStatus | None:
+    return None if new == old else new
+
+
+def history_to_prune(tasks: Sequence[Fired], successful: int, failed: int, handled: datetime) -> tuple[str, ...]:
+    """Finished Tasks beyond the history limits, oldest first; only fires already recorded
+    (at or before handledThrough) or manual ones, so no fire can be made again."""
+    done = sorted((t for t in tasks if t.finished and (t.manual or t.fire_time <= handled)),
+                  key=lambda t: (t.fire_time, t.name), reverse=True)
+    good = [t.name for t in done if t.succeeded]
+    bad = [t.name for t in done if not t.succeeded]
+    return tuple(reversed(good[successful:] + bad[failed:]))
+
+
+def lag(fire_time: datetime, created_at: datetime) -> float:
+    """Seconds from a fire time to its Task's creation (never negative)."""
+    return max((created_at - fire_time).total_seconds(), 0.0)

@@ -1,0 +1,111 @@
+"""API I/O of TaskSchedules: reading a schedule's Tasks into facts, and the writes the schedule
+controller makes. Every write asks the Writer's leadership guard first, like the Writer's own."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from cronoq.api import GROUP, TERMINAL_PHASES, VERSION
+from cronoq.engine.schedule import EPOCH, FIRE_TIME, SCHEDULE, TRIGGER, Fired
+from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
+
+log = logging.getLogger(__name__)
+
+_TERMINAL = {p.value for p in TERMINAL_PHASES}
+
+
+def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
+    """(schedule name, facts) of a Task a schedule created; None for any other Task."""
+    meta = raw.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    schedule, at = labels.get(SCHEDULE), labels.get(FIRE_TIME)
+    if not schedule or not at or not at.isdigit():
+        return None
+    status = raw.get("status") or {}
+    phase = status.get("phase")
+    finished_at = status.get("finishedAt")
+    return schedule, Fired(
+        name=meta["name"], fire_time=EPOCH + timedelta(seconds=int(at)), manual=labels.get(TRIGGER) == "manual",
+        finished=phase in _TERMINAL, succeeded=phase == "Succeeded",
+        finished_at=datetime.fromisoformat(finished_at.replace("Z", "+00:00")) if finished_at else None,
+        cancelling=bool((raw.get("spec") or {}).get("cancel")))
+
+
+def _message(err: ApiException) -> str:
+    try:
+        return json.loads(err.body).get("message", err.reason)
+    except (ValueError, TypeError, AttributeError):
+        return str(err.reason)
+
+
+@dataclass
+class ScheduleWriter:
+    writer: Writer
+
+    def __post_init__(self) -> None:
+        self.custom = client.CustomObjectsApi(self.writer.api)
+
+    def _check(self) -> None:
+        if not self.writer.guard():
+            log.error("refusing to write: this replica's leadership lapsed")
+            raise NotLeader()
+
+    def create_task(self, task: dict[str, Any]) -> bool:
+        """Create a fire's Task; False if it exists already (the fire happened: the create is the fence)."""
+        self._check()
+        try:
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, task["metadata"]["namespace"], "tasks", task)
+            return True
+        except ApiException as err:
+            if err.status == 409:
+                return False
+            if err.status in (403, 422):
+                raise Rejected(err.status, _message(err)) from None
+            raise
+
+    def replace_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status with the stored resourceVersion as precondition (Conflict if it changed)."""
+        self._check()
+        meta = raw["metadata"]
+        body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
+                "spec": raw.get("spec", {}), "status": status}
+        try:
+            return self.custom.replace_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], "taskschedules", meta["name"], body)
+        except ApiException as err:
+            if err.status == 409:
+                raise Conflict(_message(err)) from None
+            if err.status in (403, 422):
+                raise Rejected(err.status, _message(err)) from None
+            raise
+
+    def cancel_task(self, namespace: str, name: str) -> None:
+        self._check()
+        try:
+            self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name, {"spec": {"cancel": True}})
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+    def delete_task(self, namespace: str, name: str) -> None:
+        self._check()
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name,
+                                                        propagation_policy="Background")
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+    def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", name)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise

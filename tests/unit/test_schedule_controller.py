@@ -1,0 +1,145 @@
+"""The schedule controller without a cluster: a fake writer and a fake clock drive it through
+fires, AlreadyExists, conflicts and lost leadership, and check the order of its writes."""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+from cronoq.controller.schedules import Schedules
+from cronoq.engine.schedule import task_name
+from cronoq.kube.writes import Conflict, NotLeader
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+class FakeIO:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.existing: set[str] = set()
+        self.conflicts = 0
+        self.leading = True
+        self.rv = 10
+        self.stored: dict | None = None
+
+    def _guard(self):
+        if not self.leading:
+            raise NotLeader()
+
+    def create_task(self, task):
+        self._guard()
+        name = task["metadata"]["name"]
+        self.calls.append(("create", name))
+        if name in self.existing:
+            return False
+        self.existing.add(name)
+        return True
+
+    def replace_status(self, raw, status):
+        self._guard()
+        self.calls.append(("status", status.get("lastFireTime"), raw["metadata"]["resourceVersion"]))
+        if self.conflicts:
+            self.conflicts -= 1
+            raise Conflict("changed")
+        self.rv += 1
+        self.stored = {**raw, "metadata": {**raw["metadata"], "resourceVersion": str(self.rv)}, "status": status}
+        return self.stored
+
+    def read_schedule(self, namespace, name):
+        self.calls.append(("read", name))
+        self.rv += 1
+        return {**(self.stored or RAW), "metadata": {**RAW["metadata"], "resourceVersion": str(self.rv)}}
+
+    def cancel_task(self, namespace, name):
+        self._guard()
+        self.calls.append(("cancel", name))
+
+    def delete_task(self, namespace, name):
+        self._guard()
+        self.calls.append(("delete", name))
+
+
+RAW = {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskSchedule",
+       "metadata": {"name": "s", "namespace": "ns", "uid": "u", "generation": 1, "resourceVersion": "5",
+                    "creationTimestamp": T0.isoformat()},
+       "spec": {"every": "10s", "taskTemplate": {"spec": {"image": "busybox"}}}}
+
+
+def controller(now: list[datetime]) -> tuple[Schedules, FakeIO]:
+    class _Writer:
+        api = None
+        guard = staticmethod(lambda: True)
+
+    s = Schedules(_Writer(), clock=lambda: now[0])
+    io = s.io = FakeIO()
+    s.on_schedule(None, {**RAW, "metadata": dict(RAW["metadata"])})
+    return s, io
+
+
+def test_the_task_is_created_before_the_status_that_records_it():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    asyncio.run(s.sync(("ns", "s")))
+    name = task_name("s", T0 + timedelta(seconds=10))
+    assert io.calls[0] == ("create", name)
+    assert io.calls[1][0] == "status" and io.calls[1][1].startswith("2026-03-01T12:00:10")
+    assert s.due[("ns", "s")] == T0 + timedelta(seconds=20)
+
+
+def test_already_exists_is_a_fire_that_happened_and_is_recorded_once():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    io.existing.add(task_name("s", T0 + timedelta(seconds=10)))
+    asyncio.run(s.sync(("ns", "s")))
+    assert [c[0] for c in io.calls] == ["create", "status"]
+    asyncio.run(s.sync(("ns", "s")))  # decided again on the written status: nothing more to do
+    assert [c[0] for c in io.calls] == ["create", "status"]
+
+
+def test_a_conflict_rereads_and_the_next_decision_records_without_creating_again():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    io.conflicts = 1
+    asyncio.run(s.sync(("ns", "s")))
+    assert [c[0] for c in io.calls] == ["create", "status", "read"]
+    asyncio.run(s.sync(("ns", "s")))
+    # The Task it created is known (no second create), and the status now records it.
+    assert [c[0] for c in io.calls] == ["create", "status", "read", "status"]
+    assert io.stored["status"]["lastFireTime"].startswith("2026-03-01T12:00:10")
+
+
+def test_a_replica_that_lost_the_lease_writes_nothing_and_stops():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    io.leading = False
+    asyncio.run(s._sync(("ns", "s")))
+    assert io.calls == [] and s.acting is False
+
+
+def test_older_watch_events_do_not_replace_what_was_written():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    asyncio.run(s.sync(("ns", "s")))
+    s.on_schedule(None, {**RAW, "metadata": {**RAW["metadata"], "resourceVersion": "6"}})
+    assert s.schedules[("ns", "s")]["metadata"]["resourceVersion"] == str(io.rv)
+
+
+def test_a_deleted_schedule_leaves_no_due_time_behind():
+    """Else the loop would wake at once, forever, for a schedule it no longer has."""
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+
+    async def scenario():
+        runner = asyncio.create_task(s.run())
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if ("ns", "s") in s.due and not s.busy:
+                break
+        s.on_schedule("DELETED", RAW)
+        await asyncio.sleep(0.05)
+        due = dict(s.due)
+        s.acting = False
+        s._touch(("ns", "s"))
+        await asyncio.wait_for(runner, 1)
+        return due
+
+    assert asyncio.run(scenario()) == {}
