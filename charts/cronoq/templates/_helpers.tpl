@@ -116,7 +116,7 @@ only for TaskSchedules.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks"]
   verbs: ["create", "patch"]
-# Jobs and Leases are owned by their Task with blockOwnerDeletion, which clusters running the
+# Jobs are owned by their Task with blockOwnerDeletion, which clusters running the
 # OwnerReferencesPermissionEnforcement admission plugin allow only with update on tasks/finalizers.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks/finalizers"]
