@@ -155,27 +155,18 @@ class Client:
         return Task.model_validate(created), True
 
     def _validated(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        kind = manifest.get("kind", "Task")
-        if kind != "Task":
-            raise InvalidTask(f"kind {kind}: only Task manifests can be submitted")
-        metadata = dict(manifest.get("metadata") or {})
-        if metadata.get("namespace") and metadata["namespace"] != self.namespace:
-            raise InvalidTask(f"metadata.namespace {metadata['namespace']} differs from the client's {self.namespace}")
-        if not metadata.get("name") and not metadata.get("generateName"):
-            metadata["generateName"] = "task-"
-        try:
-            spec = TaskSpec.model_validate(manifest.get("spec") or {})
-            Task.model_validate({"metadata": metadata, "spec": manifest.get("spec") or {}})
-        except ValidationError as err:
-            raise invalid(err) from None
+        body = check_manifest(manifest)
+        if body["metadata"].get("namespace", self.namespace) != self.namespace:
+            raise InvalidTask(f"metadata.namespace {body['metadata']['namespace']} differs from the client's "
+                              f"{self.namespace}")
+        body["metadata"].pop("namespace", None)
+        spec = TaskSpec.model_validate(body["spec"])
         if spec.image is None and not _template_image(spec.template):
             pool = self._pool_or_none(spec.pool)
             if pool is None or not (pool.spec.template and pool.spec.template.image):
                 raise InvalidTask(f"nothing to run: give an image or a template (TaskPool {spec.pool} "
                                   "sets no image)")
-        metadata.pop("namespace", None)
-        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": metadata,
-                "spec": dict(manifest.get("spec") or {})}
+        return body
 
     def _pool_or_none(self, name: str) -> TaskPool | None:
         try:
@@ -271,16 +262,20 @@ class Client:
               ) -> Iterator[tuple[str, Task]]:
         """The namespace's tasks as they change: first ("ADDED", task) for each existing one, then
         every change, without end."""
+        rv = None
         while True:
-            items, rv = self._list_raw(phase, pool, key)
-            for obj in items:
-                yield "ADDED", Task.model_validate(obj)
+            if rv is None:  # first, and after 410 Gone: list again
+                items, rv = self._list_raw(phase, pool, key)
+                for obj in items:
+                    yield "ADDED", Task.model_validate(obj)
             try:
                 for kind, obj in self._watch(rv, None, _selector(phase, pool, key)):
+                    rv = obj["metadata"]["resourceVersion"]
                     yield kind, Task.model_validate(obj)
             except ApiException as err:
                 if err.status != 410:
                     raise
+                rv = None
 
     # ------------------------------------------------------------------ changing
 
@@ -435,6 +430,26 @@ class Client:
                     return
         finally:
             w.stop()
+
+
+def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Task body to create from a manifest, checked against the models without a cluster
+    (InvalidTask names the first bad field)."""
+    if not isinstance(manifest, Mapping):
+        raise InvalidTask("a Task manifest is a mapping")
+    kind = manifest.get("kind", "Task")
+    if kind != "Task":
+        raise InvalidTask(f"kind {kind}: only Task manifests can be submitted")
+    metadata = dict(manifest.get("metadata") or {})
+    if not metadata.get("name") and not metadata.get("generateName"):
+        metadata["generateName"] = "task-"
+    spec = dict(manifest.get("spec") or {})
+    try:
+        TaskSpec.model_validate(spec)
+        Task.model_validate({"metadata": metadata, "spec": spec})
+    except ValidationError as err:
+        raise invalid(err) from None
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": metadata, "spec": spec}
 
 
 def _selector(phase: str | None, pool: str | None, key: str | None) -> str | None:
