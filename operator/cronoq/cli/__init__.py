@@ -1,19 +1,40 @@
-"""The `cronoq` command line: `cronoq operator` runs the operator; `cronoq cancel` cancels tasks."""
+"""The `cronoq` command line, also installed as the kubectl plugin `kubectl-cronoq`.
+
+`cronoq operator` runs the operator and `cronoq heartbeat` the heartbeat sidecar; the other
+verbs (submit, get/list, wait, cancel, retry, describe, logs, tree) are the shell's face of
+`cronoq.client` and live in `cronoq.cli.tasks`.
+
+Exit codes: 0 the task(s) succeeded (or the command did what it was asked), 1 a task did not
+succeed or the cluster refused, 2 usage or bad input (one line on stderr), 3 timed out.
+"""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
 import sys
 
 from cronoq import __version__
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+PHASES = ("Blocked", "Queued", "Running", "Retrying", "Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped")
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cronoq", description="Tasks as pods, with the guarantees of a task queue.")
+
+class UsageError(Exception):
+    """Bad command line or bad input: reported as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (not usage + error) and is raised, not exited on,
+    so that main() owns the exit code."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parser() -> Parser:
+    p = Parser(prog=_prog(), description="Tasks as pods, with the guarantees of a task queue.")
     p.add_argument("--version", action="version", version=f"cronoq {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     op = sub.add_parser("operator", help="run the operator against the current kubeconfig (or in-cluster)")
     op.add_argument("--namespace", "-n", action="append", default=[], dest="namespaces",
@@ -33,53 +54,49 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("heartbeat", help="renew this attempt's heartbeat Lease until SIGTERM (the sidecar)")
 
-    cancel = sub.add_parser("cancel", help="cancel tasks (sets spec.cancel: true)")
-    cancel.add_argument("names", nargs="+", metavar="NAME")
-    cancel.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
+    from cronoq.cli import tasks
+    tasks.add_verbs(sub, _common())
     return p
 
 
-def run_operator(args: argparse.Namespace) -> int:
-    from cronoq.controller.runtime import RUNTIME, Options, serve
-
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
-    RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
-                              probe_port=args.probe_port or None, workers=args.workers,
-                              leader_election=args.leader_election, lease_namespace=args.lease_namespace,
-                              lease_name=args.lease_name, sidecar_image=args.sidecar_image)
-    asyncio.run(serve(RUNTIME))
-    return 0
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
+    common.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    return common
 
 
-def cancel(args: argparse.Namespace) -> int:
-    from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
-
-    from cronoq.api import GROUP, VERSION
-
-    config.load_kube_config()
-    namespace = args.namespace or config.list_kube_config_contexts()[1]["context"].get("namespace", "default")
-    api = client.CustomObjectsApi()
-    failed = 0
-    for name in args.names:
-        try:
-            api.patch_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name, {"spec": {"cancel": True}})
-            print(f"task.cronoq.io/{name} cancel requested")
-        except ApiException as err:
-            failed += 1
-            print(f"error: task {namespace}/{name}: {err.reason}", file=sys.stderr)
-    return 1 if failed else 0
+def _prog() -> str:
+    return "kubectl cronoq" if os.path.basename(sys.argv[0]).startswith("kubectl-") else "cronoq"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.command == "operator":
-        return run_operator(args)
-    if args.command == "cancel":
-        return cancel(args)
-    if args.command == "heartbeat":
-        from cronoq.heartbeat import main as heartbeat_main
-        return heartbeat_main([])
-    parser().print_help()
-    return 0
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        # `submit ... -- CMD ARGS` passes the command through untouched, like `kubectl run`.
+        trailing: list[str] = []
+        if argv and argv[0] == "submit" and "--" in argv:
+            at = argv.index("--")
+            argv, trailing = argv[:at], argv[at + 1:]
+        p = parser()
+        args, extra = p.parse_known_args(argv)
+        if extra:
+            verb = f" {args.command}" if args.command else ""
+            raise UsageError(f"{p.prog}{verb}: unrecognized arguments: {' '.join(extra)}")
+        args.trailing = trailing
+        if args.command == "operator":
+            from cronoq.cli.serve import run_operator
+            return run_operator(args)
+        if args.command == "heartbeat":
+            from cronoq.heartbeat import main as heartbeat_main
+            return heartbeat_main([])
+        if args.command is None:
+            parser().print_help()
+            return EXIT_OK
+        from cronoq.cli import tasks
+        return tasks.run(args)
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
