@@ -35,6 +35,17 @@ def console(stderr: bool = False) -> Console:
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
+def show(out: Console, renderable: Any = "") -> None:
+    """Print a table, grid or tree; piped, without the padding rich puts at line ends."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    with out.capture() as captured:
+        out.print(renderable)
+    out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    out.file.flush()
+
+
 def age(since: datetime | None, now: datetime | None = None) -> str:
     """kubectl's compact age: 42s, 5m3s, 3h, 2d."""
     if since is None:

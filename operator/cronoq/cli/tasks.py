@@ -283,7 +283,7 @@ def get(args: argparse.Namespace, client: Client) -> int:
     elif args.watch:
         out.print(_watch_header(wide), markup=False)
     elif tasks:
-        out.print(render.task_table(tasks, wide))
+        render.show(out, render.task_table(tasks, wide))
     else:
         print(f"No tasks found in {client.namespace} namespace.", file=sys.stderr)
     if not args.watch:
@@ -297,7 +297,7 @@ def get(args: argparse.Namespace, client: Client) -> int:
         if args.output in ("json", "yaml"):
             print(render.dump([task.to_dict()], args.output, single=True), flush=True)
         else:
-            out.print(render.watch_line(task, wide))
+            render.show(out, render.watch_line(task, wide))
     return EXIT_OK
 
 
@@ -452,26 +452,28 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Message", Text(s.message)))
     if s and s.output_available:
         pairs.append(("Output", Text(s.output or "")))
-    out.print(render.fields_grid(pairs))
-    out.print()
+    render.show(out, render.fields_grid(pairs))
+    print()
     if s and s.attempts:
-        out.print("Attempts:")
-        out.print(render.attempts_table(task))
+        print("Attempts:")
+        render.show(out, render.attempts_table(task))
     else:
-        out.print("Attempts: none yet")
+        print("Attempts: none yet")
     events = client.core.list_namespaced_event(client.namespace,
                                                field_selector=f"involvedObject.name={task.metadata.name},"
                                                               "involvedObject.kind=Task").items
     if events:
-        out.print("Events:")
+        print("\nEvents:")
         table = render.Table(box=render.box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for h in ("AGE", "TYPE", "REASON", "MESSAGE"):
             table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
-        events.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+        # Timestamps have whole seconds; the resourceVersion orders events written in the same one.
+        events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
+                                   int(e.metadata.resource_version or 0)))
         for e in events[-15:]:
             table.add_row(Text(render.age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
                           Text(e.type or ""), Text(e.reason or ""), Text(e.message or ""))
-        out.print(table)
+        render.show(out, table)
     return EXIT_OK
 
 
@@ -492,7 +494,7 @@ def tree(args: argparse.Namespace, client: Client) -> int:
     for name in (_bare(n) for n in args.names):
         if name not in tasks:
             raise TaskNotFound(client.namespace, name)
-        out.print(render.dependency_tree(name, tasks))
+        render.show(out, render.dependency_tree(name, tasks))
     return EXIT_OK
 
 

@@ -62,13 +62,11 @@ class Client:
                  api_client: k8s.ApiClient | None = None) -> None:
         if api_client is None:
             configuration = k8s.Configuration()
-            context_ns = None
             if kubeconfig is None:
-                try:
+                try:  # in a pod: its ServiceAccount and namespace
                     k8s_config.load_incluster_config(client_configuration=configuration)
                     context_ns = _incluster_namespace()
                 except k8s_config.ConfigException:
-                    kubeconfig = None
                     context_ns = _load_kubeconfig(None, configuration)
             else:
                 context_ns = _load_kubeconfig(kubeconfig, configuration)
