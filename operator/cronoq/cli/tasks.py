@@ -325,9 +325,11 @@ def wait(args: argparse.Namespace, client: Client) -> int:
         else:
             finished = client.wait_all(names, timeout=timeout)
     except WaitTimeout as e:
+        # What ended in time is still reported; the exit code says that not everything did.
+        _report([n for n in names if n in e.finished], e.finished, args.output == "json", many=len(names) > 1)
         print(f"error: {e}", file=sys.stderr)
         return EXIT_TIMEOUT
-    return _report(names, finished, args.output == "json")
+    return _report(names, finished, args.output == "json", many=len(names) > 1)
 
 
 def _wait_with_progress(client: Client, names: list[str], timeout: float | None, err) -> dict[str, Task]:
@@ -350,7 +352,8 @@ def _wait_with_progress(client: Client, names: list[str], timeout: float | None,
         return client.wait_all(names, timeout=timeout, on_change=on_change)
 
 
-def _report(names: list[str], finished: dict[str, Task], as_json: bool) -> int:
+def _report(names: list[str], finished: dict[str, Task], as_json: bool, many: bool) -> int:
+    """Print each finished task's output (alone: just the output, for pipes) or error."""
     code = EXIT_OK
     results: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -361,11 +364,11 @@ def _report(names: list[str], finished: dict[str, Task], as_json: bool) -> int:
             entry["output"] = result.output
             if not as_json:
                 raw = result.raw_output or ""
-                print(raw if len(names) == 1 else f"{name}: succeeded {raw}".rstrip())
+                print(f"{name}: succeeded {raw}".rstrip() if many else raw)
         except OutputUnavailable:
             entry["output"] = None
             if not as_json:
-                print(f"{name}: succeeded (no output)", file=sys.stderr if len(names) == 1 else sys.stdout)
+                print(f"{name}: succeeded (no output)", file=sys.stdout if many else sys.stderr)
         except TaskFailed as failed:
             code = EXIT_FAILED
             entry["message"] = failed.message

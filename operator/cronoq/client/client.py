@@ -254,7 +254,8 @@ class Client:
                 if err.status != 410:  # 410 Gone: our resourceVersion is too old; list again
                     raise
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout([n for n in names if n not in done], timeout or 0)
+                raise WaitTimeout([n for n in names if n not in done], timeout or 0,
+                                  {n: done[n] for n in names if n in done})
 
     def watch(self, phase: str | None = None, pool: str | None = None, key: str | None = None,
               ) -> Iterator[tuple[str, Task]]:

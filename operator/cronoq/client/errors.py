@@ -54,11 +54,13 @@ class OutputUnavailable(ClientError):
 
 
 class WaitTimeout(ClientError, TimeoutError):
-    """`wait`/`wait_all` ran out of time; `pending` names the tasks still unfinished."""
+    """`wait`/`wait_all` ran out of time; `pending` names the tasks still unfinished and
+    `finished` holds those that ended in time (name → Task)."""
 
-    def __init__(self, pending: list[str], timeout: float) -> None:
+    def __init__(self, pending: list[str], timeout: float, finished: dict | None = None) -> None:
         self.pending = pending
         self.timeout = timeout
+        self.finished = finished or {}
         super().__init__(f"timed out after {timeout:g}s waiting for {', '.join(pending)}")
 
 
