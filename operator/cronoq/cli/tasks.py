@@ -462,9 +462,9 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         render.show(out, render.attempts_table(task))
     else:
         print("Attempts: none yet")
+    # By uid: a deleted task's events, kept for an hour, would otherwise show under a new one of its name.
     events = client.core.list_namespaced_event(client.namespace,
-                                               field_selector=f"involvedObject.name={task.metadata.name},"
-                                                              "involvedObject.kind=Task").items
+                                               field_selector=f"involvedObject.uid={task.metadata.uid}").items
     if events:
         print("\nEvents:")
         table = render.Table(box=render.box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
