@@ -164,6 +164,20 @@ def test_logs_of_an_attempt_and_after_its_job_is_gone(cli, cq):
     assert cli("logs", "noisy", "--attempt", "7").returncode == 1
 
 
+def test_logs_follow_streams_a_running_attempt(cli, cq):
+    cli.ok("submit", "live", "--image", IMAGE, "--pod-annotation", "kwok.cronoq.io/outcome=Run")
+    cq.wait_phase("live", "Running")
+    proc = subprocess.Popen([sys.executable, "-m", "cronoq", "logs", "live", "-f", "-n", cli.namespace,
+                             "--kubeconfig", cli.kubeconfig], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline().rstrip("\n") for _ in load_devcluster().POD_LOG_LINES]
+        assert lines == list(load_devcluster().POD_LOG_LINES)
+        assert proc.poll() is None, "still following"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_tree_of_a_diamond(cli):
     cli.ok("submit", "extract", "--image", IMAGE, *FAST)
     cli.ok("submit", "clean", "--image", IMAGE, *FAST, "--depends-on", "extract")
