@@ -63,6 +63,14 @@ def test_a_keyed_resubmission_returns_the_original_and_creates_nothing(client, c
     assert len(cq.custom.list_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "tasks")["items"]) == 1
 
 
+def test_keys_are_free_text_even_with_selector_syntax_in_them(client):
+    key = r"user=7,region=eu\b"
+    first = client.submit("odd-1", image=IMAGE, key=key)
+    assert client.submit("odd-2", image=IMAGE, key=key).metadata.name == "odd-1"
+    assert client.submit("odd-3", image=IMAGE, key="user=7").metadata.name == "odd-3", "a prefix is another key"
+    assert [t.metadata.name for t in client.list(key=key)] == [first.metadata.name]
+
+
 def test_a_key_in_another_pool_is_another_key(client, cq):
     cq.pool("other")
     a = client.submit("in-default", image=IMAGE, key="k")

@@ -308,11 +308,12 @@ class Client:
         Its key is not carried over (the new task would match the finished original and run
         nothing); it is kept in the `cronoq.io/retry-of-key` annotation. `max_attempts` replaces
         the retry policy's."""
-        original = self.get(name)
+        raw = self._get_raw(name)
+        original = Task.model_validate(raw)
         if original.phase not in RETRYABLE_PHASES:
             raise NotRetryable(f"task {name} is {original.phase or 'not started'}; only Failed or DeadLettered "
                                "tasks can be retried")
-        spec = original.spec.to_dict()
+        spec = dict(raw["spec"])  # as stored: fields this client's models do not know are kept too
         spec.pop("cancel", None)
         key = spec.pop("key", None)
         if max_attempts is not None:
@@ -454,12 +455,17 @@ def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
 def _selector(phase: str | None, pool: str | None, key: str | None) -> str | None:
     parts = []
     if phase:
-        parts.append(f"status.phase={phase}")
+        parts.append(f"status.phase={_escape(str(phase))}")
     if pool:
-        parts.append(f"spec.pool={pool}")
+        parts.append(f"spec.pool={_escape(pool)}")
     if key:
-        parts.append(f"spec.key={key}")
+        parts.append(f"spec.key={_escape(key)}")
     return ",".join(parts) or None
+
+
+def _escape(value: str) -> str:
+    """A field selector value: keys are free text, and `,` `=` `\\` are the selector's syntax."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
 
 
 def _edge(dep: str | Mapping[str, str]) -> dict[str, str]:
