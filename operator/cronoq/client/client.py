@@ -349,11 +349,19 @@ class Client:
         if not pods:
             job = next((a.job for a in task.status.attempts if a.number == number), None) if task.status else None
             job = job or naming.job_name(name, number)
-            raise LogsUnavailable(
-                f"the Job of attempt {number} ({job}) and its pods are gone: attempt Jobs are kept for the "
-                f"pool's jobRetention after they finish (TaskPool {task.spec.pool}, spec.jobRetention)")
+            raise LogsUnavailable(f"the Job of attempt {number} ({job}) and its pods are gone: {self._retention(task)}")
         pods.sort(key=lambda p: p.metadata.creation_timestamp)
         return task, number, pods[-1]
+
+    def _retention(self, task: Task) -> str:
+        """Which jobRetention applies to the task's attempt Jobs, and where to change it."""
+        if task.spec.job_retention is not None:
+            return (f"attempt Jobs are kept for the task's jobRetention ({format_duration(task.spec.job_retention)}) "
+                    "after they finish")
+        pool = self._pool_or_none(task.spec.pool)
+        held = f" ({format_duration(pool.spec.job_retention)})" if pool else ""
+        return (f"attempt Jobs are kept for the jobRetention{held} of TaskPool {task.spec.pool} after they finish; "
+                "raise it there (or spec.jobRetention on the task) to keep logs longer")
 
     def logs(self, name: str, attempt: int | None = None, *, follow: bool = False) -> Iterator[str]:
         """Lines of the task container's log for an attempt (default: the newest); `follow`
