@@ -24,7 +24,8 @@ class Cli:
     namespace: str
     kubeconfig: str
 
-    def __call__(self, verb: str, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    def __call__(self, verb: str, *args: str, input: str | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "cronoq", verb, "-n", self.namespace, "--kubeconfig", self.kubeconfig, *args]
         return subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "COLUMNS": "200"})
@@ -81,12 +82,14 @@ def test_a_keyed_resubmission_returns_the_original(cli, cq):
     assert again.stdout.startswith("task.cronoq.io/nightly-1 unchanged: it holds key 'nightly'")
     assert task_names(cq) == ["nightly-1"]
     cli.ok("wait", "nightly-1")
-    assert cli.ok("submit", "--image", IMAGE, "--key", "nightly", "-o", "name").stdout.strip() == "task.cronoq.io/nightly-1"
+    named = cli.ok("submit", "--image", IMAGE, "--key", "nightly", "-o", "name").stdout.strip()
+    assert named == "task.cronoq.io/nightly-1"
     assert task_names(cq) == ["nightly-1"]
 
 
 def test_wait_on_a_dead_lettered_task_exits_1_naming_the_status_and_last_message(cli):
-    cli.ok("submit", "doomed", "--image", IMAGE, "--max-attempts", "2", "--pod-annotation", "kwok.cronoq.io/outcome=Fail",
+    cli.ok("submit", "doomed", "--image", IMAGE, "--max-attempts", "2",
+           "--pod-annotation", "kwok.cronoq.io/outcome=Fail",
            "--pod-annotation", "kwok.cronoq.io/message-a2=disk full", *FAST)
     result = cli("wait", "doomed", "--timeout", "60")
     assert result.returncode == 1
@@ -122,7 +125,8 @@ def test_cancel_by_name_and_by_key(cli, cq):
 def test_retry_runs_a_new_task_and_describe_prints_its_attempts(cli, cq):
     cli.ok("submit", "etl", "--image", IMAGE, "--max-attempts", "2", *FAST,
            "--pod-annotation", "kwok.cronoq.io/outcome-a1=Fail", "--pod-annotation", "kwok.cronoq.io/outcome-a2=Fail",
-           "--pod-annotation", "kwok.cronoq.io/exit-code=4", "--pod-annotation", "kwok.cronoq.io/message-a2=timeout talking to db")
+           "--pod-annotation", "kwok.cronoq.io/exit-code=4",
+           "--pod-annotation", "kwok.cronoq.io/message-a2=timeout talking to db")
     assert cli("wait", "etl").returncode == 1
     retried = cli.ok("retry", "etl", "--max-attempts", "3", "--wait", "--wait-timeout", "90")
     first, *rest = retried.stdout.splitlines()
@@ -155,7 +159,8 @@ def test_logs_of_an_attempt_and_after_its_job_is_gone(cli, cq):
     assert f"pod {pods['2']}" in cli.ok("logs", "noisy").stderr, "default: the newest attempt"
 
     cq.batch.delete_namespaced_job("noisy-a1", cq.namespace, propagation_policy="Foreground")
-    wait_until(lambda: not cq.core.list_namespaced_pod(cq.namespace, label_selector="cronoq.io/task=noisy,cronoq.io/attempt=1").items,
+    first = "cronoq.io/task=noisy,cronoq.io/attempt=1"
+    wait_until(lambda: not cq.core.list_namespaced_pod(cq.namespace, label_selector=first).items,
                timeout=30, what="attempt 1's pod gone")
     gone = cli("logs", "noisy", "--attempt", "1")
     assert gone.returncode == 1
@@ -222,7 +227,8 @@ def test_bad_input_to_other_verbs(cli):
 
 def test_get_and_list_formats_and_filters(cli):
     cli.ok("submit", "good", "--image", IMAGE, *FAST, "--key", "k1", "--pod-annotation", "kwok.cronoq.io/message=ok")
-    cli.ok("submit", "bad", "--image", IMAGE, *FAST, "--max-attempts", "1", "--pod-annotation", "kwok.cronoq.io/outcome=Fail")
+    cli.ok("submit", "bad", "--image", IMAGE, *FAST, "--max-attempts", "1",
+           "--pod-annotation", "kwok.cronoq.io/outcome=Fail")
     assert cli("wait", "good", "bad").returncode == 1
     table = cli.ok("list").stdout.splitlines()
     assert table[0].split() == ["NAME", "POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE"]

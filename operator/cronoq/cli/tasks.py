@@ -254,7 +254,8 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
     if args.max_attempts is not None:
         spec["retry"] = {"maxAttempts": args.max_attempts}
     if args.depends_on:
-        spec["dependsOn"] = [{"task": t, "on": on or "Success"} for t, _, on in (d.partition(":") for d in args.depends_on)]
+        edges = (d.partition(":") for d in args.depends_on)
+        spec["dependsOn"] = [{"task": t, "on": on or "Success"} for t, _, on in edges]
     if args.pod_annotation:
         spec["podMetadata"] = {"annotations": _pairs(args.pod_annotation, "--pod-annotation")}
     metadata: dict[str, Any] = {"name": args.name} if args.name else {"generateName": args.generate_name or "task-"}
