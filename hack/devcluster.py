@@ -384,6 +384,8 @@ def up() -> Path:
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_RANGE}",
         "--allow-privileged=true", "--profiling=false",
+        # Logs and exec go to the node's InternalIP (kwok, on loopback), not its unresolvable hostname.
+        "--kubelet-preferred-address-types=InternalIP",
         "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
         *audit_flags(),
     ])
@@ -417,6 +419,7 @@ def up() -> Path:
     ])
     start("kwok", [
         str(bins["kwok"]), f"--kubeconfig={KUBECONFIG}", f"--config={HACK / 'kwok-stages.yaml'}",
+        f"--config={pod_logs()}",
         "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
         "--node-ip=127.0.0.1", f"--node-port={KWOK}", f"--server-address=127.0.0.1:{KWOK}",
         "--cidr=10.244.0.1/16", "--node-lease-duration-seconds=40",
@@ -432,6 +435,26 @@ def up() -> Path:
              "kube-controller-manager")
     log(f"up in {time.monotonic() - started:.1f}s; export KUBECONFIG={KUBECONFIG} PATH={STATE / 'bin'}:$PATH")
     return KUBECONFIG
+
+
+POD_LOG_LINES = ("cronoq test cluster: a kwok pod runs no container;",
+                 "this log is served by kwok for every pod (ClusterLogs in .cluster/kwok-logs.yaml)")
+"""What `kubectl logs` (and `cronoq logs`) print for any pod of the test cluster."""
+
+
+def pod_logs() -> Path:
+    """kwok config serving POD_LOG_LINES as every pod's log (kwok's ClusterLogs), so that log
+    reading goes the real way: API server → the node's kubelet endpoint (kwok) → a CRI log file.
+    Written at start, since ClusterLogs needs an absolute path."""
+    logfile = STATE / "pod-logs" / "task.log"
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    logfile.write_text("".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n"
+                               for i, line in enumerate(POD_LOG_LINES)))
+    config = STATE / "kwok-logs.yaml"
+    config.write_text(json.dumps({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
+                                  "metadata": {"name": "cronoq-pod-logs"},
+                                  "spec": {"logs": [{"logsFile": str(logfile), "follow": False}]}}))
+    return config
 
 
 def audit_flags() -> list[str]:

@@ -109,9 +109,11 @@ def test_pip_install_from_the_context_finds_the_whole_package(tmp_path):
     found = sorted(p for w in where for p in find_packages(str(tmp_path / w)))
     assert found == sorted(p for w in where for p in find_packages(str(REPO / w)))
     assert "cronoq" in found and (tmp_path / project["project"]["readme"]).is_file()
-    module, function = project["project"]["scripts"]["cronoq"].split(":")
-    source = (tmp_path / "operator" / (module.replace(".", "/") + ".py")).read_text()
-    assert re.search(rf"^def {function}\(", source, re.M), f"{module} defines no {function}()"
+    for script in ("cronoq", "kubectl-cronoq"):  # the CLI, and the same as a kubectl plugin
+        module, function = project["project"]["scripts"][script].split(":")
+        base = tmp_path / "operator" / module.replace(".", "/")
+        source = (base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py").read_text()
+        assert re.search(rf"^def {function}\(", source, re.M), f"{module} defines no {function}()"
     assert project["project"]["requires-python"] == ">=3.11"
 
 

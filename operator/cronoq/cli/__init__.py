@@ -1,0 +1,113 @@
+"""The `cronoq` command line, also installed as the kubectl plugin `kubectl-cronoq`.
+
+`cronoq operator` runs the operator and `cronoq heartbeat` the heartbeat sidecar; the other
+verbs (submit, get/list, wait, cancel, retry, describe, logs, tree) are the shell's face of
+`cronoq.client` and live in `cronoq.cli.tasks`; `trigger` (a TaskSchedule fired now) in
+`cronoq.cli.schedules`.
+
+Exit codes: 0 the task(s) succeeded (or the command did what it was asked), 1 a task did not
+succeed or the cluster refused, 2 usage or bad input (one line on stderr), 3 timed out.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from cronoq import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+PHASES = ("Blocked", "Queued", "Running", "Retrying", "Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped")
+
+
+class UsageError(Exception):
+    """Bad command line or bad input: reported as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (not usage + error) and is raised, not exited on,
+    so that main() owns the exit code."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parser() -> Parser:
+    p = Parser(prog=_prog(), description="Tasks as pods, with the guarantees of a task queue.")
+    p.add_argument("--version", action="version", version=f"cronoq {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    op = sub.add_parser("operator", help="run the operator against the current kubeconfig (or in-cluster)")
+    op.add_argument("--namespace", "-n", action="append", default=[], dest="namespaces",
+                    help="watch only this namespace (repeatable); default: all namespaces")
+    op.add_argument("--metrics-port", type=int, default=9090, help="serve Prometheus /metrics here (0: off)")
+    op.add_argument("--probe-port", type=int, default=8080, help="serve /healthz and /readyz here (0: off)")
+    op.add_argument("--workers", type=int, default=8, help="tasks reconciled concurrently")
+    op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
+                    help="compete for a Lease so that only one replica acts (default: on)")
+    op.add_argument("--lease-namespace", default=None,
+                    help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)")
+    op.add_argument("--lease-name", default="cronoq-leader", help="name of the leader Lease")
+    op.add_argument("--sidecar-image", default=f"ghcr.io/cronoq/operator:{__version__}",
+                    help="image of the heartbeat sidecar added to pods of tasks with heartbeatSidecar: true")
+    op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
+                    choices=["debug", "info", "warning", "error"])
+
+    sub.add_parser("heartbeat", help="renew this attempt's heartbeat Lease until SIGTERM (the sidecar)")
+
+    from cronoq.cli import schedules, tasks
+    common = _common()
+    tasks.add_verbs(sub, common)
+    schedules.add_verb(sub, common)
+    return p
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
+    common.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    return common
+
+
+def _prog() -> str:
+    return "kubectl cronoq" if os.path.basename(sys.argv[0]).startswith("kubectl-") else "cronoq"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        # `submit ... -- CMD ARGS` passes the command through untouched, like `kubectl run`.
+        trailing: list[str] = []
+        if argv and argv[0] == "submit" and "--" in argv:
+            at = argv.index("--")
+            argv, trailing = argv[:at], argv[at + 1:]
+        p = parser()
+        args, extra = p.parse_known_args(argv)
+        if extra:
+            verb = f" {args.command}" if args.command else ""
+            raise UsageError(f"{p.prog}{verb}: unrecognized arguments: {' '.join(extra)}")
+        args.trailing = trailing
+        if args.command == "operator":
+            from cronoq.cli.serve import run_operator
+            return run_operator(args)
+        if args.command == "heartbeat":
+            from cronoq.heartbeat import main as heartbeat_main
+            return heartbeat_main([])
+        if args.command == "trigger":
+            from cronoq.cli.schedules import trigger
+            return trigger(args)
+        if args.command is None:
+            parser().print_help()
+            return EXIT_OK
+        from cronoq.cli import tasks
+        return tasks.run(args)
+    except UsageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader stopped (`cronoq describe x | head`): not an error; keep Python's exit quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK

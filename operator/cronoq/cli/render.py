@@ -1,0 +1,193 @@
+"""How the CLI shows tasks: kubectl-like tables, attempt history, dependency trees (rich).
+
+Every value that comes from the cluster is wrapped in `Text`, never passed as markup: task
+messages may contain `[brackets]` that rich would otherwise read as styles.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+import yaml
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from cronoq.api import Task, TaskPhase
+
+PHASE_STYLE = {
+    TaskPhase.SUCCEEDED: "green", TaskPhase.FAILED: "red", TaskPhase.DEAD_LETTERED: "bold red",
+    TaskPhase.CANCELLED: "yellow", TaskPhase.SKIPPED: "yellow", TaskPhase.RUNNING: "cyan",
+    TaskPhase.RETRYING: "magenta", TaskPhase.QUEUED: "", TaskPhase.BLOCKED: "dim",
+}
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for stdout (or stderr). Piped output is not cut at 80 columns: scripts and
+    tests read whole lines."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else max(shutil.get_terminal_size((200, 24)).columns, 200)
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+def show(out: Console, renderable: Any = "") -> None:
+    """Print a table, grid or tree; piped, without the padding rich puts at line ends."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    with out.capture() as captured:
+        out.print(renderable)
+    out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    out.file.flush()
+
+
+def age(since: datetime | None, now: datetime | None = None) -> str:
+    """kubectl's compact age: 42s, 5m3s, 3h, 2d."""
+    if since is None:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(timezone.utc)) - since).total_seconds())
+    seconds = max(seconds, 0)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 600:
+        return f"{seconds // 60}m{seconds % 60}s" if seconds % 60 else f"{seconds // 60}m"
+    if seconds < 3 * 3600:
+        return f"{seconds // 60}m"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def duration(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms // 60_000}m{(ms % 60_000) // 1000}s"
+
+
+def phase_text(phase: TaskPhase | str | None) -> Text:
+    if phase is None:
+        return Text("Pending", style="dim")
+    return Text(str(phase), style=PHASE_STYLE.get(phase, ""))
+
+
+def _summary(task: Task) -> str:
+    s = task.status
+    if s is None:
+        return ""
+    text = s.summary or s.message or ""
+    return text.splitlines()[0] if text else ""
+
+
+COLUMNS = ("NAME", "POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE")
+WIDE = ("PRIORITY", "KEY", "DURATION", "NEXT ATTEMPT", "DUPLICATE OF", "RETRY OF")
+
+
+def row(task: Task, wide: bool = False) -> list[Text]:
+    s = task.status
+    cells = [Text(task.metadata.name or ""), Text(task.spec.pool), phase_text(task.phase),
+             Text(str(s.attempt if s else 0)), Text(age(task.metadata.creation_timestamp)), Text(_summary(task))]
+    if wide:
+        took = None
+        if s and s.finished_at and s.submitted_at:
+            took = int((s.finished_at - s.submitted_at).total_seconds() * 1000)
+        cells[5:5] = [Text(str(task.spec.priority)), Text(task.spec.key or "-"), Text(duration(took)),
+                      Text(s.next_attempt_at.isoformat() if s and s.next_attempt_at else "-"),
+                      Text(s.duplicate_of if s and s.duplicate_of else "-"),
+                      Text(task.metadata.labels.get("cronoq.io/retry-of", "-"))]
+    return cells
+
+
+def task_table(tasks: list[Task], wide: bool = False) -> Table:
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="", padding=(0, 3, 0, 0))
+    headers = list(COLUMNS)
+    if wide:
+        headers[5:5] = WIDE
+    for h in headers:
+        table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
+    for task in tasks:
+        table.add_row(*row(task, wide))
+    return table
+
+
+def watch_line(task: Task, wide: bool = False) -> Text:
+    """One row of `get -w`: fixed widths, since rows arrive one at a time."""
+    widths = (32, 12, 14, 9, 7)
+    cells = row(task, wide)
+    line = Text()
+    for i, cell in enumerate(cells):
+        if i < len(widths):
+            cell = cell.copy()
+            cell.pad_right(max(widths[i] - len(cell), 1))
+        elif i < len(cells) - 1:
+            cell = cell.copy()
+            cell.append("   ")
+        line.append_text(cell)
+    return line
+
+
+def dump(objects: list[dict[str, Any]], fmt: str, single: bool) -> str:
+    doc: Any = objects[0] if single and len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}
+    if fmt == "json":
+        return json.dumps(doc, indent=2)
+    return yaml.safe_dump(doc, sort_keys=False).rstrip("\n")
+
+
+def attempts_table(task: Task) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for h in ("ATTEMPT", "TRIGGER", "STARTED", "DURATION", "OUTCOME", "EXIT CODE", "REASON", "MESSAGE"):
+        table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
+    for a in (task.status.attempts if task.status else ()):
+        outcome = Text(str(a.outcome) if a.outcome else "running",
+                       style={"Success": "green", "Retryable": "magenta", "Permanent": "red"}.get(str(a.outcome), ""))
+        table.add_row(Text(str(a.number)), Text(str(a.trigger)),
+                      Text(a.started_at.strftime("%Y-%m-%d %H:%M:%S") if a.started_at else "-"),
+                      Text(duration(a.duration_ms)), outcome,
+                      Text("-" if a.exit_code is None else str(a.exit_code)), Text(a.reason or "-"),
+                      Text((a.message or "").strip() or "-"))
+    return table
+
+
+def fields_grid(pairs: list[tuple[str, Any]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, value in pairs:
+        grid.add_row(Text(f"{label}:", style="bold"), value if isinstance(value, Text) else Text(str(value)))
+    return grid
+
+
+def dependency_tree(root: str, tasks: dict[str, Task]) -> Tree:
+    """What `root` waits for, recursively, each with its phase; a task reached twice (a
+    diamond) is shown under each of its dependents."""
+    def label(name: str, on: str | None) -> Text:
+        text = Text(name, style="bold")
+        task = tasks.get(name)
+        text.append("  ")
+        text.append_text(phase_text(task.phase) if task else Text("not found", style="red"))
+        if on and on != "Success":
+            text.append(f"  (on {on})", style="dim")
+        return text
+
+    def grow(node: Tree, name: str, path: tuple[str, ...]) -> None:
+        task = tasks.get(name)
+        if task is None:
+            return
+        for dep in task.spec.depends_on:
+            child = node.add(label(dep.task, str(dep.on)))
+            if dep.task in path:
+                child.label.append("  (cycle)", style="red")
+                continue
+            grow(child, dep.task, (*path, dep.task))
+
+    tree = Tree(label(root, None))
+    grow(tree, root, (root,))
+    return tree

@@ -1,0 +1,19 @@
+"""`cronoq operator`: run the operator (the only verb that imports the controller)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    from cronoq.controller.runtime import RUNTIME, Options, serve
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
+                              probe_port=args.probe_port or None, workers=args.workers,
+                              leader_election=args.leader_election, lease_namespace=args.lease_namespace,
+                              lease_name=args.lease_name, sidecar_image=args.sidecar_image)
+    asyncio.run(serve(RUNTIME))
+    return 0

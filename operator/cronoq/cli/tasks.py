@@ -1,0 +1,508 @@
+"""The task verbs of the CLI: thin wrappers that parse flags, call `cronoq.client`, and render.
+
+Errors become one line on stderr and an exit code (see `cronoq.cli`): bad input 2, a task that
+did not succeed 1, out of time 3.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from kubernetes.client.rest import ApiException
+from kubernetes.config import ConfigException
+
+from cronoq.api import DurationError, Task, TaskPhase
+from cronoq.api.durations import parse as parse_duration
+from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
+from cronoq.cli import render
+from cronoq.client import (
+    Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound,
+    WaitTimeout, status_of,
+)
+from cronoq.client.client import check_manifest
+
+RESOURCE = "task.cronoq.io"
+
+
+def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    s = sub.add_parser("submit", parents=[common], help="submit a task (flags, or -f manifest)",
+                       description="Submit a task. A command and its arguments follow `--`: "
+                                   "cronoq submit hello --image busybox -- echo hi")
+    s.add_argument("name", nargs="?", help="task name (default: generated from --generate-name)")
+    s.add_argument("-f", "--filename", help="a Task manifest (YAML or JSON; - for stdin)")
+    s.add_argument("--generate-name", help="name prefix when no name is given (default: task-)")
+    s.add_argument("--image", "-i", help="container image")
+    s.add_argument("--arg", action="append", dest="args", help="container argument (repeatable)")
+    s.add_argument("--env", "-e", action="append", default=[], metavar="NAME=VALUE", help="environment (repeatable)")
+    s.add_argument("--pool", "-p", help="TaskPool (default: default)")
+    s.add_argument("--priority", type=int, help="higher runs first (default 0)")
+    s.add_argument("--key", "-k", help="idempotency key: a task holding it is returned instead of a new one")
+    s.add_argument("--payload", help="JSON handed to the container as CRONOQ_PAYLOAD")
+    s.add_argument("--payload-file", help="file holding the JSON payload")
+    s.add_argument("--timeout", help="per-attempt timeout, e.g. 10m")
+    s.add_argument("--max-attempts", type=int, help="attempts, counting the first")
+    s.add_argument("--depends-on", action="append", default=[], metavar="TASK[:Success|Failure|Complete]",
+                   help="wait for this task first (repeatable)")
+    s.add_argument("--label", "-l", action="append", default=[], metavar="KEY=VALUE", help="task label (repeatable)")
+    s.add_argument("--pod-annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="annotation of the attempt pods (repeatable)")
+    s.add_argument("--wait", "-w", action="store_true", help="wait for the task and print its output")
+    s.add_argument("--wait-timeout", help="with --wait: give up after this long (e.g. 5m)")
+    s.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the task in this format")
+
+    for verb, helptext in (("get", "show tasks (all, or the ones named)"), ("list", "list the tasks")):
+        g = sub.add_parser(verb, parents=[common], help=helptext)
+        if verb == "get":
+            g.add_argument("names", nargs="*", metavar="NAME")
+        g.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"])
+        g.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
+        g.add_argument("--pool", "-p", help="only tasks of this pool")
+        g.add_argument("--key", "-k", help="only tasks with this key")
+        g.add_argument("--selector", "-l", help="label selector")
+        g.add_argument("--watch", "-w", action="store_true", help="after listing, print each change")
+
+    w = sub.add_parser("wait", parents=[common], help="wait until the tasks end; print their output")
+    w.add_argument("names", nargs="+", metavar="NAME")
+    w.add_argument("--timeout", help="give up after this long (e.g. 30s, 5m); exit code 3")
+    w.add_argument("-o", "--output", choices=["json"], help="print every result as JSON")
+
+    c = sub.add_parser("cancel", parents=[common], help="cancel tasks (sets spec.cancel: true), by name or key")
+    c.add_argument("names", nargs="*", metavar="NAME")
+    c.add_argument("--key", "-k", help="cancel every unfinished task holding this key")
+    c.add_argument("--pool", "-p", help="with --key: only in this pool")
+
+    r = sub.add_parser("retry", parents=[common], help="re-drive a Failed or DeadLettered task as a new task")
+    r.add_argument("name", metavar="NAME")
+    r.add_argument("--max-attempts", type=int, help="attempts of the new task (default: as the original)")
+    r.add_argument("--wait", "-w", action="store_true", help="wait for the new task")
+    r.add_argument("--wait-timeout", help="with --wait: give up after this long")
+
+    d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
+    d.add_argument("name", metavar="NAME")
+
+    lg = sub.add_parser("logs", parents=[common], help="the log of a task's attempt (default: the newest)")
+    lg.add_argument("name", metavar="TASK")
+    lg.add_argument("--attempt", "-a", type=int, help="attempt number (default: the newest)")
+    lg.add_argument("--follow", "-f", action="store_true", help="stream the log while the attempt runs")
+
+    t = sub.add_parser("tree", parents=[common], help="a task's dependencies, with their phases")
+    t.add_argument("names", nargs="+", metavar="NAME")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a verb; turn the client's errors into one line and an exit code."""
+    verb: Callable[[argparse.Namespace, Client], int] = VERBS[args.command]
+    try:
+        _check_input(args)  # bad input is reported before any cluster is contacted
+        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig)
+        return verb(args, client)
+    except (UsageError, InvalidTask, TaskNotFound, NotRetryable) as err:
+        return _fail(str(err), EXIT_USAGE)
+    except (LogsUnavailable, ClientError) as err:
+        return _fail(str(err), EXIT_FAILED)
+    except ConfigException as err:
+        return _fail(f"no cluster to talk to: {err}", EXIT_FAILED)
+    except ApiException as err:
+        return _fail(_api_error(err), EXIT_USAGE if err.status in (400, 422) else EXIT_FAILED)
+
+
+def _check_input(args: argparse.Namespace) -> None:
+    """Parse what can be parsed offline, so that bad input never waits on the cluster."""
+    if args.command == "submit":
+        flags = any(getattr(args, f) for f in (
+            "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "timeout",
+            "max_attempts", "depends_on", "label", "pod_annotation", "name", "generate_name")) or args.trailing
+        if args.filename and flags:
+            raise UsageError("submit: give a manifest (-f) or flags, not both")
+        manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
+        args.manifests = [check_manifest(m) for m in manifests]
+        _seconds(args.wait_timeout, "--wait-timeout")
+    elif args.command in ("get", "list"):
+        args.phase = _phases(args.phase)
+    elif args.command in ("wait", "retry"):
+        _seconds(args.timeout if args.command == "wait" else args.wait_timeout, "--timeout")
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _api_error(err: ApiException) -> str:
+    try:
+        return json.loads(err.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return f"{err.status} {err.reason}"
+
+
+def _bare(name: str) -> str:
+    """Accept `task.cronoq.io/x` and `tasks/x` (as -o name prints them) where a name is expected."""
+    return name.split("/", 1)[1] if "/" in name else name
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[k] = v
+    return out
+
+
+def _seconds(text: str | None, flag: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text).total_seconds()
+    except DurationError as err:
+        raise UsageError(f"{flag}: {err}") from None
+
+
+def _phases(values: list[str]) -> list[str]:
+    by_lower = {p.lower(): p for p in PHASES} | {status_of(TaskPhase(p)): p for p in PHASES if TaskPhase(p).terminal}
+    out = []
+    for value in (v for vs in values for v in vs.split(",") if v):
+        phase = by_lower.get(value.lower())
+        if phase is None:
+            raise UsageError(f"--phase {value}: not a phase (one of {', '.join(PHASES)})")
+        out.append(phase)
+    return out
+
+
+# ---------------------------------------------------------------------- submit
+
+
+def submit(args: argparse.Namespace, client: Client) -> int:
+    manifests = args.manifests
+    for manifest in manifests:
+        pool_name = (manifest.get("spec") or {}).get("pool", "default")
+        if client.pool(pool_name) is None:
+            raise UsageError(f"TaskPool {pool_name} does not exist in namespace {client.namespace} "
+                             "(create it first, or choose another with --pool)")
+    created_tasks = []
+    out = render.console()
+    for manifest in manifests:
+        task, created = client._submit(manifest)
+        created_tasks.append(task)
+        name = task.metadata.name
+        if args.output == "name":
+            print(f"{RESOURCE}/{name}")
+        elif args.output:
+            print(render.dump([task.to_dict()], args.output, single=True))
+        elif created:
+            out.print(f"{RESOURCE}/{name} created", markup=False)
+        else:
+            out.print(f"{RESOURCE}/{name} unchanged: it holds key {task.spec.key!r} "
+                      f"({task.phase or 'not started'}); no new task was created", markup=False)
+    if args.wait:
+        args.names, args.timeout = [t.metadata.name for t in created_tasks], args.wait_timeout
+        args.output = None
+        return wait(args, client)
+    return EXIT_OK
+
+
+def _read_manifests(path: str) -> list[dict]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    except OSError as err:
+        raise UsageError(f"-f {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"-f {path}: not YAML: {str(err).splitlines()[0]}") from None
+    items = [i for d in docs for i in (d.get("items", []) if d.get("kind") == "List" else [d])]
+    if not items or not all(isinstance(i, dict) for i in items):
+        raise UsageError(f"-f {path}: no Task manifest in it")
+    return items
+
+
+def _manifest_from_flags(args: argparse.Namespace) -> dict:
+    spec: dict[str, Any] = {"pool": args.pool or "default"}
+    if args.image:
+        spec["image"] = args.image
+    if args.trailing:
+        spec["command"] = args.trailing
+    if args.args:
+        spec["args"] = args.args
+    if args.env:
+        spec["env"] = [{"name": k, "value": v} for k, v in _pairs(args.env, "--env").items()]
+    if args.priority is not None:
+        spec["priority"] = args.priority
+    if args.key:
+        spec["key"] = args.key
+    if args.payload is not None and args.payload_file:
+        raise UsageError("give --payload or --payload-file, not both")
+    if args.payload is not None or args.payload_file:
+        flag = "--payload" if args.payload is not None else f"--payload-file {args.payload_file}"
+        try:
+            text = args.payload if args.payload is not None else Path(args.payload_file).read_text()
+            spec["payload"] = json.loads(text)
+        except OSError as err:
+            raise UsageError(f"{flag}: {err.strerror}") from None
+        except ValueError as err:
+            raise UsageError(f"{flag} is not JSON: {err}") from None
+    if args.timeout:
+        spec["timeout"] = args.timeout
+    if args.max_attempts is not None:
+        spec["retry"] = {"maxAttempts": args.max_attempts}
+    if args.depends_on:
+        edges = (d.partition(":") for d in args.depends_on)
+        spec["dependsOn"] = [{"task": t, "on": on or "Success"} for t, _, on in edges]
+    if args.pod_annotation:
+        spec["podMetadata"] = {"annotations": _pairs(args.pod_annotation, "--pod-annotation")}
+    metadata: dict[str, Any] = {"name": args.name} if args.name else {"generateName": args.generate_name or "task-"}
+    if args.label:
+        metadata["labels"] = _pairs(args.label, "--label")
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": metadata, "spec": spec}
+
+
+# ---------------------------------------------------------------------- get / list
+
+
+def get(args: argparse.Namespace, client: Client) -> int:
+    names = [_bare(n) for n in getattr(args, "names", [])]
+    phases = args.phase
+    if names:
+        tasks = [client.get(n) for n in names]
+    else:
+        tasks = client.list(phase=phases or None, pool=args.pool, key=args.key, label_selector=args.selector)
+    out = render.console()
+    wide = args.output == "wide"
+    if args.output in ("json", "yaml"):
+        print(render.dump([t.to_dict() for t in tasks], args.output, single=bool(names) and len(names) == 1))
+    elif args.output == "name":
+        for t in tasks:
+            print(f"{RESOURCE}/{t.metadata.name}")
+    elif args.watch:
+        out.print(_watch_header(wide), markup=False)
+    elif tasks:
+        render.show(out, render.task_table(tasks, wide))
+    else:
+        print(f"No tasks found in {client.namespace} namespace.", file=sys.stderr)
+    if not args.watch:
+        return EXIT_OK
+    wanted = set(names)
+    for _, task in client.watch(phase=phases[0] if len(phases) == 1 else None, pool=args.pool, key=args.key):
+        if wanted and task.metadata.name not in wanted:
+            continue
+        if phases and str(task.phase) not in phases:
+            continue
+        if args.output in ("json", "yaml"):
+            print(render.dump([task.to_dict()], args.output, single=True), flush=True)
+        else:
+            render.show(out, render.watch_line(task, wide))
+    return EXIT_OK
+
+
+def _watch_header(wide: bool) -> str:
+    cols = list(render.COLUMNS)
+    if wide:
+        cols[5:5] = render.WIDE
+    widths = (32, 12, 14, 9, 7)
+    return "".join(c.ljust(widths[i]) if i < len(widths) else c + ("   " if i < len(cols) - 1 else "")
+                   for i, c in enumerate(cols))
+
+
+# ---------------------------------------------------------------------- wait
+
+
+def wait(args: argparse.Namespace, client: Client) -> int:
+    names = list(dict.fromkeys(_bare(n) for n in args.names))
+    timeout = _seconds(args.timeout, "--timeout")
+    for name in names:
+        client.get(name)  # a typo is bad input (exit 2), not a wait that never ends
+    err = render.console(stderr=True)
+    try:
+        if err.is_terminal:
+            finished = _wait_with_progress(client, names, timeout, err)
+        else:
+            finished = client.wait_all(names, timeout=timeout)
+    except WaitTimeout as e:
+        # What ended in time is still reported; the exit code says that not everything did.
+        _report([n for n in names if n in e.finished], e.finished, args.output == "json", many=len(names) > 1)
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_TIMEOUT
+    return _report(names, finished, args.output == "json", many=len(names) > 1)
+
+
+def _wait_with_progress(client: Client, names: list[str], timeout: float | None, err) -> dict[str, Task]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    phases: dict[str, str] = {}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=False) as progress:
+        bar = progress.add_task("waiting", total=len(names))
+
+        def on_change(task: Task) -> None:
+            phases[task.metadata.name] = str(task.phase or "Pending")
+            done = sum(1 for p in phases.values() if TaskPhase(p).terminal) if phases else 0
+            counts: dict[str, int] = {}
+            for p in phases.values():
+                counts[p] = counts.get(p, 0) + 1
+            desc = ", ".join(f"{n} {p}" for p, n in sorted(counts.items()))
+            progress.update(bar, completed=done, description=desc)
+
+        return client.wait_all(names, timeout=timeout, on_change=on_change)
+
+
+def _report(names: list[str], finished: dict[str, Task], as_json: bool, many: bool) -> int:
+    """Print each finished task's output (alone: just the output, for pipes) or error."""
+    code = EXIT_OK
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        task = finished[name]
+        entry: dict[str, Any] = {"phase": str(task.phase), "status": status_of(task.phase)}
+        try:
+            result = Client.result(task)
+            entry["output"] = result.output
+            if not as_json:
+                raw = result.raw_output or ""
+                print(f"{name}: succeeded {raw}".rstrip() if many else raw)
+        except OutputUnavailable:
+            entry["output"] = None
+            if not as_json:
+                print(f"{name}: succeeded (no output)", file=sys.stdout if many else sys.stderr)
+        except TaskFailed as failed:
+            code = EXIT_FAILED
+            entry["message"] = failed.message
+            if not as_json:
+                print(f"error: {failed}", file=sys.stderr)
+        results[name] = entry
+    if as_json:
+        print(json.dumps(results, indent=2))
+    return code
+
+
+# ---------------------------------------------------------------------- cancel / retry
+
+
+def cancel(args: argparse.Namespace, client: Client) -> int:
+    if bool(args.names) == bool(args.key):
+        raise UsageError("cancel: give task names or --key, not both")
+    if args.pool and not args.key:
+        raise UsageError("cancel: --pool goes with --key")
+    if args.key:
+        names = client.cancel(key=args.key, pool=args.pool)
+        for name in names:
+            print(f"{RESOURCE}/{name} cancel requested")
+        if not names:
+            print(f"no unfinished task holds key {args.key!r}", file=sys.stderr)
+        return EXIT_OK
+    code = EXIT_OK
+    for name in (_bare(n) for n in args.names):
+        try:
+            if client.cancel(name):
+                print(f"{RESOURCE}/{name} cancel requested")
+            else:
+                task = client.get(name)
+                print(f"{RESOURCE}/{name} not cancelled: already {task.phase}")
+        except TaskNotFound as err:
+            print(f"error: {err}", file=sys.stderr)
+            code = EXIT_USAGE
+    return code
+
+
+def retry(args: argparse.Namespace, client: Client) -> int:
+    task = client.retry(_bare(args.name), max_attempts=args.max_attempts)
+    print(f"{RESOURCE}/{task.metadata.name} created (retry of {_bare(args.name)})")
+    if args.wait:
+        args.names, args.timeout, args.output = [task.metadata.name], args.wait_timeout, None
+        return wait(args, client)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- describe / logs / tree
+
+
+def describe(args: argparse.Namespace, client: Client) -> int:
+    from rich.text import Text
+
+    task = client.get(_bare(args.name))
+    s = task.status
+    out = render.console()
+    pairs: list[tuple[str, Any]] = [
+        ("Name", task.metadata.name), ("Namespace", task.metadata.namespace), ("Pool", task.spec.pool),
+        ("Priority", task.spec.priority), ("Phase", render.phase_text(task.phase)),
+        ("Attempt", s.attempt if s else 0),
+    ]
+    if task.spec.key:
+        pairs.append(("Key", task.spec.key))
+    if s and s.duplicate_of:
+        pairs.append(("Duplicate of", s.duplicate_of))
+    if "cronoq.io/retry-of" in task.metadata.labels:
+        pairs.append(("Retry of", task.metadata.labels["cronoq.io/retry-of"]))
+    retries = client.retries_of(task.metadata.name or "")
+    if retries:
+        pairs.append(("Retried as", ", ".join(f"{r.metadata.name} ({r.phase or 'Pending'})" for r in retries)))
+    if task.spec.image:
+        pairs.append(("Image", task.spec.image))
+    if s and s.submitted_at:
+        pairs.append(("Submitted", s.submitted_at.isoformat()))
+    if s and s.finished_at:
+        pairs.append(("Finished", s.finished_at.isoformat()))
+    if s and s.next_attempt_at:
+        pairs.append(("Next attempt", s.next_attempt_at.isoformat()))
+    if task.spec.depends_on:
+        pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
+    if s and s.message:
+        pairs.append(("Message", Text(s.message)))
+    if s and s.output_available:
+        pairs.append(("Output", Text(s.output or "")))
+    render.show(out, render.fields_grid(pairs))
+    print()
+    if s and s.attempts:
+        print("Attempts:")
+        render.show(out, render.attempts_table(task))
+    else:
+        print("Attempts: none yet")
+    # By uid: a deleted task's events, kept for an hour, would otherwise show under a new one of its name.
+    events = client.core.list_namespaced_event(client.namespace,
+                                               field_selector=f"involvedObject.uid={task.metadata.uid}").items
+    if events:
+        print("\nEvents:")
+        table = render.Table(box=render.box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for h in ("AGE", "TYPE", "REASON", "MESSAGE"):
+            table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
+        # Timestamps have whole seconds; the resourceVersion orders events written in the same one.
+        events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
+                                   int(e.metadata.resource_version or 0)))
+        for e in events[-15:]:
+            table.add_row(Text(render.age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
+                          Text(e.type or ""), Text(e.reason or ""), Text(e.message or ""))
+        render.show(out, table)
+    return EXIT_OK
+
+
+def logs(args: argparse.Namespace, client: Client) -> int:
+    name = _bare(args.name)
+    if args.attempt is not None and args.attempt < 1:
+        raise UsageError("--attempt counts from 1")
+    _, number, pod = client.attempt_pod(name, args.attempt)
+    print(f"==> task {name}, attempt {number}, pod {pod.metadata.name} <==", file=sys.stderr, flush=True)
+    for line in client.logs(name, number, follow=args.follow):
+        print(line, flush=args.follow)
+    return EXIT_OK
+
+
+def tree(args: argparse.Namespace, client: Client) -> int:
+    tasks = {t.metadata.name: t for t in client.list()}
+    out = render.console()
+    for name in (_bare(n) for n in args.names):
+        if name not in tasks:
+            raise TaskNotFound(client.namespace, name)
+        render.show(out, render.dependency_tree(name, tasks))
+    return EXIT_OK
+
+
+VERBS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
+    "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry,
+    "describe": describe, "logs": logs, "tree": tree,
+}

@@ -1,0 +1,26 @@
+"""Submitting and following cronoq Tasks from Python (DESIGN §13).
+
+    from cronoq.client import Client, TaskFailed
+
+    cq = Client(namespace="jobs")
+    task = cq.submit(image="ghcr.io/acme/report:1", payload={"id": 7}, key="report-7")
+    try:
+        print(cq.wait(task, timeout=600).output)     # parsed JSON when the output is JSON
+    except TaskFailed as failed:
+        print(failed.status, failed.message)         # dead_lettered, "attempt 3 failed ..."
+
+Errors: `ClientError` and its subclasses `InvalidTask`, `TaskNotFound`, `TaskFailed`,
+`OutputUnavailable`, `WaitTimeout`, `NotRetryable`, `LogsUnavailable`.
+"""
+from cronoq.client.client import RETRY_OF, RETRY_OF_KEY, RETRY_OF_UID, Client, TaskRef
+from cronoq.client.errors import (
+    ClientError, InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound,
+    WaitTimeout,
+)
+from cronoq.client.results import STATUS, Result, parse_output, status_of
+
+__all__ = [
+    "RETRY_OF", "RETRY_OF_KEY", "RETRY_OF_UID", "STATUS", "Client", "ClientError", "InvalidTask",
+    "LogsUnavailable", "NotRetryable", "OutputUnavailable", "Result", "TaskFailed", "TaskNotFound", "TaskRef",
+    "WaitTimeout", "parse_output", "status_of",
+]

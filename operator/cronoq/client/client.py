@@ -1,0 +1,521 @@
+"""`Client`: submit, follow, cancel and re-drive Tasks from Python (DESIGN §13).
+
+It speaks to the API server only (the official kubernetes client), never to the operator:
+everything it promises follows from what the operator writes on the Task. Waiting is a watch
+on the Task(s), never a sleep-and-poll loop; a watch that ends (server timeout, 410 Gone) is
+resumed from a fresh read.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+from kubernetes.client.rest import ApiException
+from pydantic import ValidationError
+
+from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskSpec
+from cronoq.api.durations import format as format_duration
+from cronoq.client.errors import (
+    InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound, WaitTimeout,
+)
+from cronoq.client.results import Result
+from cronoq.engine import naming
+
+RETRY_OF = "cronoq.io/retry-of"
+"""Label on a Task made by `retry`: the name of the task it re-drives."""
+RETRY_OF_UID = "cronoq.io/retry-of-uid"
+"""Annotation on a Task made by `retry`: the uid of the task it re-drives (names can be reused)."""
+RETRY_OF_KEY = "cronoq.io/retry-of-key"
+"""Annotation keeping the original's key, which the retry cannot carry (see `retry`)."""
+DEFAULT_KEY_RETENTION = timedelta(hours=1)
+RETRYABLE_PHASES = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED)
+WATCH_CHUNK = 60
+"""Seconds one watch request lasts at most before it is renewed (a quiet watch can go stale)."""
+
+TaskRef = str | Task
+"""A task is named by its name or by the Task model itself (as `submit` returns it)."""
+
+
+def _name(ref: TaskRef) -> str:
+    return ref if isinstance(ref, str) else (ref.metadata.name or "")
+
+
+def invalid(err: ValidationError) -> InvalidTask:
+    """A pydantic error as one line naming the field."""
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "task"
+    return InvalidTask(f"{where}: {first['msg']}")
+
+
+class Client:
+    """Tasks in one namespace. `namespace` defaults to the kubeconfig context's (in a pod: the
+    pod's own); `kubeconfig` to $KUBECONFIG / ~/.kube/config, or in-cluster config."""
+
+    def __init__(self, namespace: str | None = None, kubeconfig: str | None = None, *,
+                 api_client: k8s.ApiClient | None = None) -> None:
+        if api_client is None:
+            configuration = k8s.Configuration()
+            if kubeconfig is None:
+                try:  # in a pod: its ServiceAccount and namespace
+                    k8s_config.load_incluster_config(client_configuration=configuration)
+                    context_ns = _incluster_namespace()
+                except k8s_config.ConfigException:
+                    context_ns = _load_kubeconfig(None, configuration)
+            else:
+                context_ns = _load_kubeconfig(kubeconfig, configuration)
+            api_client = k8s.ApiClient(configuration)
+            namespace = namespace or context_ns
+        self.api_client = api_client
+        self.namespace = namespace or "default"
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.core = k8s.CoreV1Api(api_client)
+        self.batch = k8s.BatchV1Api(api_client)
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, name: str) -> Task:
+        """The Task named `name`; TaskNotFound if there is none."""
+        return Task.model_validate(self._get_raw(name))
+
+    def list(self, phase: str | TaskPhase | Iterable[str | TaskPhase] | None = None, pool: str | None = None,
+             key: str | None = None, label_selector: str | None = None) -> list[Task]:
+        """Tasks of the namespace, by name; filtered on the server by phase (one or several),
+        pool and key (the CRD's selectable fields)."""
+        return [Task.model_validate(obj) for obj in self._list_raw(phase, pool, key, label_selector)[0]]
+
+    def pool(self, name: str) -> TaskPool | None:
+        """The TaskPool named `name`, or None if it does not exist."""
+        try:
+            return TaskPool.model_validate(
+                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskpools", name))
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    # ------------------------------------------------------------------ submitting
+
+    def submit(self, name: str | None = None, *, generate_name: str | None = None, image: str | None = None,
+               command: list[str] | None = None, args: list[str] | None = None,
+               env: Mapping[str, str] | list[dict] | None = None, template: dict | None = None,
+               payload: Any = None, pool: str = "default", priority: int = 0, key: str | None = None,
+               retry: Mapping[str, Any] | None = None, timeout: str | timedelta | None = None,
+               depends_on: Iterable[str | Mapping[str, str]] = (), labels: Mapping[str, str] | None = None,
+               annotations: Mapping[str, str] | None = None, spec: Mapping[str, Any] | None = None) -> Task:
+        """Create a Task and return it. With a `key`, a task of the same pool already holding it
+        (unfinished, or finished within the pool's keyRetention) is returned instead, and nothing
+        is created. Without `name`, the API server picks one from `generate_name` (default `task-`).
+        `spec` adds any other TaskSpec fields (camelCase, e.g. `podMetadata`, `resources`)."""
+        body_spec: dict[str, Any] = dict(spec or {})
+        fields = {"image": image, "command": command, "args": args, "template": template, "key": key,
+                  "retry": dict(retry) if retry else None}
+        body_spec.update({k: v for k, v in fields.items() if v is not None})
+        body_spec["pool"] = pool
+        if priority:
+            body_spec["priority"] = priority
+        if payload is not None:
+            body_spec["payload"] = payload
+        if env:
+            body_spec["env"] = ([{"name": k, "value": v} for k, v in env.items()] if isinstance(env, Mapping)
+                                else list(env))
+        if timeout is not None:
+            body_spec["timeout"] = timeout if isinstance(timeout, str) else format_duration(timeout)
+        if depends_on:
+            body_spec["dependsOn"] = [_edge(d) for d in depends_on]
+        metadata: dict[str, Any] = {"name": name} if name else {"generateName": generate_name or "task-"}
+        if labels:
+            metadata["labels"] = dict(labels)
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        return self.submit_manifest({"metadata": metadata, "spec": body_spec})
+
+    def submit_manifest(self, manifest: Mapping[str, Any]) -> Task:
+        """Create the Task a manifest describes (as `kubectl apply -f` would read it), with the
+        same key handling as `submit`."""
+        return self._submit(manifest)[0]
+
+    def _submit(self, manifest: Mapping[str, Any]) -> tuple[Task, bool]:
+        """(the Task, whether it was created) — the CLI says which."""
+        body = self._validated(manifest)
+        spec = body["spec"]
+        if spec.get("key"):
+            existing = self.holder_of(spec["key"], spec.get("pool", "default"))
+            if existing is not None:
+                return existing, False
+        created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", body)
+        return Task.model_validate(created), True
+
+    def _validated(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        body = check_manifest(manifest)
+        if body["metadata"].get("namespace", self.namespace) != self.namespace:
+            raise InvalidTask(f"metadata.namespace {body['metadata']['namespace']} differs from the client's "
+                              f"{self.namespace}")
+        body["metadata"].pop("namespace", None)
+        spec = TaskSpec.model_validate(body["spec"])
+        if spec.image is None and not _template_image(spec.template):
+            pool = self._pool_or_none(spec.pool)
+            if pool is None or not (pool.spec.template and pool.spec.template.image):
+                raise InvalidTask(f"nothing to run: give an image or a template (TaskPool {spec.pool} "
+                                  "sets no image)")
+        return body
+
+    def _pool_or_none(self, name: str) -> TaskPool | None:
+        try:
+            return self.pool(name)
+        except ApiException as err:
+            if err.status == 403:  # not allowed to read pools: the operator will judge
+                return None
+            raise
+
+    def holder_of(self, key: str, pool: str = "default") -> Task | None:
+        """The task that holds `key` in `pool`: the unfinished original, else the newest
+        original that finished within the pool's keyRetention; None when the key is free."""
+        tasks = [t for t in self.list(key=key, pool=pool) if t.metadata.deletion_timestamp is None]
+        originals = [t for t in tasks if not (t.status and t.status.duplicate_of)]
+        unfinished = sorted((t for t in originals if t.phase not in TERMINAL_PHASES), key=_age_order)
+        if unfinished:
+            started = [t for t in unfinished if t.status and t.status.attempt > 0]
+            return (started or unfinished)[0]
+        pool_obj = self._pool_or_none(pool)
+        retention = pool_obj.spec.key_retention if pool_obj else DEFAULT_KEY_RETENTION
+        now = datetime.now(timezone.utc)
+        fresh = [t for t in originals if t.status and t.status.finished_at
+                 and t.status.finished_at + retention > now]
+        return max(fresh, key=lambda t: t.status.finished_at) if fresh else None
+
+    # ------------------------------------------------------------------ waiting
+
+    def wait(self, ref: TaskRef, timeout: float | None = None) -> Result:
+        """Wait until the task ends. Succeeded → a Result (output parsed when it is JSON);
+        succeeded without a stored output → OutputUnavailable; any other end → TaskFailed;
+        out of time → WaitTimeout."""
+        name = _name(ref)
+        return self.result(self.wait_all([name], timeout=timeout)[name])
+
+    @staticmethod
+    def result(task: Task) -> Result:
+        """The Result of a finished task, or the error `wait` raises for it."""
+        if task.phase is TaskPhase.SUCCEEDED:
+            result = Result(task)
+            if not (task.status and task.status.output_available):
+                raise OutputUnavailable(result)
+            return result
+        if task.phase in TERMINAL_PHASES:
+            raise TaskFailed(task)
+        raise ValueError(f"task {task.metadata.name} has not finished (phase {task.phase})")
+
+    def wait_all(self, refs: Iterable[TaskRef], timeout: float | None = None,
+                 on_change: Callable[[Task], None] | None = None) -> dict[str, Task]:
+        """Wait, over one watch of the namespace, until every task has ended; return the
+        finished Tasks by name, in the order given (use `result` on each). `on_change` sees every
+        observed state of the tasks (for progress displays). Out of time → WaitTimeout."""
+        names = list(dict.fromkeys(_name(r) for r in refs))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        done: dict[str, Task] = {}
+        wanted = set(names)
+        field_selector = f"metadata.name={names[0]}" if len(names) == 1 else None
+
+        def see(obj: dict) -> None:
+            task = Task.model_validate(obj)
+            name = task.metadata.name
+            if name not in wanted or name in done:
+                return
+            if on_change:
+                on_change(task)
+            if task.phase in TERMINAL_PHASES:
+                done[name] = task
+
+        while True:
+            items, rv = self._list_raw(field_selector=field_selector)
+            present = set()
+            for obj in items:
+                present.add(obj["metadata"]["name"])
+                see(obj)
+            missing = wanted - present - set(done)
+            if missing:
+                raise TaskNotFound(self.namespace, sorted(missing)[0])
+            if len(done) == len(wanted):
+                return {n: done[n] for n in names}
+            try:
+                for kind, obj in self._watch(rv, deadline, field_selector):
+                    if kind == "DELETED" and obj["metadata"]["name"] in wanted - set(done):
+                        raise TaskNotFound(self.namespace, obj["metadata"]["name"])
+                    see(obj)
+                    if len(done) == len(wanted):
+                        return {n: done[n] for n in names}
+            except ApiException as err:
+                if err.status != 410:  # 410 Gone: our resourceVersion is too old; list again
+                    raise
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout([n for n in names if n not in done], timeout or 0,
+                                  {n: done[n] for n in names if n in done})
+
+    def watch(self, phase: str | None = None, pool: str | None = None, key: str | None = None,
+              ) -> Iterator[tuple[str, Task]]:
+        """The namespace's tasks as they change: first ("ADDED", task) for each existing one, then
+        every change, without end."""
+        rv = None
+        while True:
+            if rv is None:  # first, and after 410 Gone: list again
+                items, rv = self._list_raw(phase, pool, key)
+                for obj in items:
+                    yield "ADDED", Task.model_validate(obj)
+            try:
+                for kind, obj in self._watch(rv, None, _selector(phase, pool, key)):
+                    rv = obj["metadata"]["resourceVersion"]
+                    yield kind, Task.model_validate(obj)
+            except ApiException as err:
+                if err.status != 410:
+                    raise
+                rv = None
+
+    # ------------------------------------------------------------------ changing
+
+    def cancel(self, name: str | None = None, *, key: str | None = None, pool: str | None = None) -> list[str]:
+        """Cancel one task by name, or every unfinished task holding `key` (in `pool`, if
+        given). Returns the names asked to cancel; a finished task is left as it is."""
+        if (name is None) == (key is None):
+            raise InvalidTask("cancel takes a name or a key, not both or neither")
+        if name is not None:
+            task = self.get(name)
+            targets = [task]
+        else:
+            targets = self.list(key=key, pool=pool)
+        cancelled = []
+        for task in targets:
+            if task.phase in TERMINAL_PHASES or task.spec.cancel:
+                continue
+            try:
+                self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, "tasks", task.metadata.name, {"spec": {"cancel": True}})
+            except ApiException as err:
+                if err.status == 404:
+                    continue
+                raise
+            cancelled.append(task.metadata.name or "")
+        return cancelled
+
+    def retry(self, name: str, *, max_attempts: int | None = None) -> Task:
+        """Re-drive a Failed or DeadLettered task: a new Task with the same spec, named
+        `<name>-r-<random>`, labelled `cronoq.io/retry-of: <name>`. The original keeps its history.
+        Its key is not carried over (the new task would match the finished original and run
+        nothing); it is kept in the `cronoq.io/retry-of-key` annotation. `max_attempts` replaces
+        the retry policy's."""
+        raw = self._get_raw(name)
+        original = Task.model_validate(raw)
+        if original.phase not in RETRYABLE_PHASES:
+            raise NotRetryable(f"task {name} is {original.phase or 'not started'}; only Failed or DeadLettered "
+                               "tasks can be retried")
+        spec = dict(raw["spec"])  # as stored: fields this client's models do not know are kept too
+        spec.pop("cancel", None)
+        key = spec.pop("key", None)
+        if max_attempts is not None:
+            spec["retry"] = {**spec.get("retry", {}), "maxAttempts": max_attempts}
+        labels = {k: v for k, v in original.metadata.labels.items() if k != RETRY_OF}
+        labels[RETRY_OF] = name
+        annotations = {RETRY_OF_UID: original.metadata.uid or ""}
+        if key:
+            annotations[RETRY_OF_KEY] = key
+        metadata = {"generateName": f"{name[:50]}-r-", "labels": labels, "annotations": annotations}
+        return self._submit({"metadata": metadata, "spec": spec})[0]
+
+    def retries_of(self, name: str) -> list[Task]:
+        """Tasks made by `retry` from `name`, oldest first."""
+        return sorted(self.list(label_selector=f"{RETRY_OF}={name}"), key=_age_order)
+
+    # ------------------------------------------------------------------ logs
+
+    def attempt_pod(self, name: str, attempt: int | None = None) -> tuple[Task, int, k8s.V1Pod]:
+        """(task, attempt number, pod) of an attempt (default: the newest). LogsUnavailable when
+        the attempt never started, or its Job and pods were already cleaned up."""
+        task = self.get(name)
+        newest = task.status.attempt if task.status else 0
+        number = attempt or newest
+        if number < 1:
+            raise LogsUnavailable(f"task {name} has not started an attempt yet")
+        if number > newest:
+            raise LogsUnavailable(f"task {name} has no attempt {number} (its newest is {newest})")
+        selector = f"{naming.TASK}={name},{naming.ATTEMPT}={number}"
+        if task.metadata.uid:
+            selector += f",{naming.TASK_UID}={task.metadata.uid}"
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        if not pods:
+            job = next((a.job for a in task.status.attempts if a.number == number), None) if task.status else None
+            job = job or naming.job_name(name, number)
+            raise LogsUnavailable(f"the Job of attempt {number} ({job}) and its pods are gone: {self._retention(task)}")
+        pods.sort(key=lambda p: p.metadata.creation_timestamp)
+        return task, number, pods[-1]
+
+    def _retention(self, task: Task) -> str:
+        """Which jobRetention applies to the task's attempt Jobs, and where to change it."""
+        if task.spec.job_retention is not None:
+            return (f"attempt Jobs are kept for the task's jobRetention ({format_duration(task.spec.job_retention)}) "
+                    "after they finish")
+        pool = self._pool_or_none(task.spec.pool)
+        held = f" ({format_duration(pool.spec.job_retention)})" if pool else ""
+        return (f"attempt Jobs are kept for the jobRetention{held} of TaskPool {task.spec.pool} after they finish; "
+                "raise it there (or spec.jobRetention on the task) to keep logs longer")
+
+    def logs(self, name: str, attempt: int | None = None, *, follow: bool = False) -> Iterator[str]:
+        """Lines of the task container's log for an attempt (default: the newest); `follow`
+        streams until the container ends."""
+        _, _, pod = self.attempt_pod(name, attempt)
+        containers = [c.name for c in pod.spec.containers]
+        container = naming.TASK_CONTAINER if naming.TASK_CONTAINER in containers else containers[0]
+        try:
+            resp = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, container=container,
+                                                     follow=follow, _preload_content=False)
+        except ApiException as err:
+            raise LogsUnavailable(f"pod {pod.metadata.name}: {_api_message(err)}") from None
+        try:
+            pending = b""
+            for chunk in resp.stream(4096):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode(errors="replace")
+            if pending:
+                yield pending.decode(errors="replace")
+        finally:
+            resp.release_conn()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _get_raw(self, name: str) -> dict:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", name)
+        except ApiException as err:
+            if err.status == 404:
+                raise TaskNotFound(self.namespace, name) from None
+            raise
+
+    def _list_raw(self, phase: Any = None, pool: str | None = None, key: str | None = None,
+                  label_selector: str | None = None, field_selector: str | None = None) -> tuple[list[dict], str]:
+        phases = None
+        if phase is not None and not isinstance(phase, str):
+            phases = {str(p) for p in phase}
+            phase = None
+        selector = ",".join(s for s in (_selector(phase, pool, key), field_selector) if s) or None
+        kwargs: dict[str, Any] = {}
+        if selector:
+            kwargs["field_selector"] = selector
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", **kwargs)
+        items = listing.get("items", [])
+        if phases is not None:
+            items = [o for o in items if (o.get("status") or {}).get("phase") in phases]
+        items.sort(key=lambda o: o["metadata"]["name"])
+        return items, listing["metadata"]["resourceVersion"]
+
+    def _watch(self, rv: str, deadline: float | None, field_selector: str | None) -> Iterator[tuple[str, dict]]:
+        """Events after `rv` until `deadline` (or one WATCH_CHUNK, then the caller lists again)."""
+        remaining = WATCH_CHUNK if deadline is None else min(WATCH_CHUNK, deadline - time.monotonic())
+        if remaining <= 0:
+            return
+        w = k8s_watch.Watch()
+        kwargs: dict[str, Any] = {"resource_version": rv, "timeout_seconds": max(1, math.ceil(remaining)),
+                                  "allow_watch_bookmarks": False}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        try:
+            for event in w.stream(self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                                  "tasks", **kwargs):
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise ApiException(status=410, reason="Gone")
+                    raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
+                yield kind, obj
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+        finally:
+            w.stop()
+
+
+def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Task body to create from a manifest, checked against the models without a cluster
+    (InvalidTask names the first bad field)."""
+    if not isinstance(manifest, Mapping):
+        raise InvalidTask("a Task manifest is a mapping")
+    kind = manifest.get("kind", "Task")
+    if kind != "Task":
+        raise InvalidTask(f"kind {kind}: only Task manifests can be submitted")
+    metadata = dict(manifest.get("metadata") or {})
+    if not metadata.get("name") and not metadata.get("generateName"):
+        metadata["generateName"] = "task-"
+    spec = dict(manifest.get("spec") or {})
+    try:
+        TaskSpec.model_validate(spec)
+        Task.model_validate({"metadata": metadata, "spec": spec})
+    except ValidationError as err:
+        raise invalid(err) from None
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": metadata, "spec": spec}
+
+
+def _selector(phase: str | None, pool: str | None, key: str | None) -> str | None:
+    parts = []
+    if phase:
+        parts.append(f"status.phase={_escape(str(phase))}")
+    if pool:
+        parts.append(f"spec.pool={_escape(pool)}")
+    if key:
+        parts.append(f"spec.key={_escape(key)}")
+    return ",".join(parts) or None
+
+
+def _escape(value: str) -> str:
+    """A field selector value: keys are free text, and `,` `=` `\\` are the selector's syntax."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def _edge(dep: str | Mapping[str, str]) -> dict[str, str]:
+    """`"a"`, `"a:Failure"` or `{"task": "a", "on": "Failure"}` → an edge."""
+    if isinstance(dep, Mapping):
+        return dict(dep)
+    task, _, on = dep.partition(":")
+    return {"task": task, "on": on or "Success"}
+
+
+def _template_image(template: Any) -> bool:
+    if template is None:
+        return False
+    containers = template.spec.get("containers") or []
+    return any(isinstance(c, dict) and c.get("image") for c in containers)
+
+
+def _age_order(task: Task) -> tuple:
+    created = task.metadata.creation_timestamp or datetime.max.replace(tzinfo=timezone.utc)
+    return (created, task.metadata.name or "")
+
+
+def _api_message(err: ApiException) -> str:
+    try:
+        return json.loads(err.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return str(err.reason)
+
+
+def _load_kubeconfig(path: str | None, configuration: k8s.Configuration) -> str | None:
+    """Load the kubeconfig into `configuration`; return its current context's namespace."""
+    k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+    try:
+        _, current = k8s_config.list_kube_config_contexts(config_file=path)
+        return current.get("context", {}).get("namespace")
+    except (k8s_config.ConfigException, TypeError):
+        return None
+
+
+def _incluster_namespace() -> str | None:
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None

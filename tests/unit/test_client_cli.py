@@ -1,0 +1,110 @@
+"""The pure parts of the client and the CLI: results, errors, offline input checks, rendering.
+(The client's layer is an import-linter contract in pyproject.toml, checked by `make lint`.)"""
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from rich.console import Console
+
+from cronoq.api import TaskPhase
+from cronoq.cli import main
+from cronoq.cli import render
+from cronoq.client import Client, InvalidTask, OutputUnavailable, Result, TaskFailed, parse_output, status_of
+from cronoq.client.client import check_manifest
+from tests.unit.builders import T0, make_task
+
+
+def finished(name: str, phase: str, **status) -> object:
+    return make_task(name).status({"phase": phase, "attempt": 1, **status}).obj()
+
+
+def test_status_is_the_snake_case_of_the_metrics():
+    assert [status_of(TaskPhase(p)) for p in ("Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped")] == [
+        "succeeded", "failed", "dead_lettered", "cancelled", "skipped"]
+
+
+@pytest.mark.parametrize("raw, value", [('{"a": [1, 2]}', {"a": [1, 2]}), ("42", 42), ('"s"', "s"),
+                                        ("plain text", "plain text"), ("{broken", "{broken"), (None, None)])
+def test_output_is_parsed_when_it_is_json(raw, value):
+    assert parse_output(raw) == value
+
+
+def test_result_of_a_finished_task():
+    ok = finished("a", "Succeeded", output='{"n": 1}', outputAvailable=True)
+    assert Client.result(ok).output == {"n": 1}
+    with pytest.raises(OutputUnavailable) as raised:
+        Client.result(finished("b", "Succeeded"))
+    assert isinstance(raised.value.result, Result) and raised.value.result.output is None
+    with pytest.raises(TaskFailed) as failed:
+        Client.result(finished("c", "DeadLettered", message="attempt 3 failed: boom"))
+    assert (failed.value.status, failed.value.message) == ("dead_lettered", "attempt 3 failed: boom")
+    with pytest.raises(ValueError):
+        Client.result(make_task("d").status({"phase": "Running"}).obj())
+
+
+@pytest.mark.parametrize("manifest, says", [
+    ({"kind": "TaskPool", "spec": {}}, "only Task manifests"),
+    ({"spec": {"image": "x", "priority": 10**7}}, "priority"),
+    ({"spec": {"image": "x", "dependsOn": [{"task": "me"}]}, "metadata": {"name": "me"}}, "cannot depend on itself"),
+    ({"spec": {"image": "x", "payload": "x" * 40000}}, "payload is"),
+    ({"spec": {"image": "x", "env": [{"name": "CRONOQ_X", "value": "1"}]}}, "reserved"),
+])
+def test_manifests_are_checked_offline(manifest, says):
+    with pytest.raises(InvalidTask, match=says):
+        check_manifest(manifest)
+
+
+def test_a_manifest_without_a_name_gets_a_generated_one():
+    assert check_manifest({"spec": {"image": "x"}})["metadata"] == {"generateName": "task-"}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["submit", "--no-such-flag"], "cronoq submit: unrecognized arguments: --no-such-flag"),
+    (["submit", "x", "--image", "i", "--payload", "[1,"], "--payload is not JSON"),
+    (["submit", "x", "--image", "i", "--label", "novalue"], "--label 'novalue': expected KEY=VALUE"),
+    (["get", "--phase", "Finished"], "--phase Finished: not a phase"),
+    (["wait", "x", "--timeout", "1 minute"], "is not a duration"),
+    (["logs"], "the following arguments are required: TASK"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_command_lines_are_one_line_and_exit_2_without_a_cluster(argv, says, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # any cluster access would fail differently
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and says in err
+
+
+def test_submit_keeps_the_command_after_the_double_dash(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    # `--payload` after `--` is the container's argument, not a flag: no JSON error, but no cluster either.
+    assert main(["submit", "x", "--image", "i", "--", "run", "--payload", "{not json"]) == 1
+    assert "no cluster to talk to" in capsys.readouterr().err
+
+
+def test_age_reads_like_kubectl():
+    assert [render.age(T0, T0 + timedelta(seconds=s)) for s in (5, 119, 185, 900, 7200, 200000)] == [
+        "5s", "119s", "3m5s", "15m", "120m", "2d"]
+
+
+def test_dependency_tree_draws_a_diamond_with_phases():
+    tasks = {
+        "a": finished("a", "Succeeded"),
+        "b": make_task("b").spec(dependsOn=[{"task": "a"}]).status({"phase": "Running"}).obj(),
+        "c": make_task("c").spec(dependsOn=[{"task": "a", "on": "Failure"}]).status({"phase": "Blocked"}).obj(),
+        "d": make_task("d").spec(dependsOn=[{"task": "b"}, {"task": "c"}, {"task": "ghost"}]).obj(),
+    }
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(render.dependency_tree("d", tasks))
+    lines = [line.strip("│├└─ ") for line in console.export_text().splitlines()]
+    assert [line.split() for line in lines] == [
+        ["d", "Pending"], ["b", "Running"], ["a", "Succeeded"], ["c", "Blocked"], ["a", "Succeeded", "(on", "Failure)"],
+        ["ghost", "not", "found"]]
+
+
+def test_task_messages_are_not_read_as_markup():
+    task = finished("m", "Failed", message="[bold]not a style[/bold] [red]")
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render.task_table([task]))
+    assert "[bold]not a style[/bold] [red]" in console.export_text()
