@@ -32,6 +32,7 @@ def parser() -> argparse.ArgumentParser:
                     choices=["debug", "info", "warning", "error"])
 
     sub.add_parser("heartbeat", help="renew this attempt's heartbeat Lease until SIGTERM (the sidecar)")
+    sub.add_parser("push", help="make this push task attempt's HTTP request and report the answer (the push runner)")
 
     cancel = sub.add_parser("cancel", help="cancel tasks (sets spec.cancel: true)")
     cancel.add_argument("names", nargs="+", metavar="NAME")
@@ -81,5 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "heartbeat":
         from cronoq.heartbeat import main as heartbeat_main
         return heartbeat_main([])
+    if args.command == "push":
+        from cronoq.push import main as push_main
+        return push_main([])
     parser().print_help()
     return 0
