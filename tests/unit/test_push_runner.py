@@ -53,6 +53,7 @@ class Receiver:
                     "/broken": (500, {}, b"database down"),
                     "/busy": (429, {"Retry-After": "3"}, b"slow down"),
                     "/later": (503, {"Retry-After": "Wed, 02 Dec 2026 21:02:00 GMT"}, b""),
+                    "/later-in-3s": (503, {"Retry-After": "3"}, b"busy"),
                     "/moved": (301, {"Location": "/elsewhere"}, b""),
                 }.get(self.path.split("?")[0], (200, {}, b""))
                 if self.path == "/slow":
