@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -28,7 +29,7 @@ SERVER_DATE = "Wed, 02 Dec 2026 21:00:00 GMT"
 class Receiver:
     """An HTTP endpoint that plays one answer per path and records every request it gets."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.release = threading.Event()
         receiver = self
@@ -52,6 +53,7 @@ class Receiver:
                     "/missing": (404, {}, b"no such hook"),
                     "/broken": (500, {}, b"database down"),
                     "/busy": (429, {"Retry-After": "3"}, b"slow down"),
+                    "/busy-no-hint": (429, {}, b""),
                     "/later": (503, {"Retry-After": "Wed, 02 Dec 2026 21:02:00 GMT"}, b""),
                     "/later-in-3s": (503, {"Retry-After": "3"}, b"busy"),
                     "/moved": (301, {"Location": "/elsewhere"}, b""),
@@ -69,7 +71,9 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:
@@ -160,6 +164,13 @@ def test_a_refused_connection_is_retryable_with_the_error(tmp_path) -> None:
     assert message["message"].startswith(f"POST {url}: ClientConnectorError: Cannot connect to host 127.0.0.1:")
 
 
+def test_a_name_that_does_not_resolve_is_retryable_with_the_error(tmp_path) -> None:
+    url = "http://no-such-host.invalid/hook"  # .invalid never resolves (RFC 6761)
+    code, message, _ = push(tmp_path, {"url": url, "timeout": 5})
+    assert code == 1 and message["reason"] == "NetworkError" and "responseCode" not in message
+    assert message["message"].startswith(f"POST {url}: ClientConnectorDNSError: Cannot connect to host no-such-host.invalid")
+
+
 def test_429_with_retry_after_seconds_retries_no_sooner(tmp_path, receiver) -> None:
     code, message, _ = push(tmp_path, {"url": f"{receiver.url}/busy", "timeout": 5})
     assert code == 1
@@ -172,6 +183,53 @@ def test_503_with_an_http_date_retry_after_counts_from_the_answers_date(tmp_path
     assert code == 1
     assert message == {"outcome": "retryable", "reason": "HTTPStatus", "responseCode": 503, "retryAfterSeconds": 120,
                        "message": f"POST {receiver.url}/later: HTTP 503 Service Unavailable"}
+
+
+def test_429_without_retry_after_is_retryable_after_the_backoff(tmp_path, receiver) -> None:
+    code, message, _ = push(tmp_path, {"url": f"{receiver.url}/busy-no-hint", "timeout": 5})
+    assert code == 1 and message["responseCode"] == 429 and "retryAfterSeconds" not in message
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1: no trust store knows it."""
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture
+def tls_receiver(certificate) -> Iterator[Receiver]:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    with Receiver(tls=context) as r:
+        yield r
+
+
+def test_an_unknown_certificate_is_a_network_error_and_never_reaches_the_receiver(tmp_path, tls_receiver) -> None:
+    code, message, _ = push(tmp_path, {"url": f"{tls_receiver.url}/ok", "timeout": 5}, payload={"secret": 1})
+    assert code == 1 and (message["outcome"], message["reason"]) == ("retryable", "NetworkError")
+    assert "CERTIFICATE_VERIFY_FAILED" in message["message"] and not tls_receiver.requests
+
+
+def test_the_ca_bundle_verifies_the_endpoint(tmp_path, tls_receiver, certificate) -> None:
+    http = {"url": f"{tls_receiver.url}/ok", "timeout": 5, "caEnv": "CRONOQ_HTTP_CA"}
+    code, message, _ = push(tmp_path, http, extra={"CRONOQ_HTTP_CA": certificate[0].read_text()})
+    assert code == 0 and message["output"] == '{"received":true}' and len(tls_receiver.requests) == 1
+
+
+def test_a_ca_bundle_without_a_certificate_is_permanent(tmp_path, tls_receiver) -> None:
+    http = {"url": f"{tls_receiver.url}/ok", "timeout": 5, "caEnv": "CRONOQ_HTTP_CA"}
+    code, message, _ = push(tmp_path, http, extra={"CRONOQ_HTTP_CA": "not a certificate"})
+    assert code == 2 and "holds no PEM certificate" in message["message"] and not tls_receiver.requests
+
+
+def test_tls_to_a_plain_http_server_is_a_network_error(tmp_path, receiver) -> None:
+    code, message, _ = push(tmp_path, {"url": receiver.url.replace("http:", "https:") + "/ok", "timeout": 5})
+    assert code == 1 and message["reason"] == "NetworkError" and "responseCode" not in message
 
 
 def test_a_redirect_is_not_followed_and_is_permanent(tmp_path, receiver) -> None:
