@@ -299,3 +299,11 @@ def test_status_classes(status: int, outcome: str) -> None:
 def test_retry_after_counts_only_on_429_and_503() -> None:
     assert judge_answer(REQUEST, 500, {"Retry-After": "9"}, b"", now=NOW).retry_after is None
     assert judge_answer(REQUEST, 503, {"Retry-After": "9"}, b"", now=NOW).retry_after == 9
+
+
+def test_the_runner_imports_neither_the_operator_nor_its_api_layer() -> None:
+    """It runs in the task's pod: the controller, kube and engine layers are not its business."""
+    probe = ("import sys, cronoq.push; print(sorted(m for m in sys.modules if m.startswith("
+             "('cronoq.controller', 'cronoq.kube', 'cronoq.engine', 'cronoq.api'))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
