@@ -58,6 +58,9 @@ class Receiver:
                     "/later-in-3s": (503, {"Retry-After": "3"}, b"busy"),
                     "/moved": (301, {"Location": "/elsewhere"}, b""),
                 }.get(self.path.split("?")[0], (200, {}, b""))
+                if self.path == "/hangup":  # reads the request, closes the connection without a word
+                    self.close_connection = True
+                    return
                 if self.path == "/slow":
                     receiver.release.wait(30)  # answers only once the test is over
                 self.send_response(status)
@@ -169,6 +172,12 @@ def test_a_name_that_does_not_resolve_is_retryable_with_the_error(tmp_path) -> N
     code, message, _ = push(tmp_path, {"url": url, "timeout": 5})
     assert code == 1 and message["reason"] == "NetworkError" and "responseCode" not in message
     assert message["message"].startswith(f"POST {url}: ClientConnectorDNSError: Cannot connect to host no-such-host.invalid")
+
+
+def test_a_connection_closed_without_an_answer_is_retryable(tmp_path, receiver) -> None:
+    code, message, _ = push(tmp_path, {"url": f"{receiver.url}/hangup", "timeout": 5})
+    assert code == 1 and message["reason"] == "NetworkError" and "responseCode" not in message
+    assert "ServerDisconnectedError" in message["message"] and len(receiver.requests) == 1
 
 
 def test_429_with_retry_after_seconds_retries_no_sooner(tmp_path, receiver) -> None:
