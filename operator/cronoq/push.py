@@ -81,17 +81,16 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
         url, method = str(spec["url"]), str(spec.get("method") or "POST").upper()
         timeout = float(spec.get("timeout") or 30)
         codes = frozenset(int(c) for c in spec.get("successCodes") or ())
-    except (ValueError, TypeError, KeyError) as err:
+        wanted = [(str(h["name"]), h.get("env"), str(h.get("value", ""))) for h in spec.get("headers") or ()]
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
         raise InvalidRequest(f"{REQUEST_ENV} is not a request: {err!r}") from None
     headers: list[tuple[str, str]] = []
-    for header in spec.get("headers") or ():
-        if "env" in header:
-            value = environ.get(header["env"])
+    for name, env, value in wanted:
+        if env is not None:
+            value = environ.get(env)
             if value is None:
-                raise InvalidRequest(f"header {header['name']}: {header['env']} (its secretKeyRef) is not set")
-        else:
-            value = str(header.get("value", ""))
-        headers.append((str(header["name"]), value.strip()))
+                raise InvalidRequest(f"header {name}: {env} (its secretKeyRef) is not set")
+        headers.append((name, value.strip()))
     named = {name.lower() for name, _ in headers}
 
     body: bytes | None = None
@@ -125,15 +124,20 @@ def retry_after(value: str | None, *, now: datetime, date: str | None = None) ->
     if value.isdigit():
         seconds = float(int(value))
     else:
-        try:
-            when = parsedate_to_datetime(value)
-            since = parsedate_to_datetime(date) if date else now
-        except (TypeError, ValueError, IndexError):
+        when, since = _http_date(value), _http_date(date) or now
+        if when is None:
             return None
         if when.tzinfo is None or since.tzinfo is None:  # "-0000": unknown zone, which HTTP dates never are
             when, since = when.replace(tzinfo=timezone.utc), since.replace(tzinfo=timezone.utc)
         seconds = float(math.ceil((when - since).total_seconds()))
     return seconds if seconds > 0 else None
+
+
+def _http_date(text: str | None) -> datetime | None:
+    try:
+        return parsedate_to_datetime(text) if text else None
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def judge_answer(request: Request, status: int, headers: Mapping[str, str], body: bytes, *,

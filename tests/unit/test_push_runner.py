@@ -273,8 +273,9 @@ def test_a_missing_secret_value_or_bad_request_is_permanent(tmp_path, receiver) 
     http = {"url": f"{receiver.url}/ok", "headers": [{"name": "Authorization", "env": "CRONOQ_HTTP_HEADER_0"}]}
     code, message, _ = push(tmp_path, http)
     assert code == 2 and "CRONOQ_HTTP_HEADER_0" in message["message"] and not receiver.requests
-    code, message, _ = push(tmp_path, {"no": "url"})
-    assert code == 2 and "CRONOQ_HTTP" in message["message"]
+    for bad in ({"no": "url"}, ["a list"], {"url": "http://h/", "headers": [{"value": "no name"}]}):
+        code, message, _ = push(tmp_path, bad)
+        assert code == 2 and "CRONOQ_HTTP is not a request" in message["message"]
 
 
 # --- the pure parts ---------------------------------------------------------------------------------------
@@ -287,6 +288,7 @@ NOW = datetime(2026, 12, 2, 21, 0, tzinfo=timezone.utc)
     ("Wed, 02 Dec 2026 21:00:30 GMT", None, 30.0),
     ("Wed, 02 Dec 2026 21:00:30 GMT", "Wed, 02 Dec 2026 21:00:20 GMT", 10.0),
     ("Wed, 02 Dec 2026 20:59:00 GMT", None, None), (None, None, None), ("", None, None),
+    ("Wed, 02 Dec 2026 21:00:30 GMT", "not a date", 30.0),
 ])
 def test_retry_after_reads_seconds_and_http_dates(value, date, want) -> None:
     assert retry_after(value, now=NOW, date=date) == want
