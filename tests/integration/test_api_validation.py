@@ -26,6 +26,15 @@ def task(name: str = "t", **spec: Any) -> dict[str, Any]:
             "spec": {"image": "busybox:1.36", **spec}}
 
 
+def http_task(name: str = "h", **http: Any) -> dict[str, Any]:
+    """A push task: `http` and no container."""
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": name},
+            "spec": {"http": {"url": "https://hooks.example.com/orders", **http}}}
+
+
+HOOK = {"url": "https://hooks.example.com/orders"}
+
+
 def pool(name: str = "p", **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": name}, "spec": spec}
 
@@ -102,12 +111,50 @@ BAD = [
     ("pool ttl as a number", pool(ttlAfterFinished=60), ["spec.ttlAfterFinished", "string"]),
     ("jobs kept over a month", pool(jobRetention="721h"), ["spec.jobRetention", "between 0s and 720h"]),
     ("negative job retention", task(jobRetention="-1s"), ["spec.jobRetention", "should match"]),
+    ("http url not http", http_task(url="ftp://files.example.com/x"), ["spec.http.url"]),
+    ("http url without host", http_task(url="https:///orders"), ["spec.http.url", "with a host"]),
+    ("http header name with a colon", http_task(headers=[{"name": "X-Bad:", "value": "v"}]),
+     ["spec.http.headers[0].name"]),
+    ("http header name with a space", http_task(headers=[{"name": "X Bad", "value": "v"}]),
+     ["spec.http.headers[0].name"]),
+    ("http reserved header", http_task(headers=[{"name": "idempotency-key", "value": "mine"}]),
+     ["spec.http.headers[0].name", "set by cronoq"]),
+    ("http header value and secret", http_task(headers=[{"name": "A", "value": "v",
+                                                         "secretKeyRef": {"name": "s", "key": "k"}}]),
+     ["spec.http.headers[0].value", "exactly one of value and secretKeyRef"]),
+    ("http header without a value", http_task(headers=[{"name": "A"}]),
+     ["spec.http.headers[0].value", "exactly one of value and secretKeyRef"]),
+    ("http header value with a newline", http_task(headers=[{"name": "A", "value": "a\nInjected: yes"}]),
+     ["spec.http.headers[0].value"]),
+    ("http and an image", task(http=HOOK), ["spec.http", "either http or a container"]),
+    ("http and a template", http_task() | {"spec": {"http": HOOK, "template": {"spec": {}}}},
+     ["spec.http", "either http or a container"]),
+    ("http body with GET", http_task(method="GET", body="x"), ["spec.http.body", "GET or HEAD"]),
+    ("http unknown method", http_task(method="FETCH"), ["spec.http.method", "Unsupported value"]),
+    ("http timeout over an hour", http_task(timeout="2h"), ["spec.http.timeout", "between 1s and 1h"]),
+    ("http success code 600", http_task(successCodes=[600]), ["spec.http.successCodes[0]"]),
+    ("pool template http and image", pool(template={"image": "busybox:1.36", "http": HOOK}),
+     ["spec.template.http", "either http or a container"]),
 ]
 
 
 @pytest.mark.parametrize("obj, words", [(obj, words) for _, obj, words in BAD], ids=[why for why, _, _ in BAD])
 def test_bad_manifest_is_refused(kubectl, namespace, obj, words) -> None:
     refused(create(kubectl, namespace, obj), *words)
+
+
+def test_push_tasks_need_no_image_and_a_pool_may_supply_either(kubectl, namespace) -> None:
+    """At most one of http and a container per object, not exactly one: a task with neither takes
+    its pool's image or http (DESIGN §12; the README's push task section)."""
+    assert create(kubectl, namespace, http_task("hook", headers=[
+        {"name": "Authorization", "secretKeyRef": {"name": "hook-token", "key": "header"}}])).returncode == 0
+    assert create(kubectl, namespace, pool("hooks", template={"http": HOOK, "serviceAccountName": "hooks"})).returncode == 0
+    assert create(kubectl, namespace, pool("workers", template={"image": "busybox:1.36"})).returncode == 0
+    bare = {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": "bare"},
+            "spec": {"pool": "hooks", "payload": {"order": 7}}}
+    assert create(kubectl, namespace, bare).returncode == 0
+    stored = json.loads(kubectl("get", "task", "hook", "-o", "json", namespace=namespace).stdout)
+    assert stored["spec"]["http"]["method"] == "POST" and stored["spec"]["http"]["timeout"] == "30s"
 
 
 def test_bare_yaml_on_is_refused_not_misread(kubectl, namespace) -> None:
@@ -143,6 +190,15 @@ EDITS = [
     ("annotations", {"podMetadata": {"annotations": {"a": "c"}}}, "spec.podMetadata"),
     ("new timeout", {"timeout": "10m"}, "spec.timeout"),
 ]
+
+PUSH_BASE = http_task("push")
+
+
+def test_http_is_immutable(kubectl, namespace) -> None:
+    assert apply(kubectl, namespace, PUSH_BASE).returncode == 0
+    edited = copy.deepcopy(PUSH_BASE)
+    edited["spec"]["http"]["url"] = "https://hooks.example.com/elsewhere"
+    refused(apply(kubectl, namespace, edited), "spec.http", "immutable")
 
 
 @pytest.mark.parametrize("change, field", [(c, f) for _, c, f in EDITS], ids=[why for why, _, _ in EDITS])

@@ -16,6 +16,7 @@ EXPECTED = {
     "publish": ("Succeeded", 1), "cleanup": ("Succeeded", 1),
     "urgent": ("Succeeded", 1), "report-a": ("Succeeded", 1), "report-b": ("Succeeded", 1),
     "backfill": ("Succeeded", 1),
+    "order-webhook": ("Succeeded", 2),
 }
 
 
@@ -33,6 +34,9 @@ def test_every_example_runs_to_its_documented_end(cq, kubectl):
     assert {n: (s["phase"], s.get("attempt", 0)) for n, s in statuses.items()} == EXPECTED
     assert statuses["hello-world"]["output"] == "hello, world"
     assert statuses["welcome-email-2"]["duplicateOf"] == "welcome-email-1"
+    push = statuses["order-webhook"]
+    assert [(a["reason"], a.get("responseCode")) for a in push["attempts"]] == [("HTTPStatus", 503), ("Completed", 200)]
+    assert push["output"] == '{"accepted":1042}'
     # The batch pool runs one at a time, highest priority first.
     started = sorted(("urgent", "report-a", "report-b", "backfill"),
                      key=lambda n: statuses[n]["attempts"][0]["startedAt"])

@@ -160,6 +160,26 @@ def test_success_without_output_says_no_output_is_available() -> None:
     assert plan.status.output is None and not plan.status.output_available
 
 
+def test_push_attempts_record_their_response_code_and_honour_retry_after() -> None:
+    """503 with Retry-After, then 200: each attempt's record keeps the code the endpoint answered."""
+    task = started(make_task().no_jitter().retry(initialBackoff="1s").obj())
+    busy = json.dumps({"outcome": "retryable", "reason": "HTTPStatus", "responseCode": 503,
+                       "retryAfterSeconds": 7, "message": "HTTP 503 Service Unavailable"})
+    plan = run(task, observe(attempt_job("t", 1).exited(1, busy), now=at(10), admit=True))
+    assert plan.status.phase is TaskPhase.RETRYING and plan.status.next_attempt_at == at(17)
+    first = plan.status.attempts[-1]
+    assert (first.outcome, first.reason, first.response_code) == (AttemptOutcome.RETRYABLE, reasons.HTTP_STATUS, 503)
+
+    retrying = step(task, plan)
+    second = run(retrying, observe(attempt_job("t", 1).exited(1, busy), now=at(17), admit=True, epoch=2))
+    running = step(retrying, second)
+    ok = json.dumps({"outcome": "success", "responseCode": 200, "output": '{"sent":true}'})
+    done = run(running, observe(attempt_job("t", 1).exited(1, busy), attempt_job("t", 2).created(at(17)).exited(0, ok), now=at(20),
+                               epoch=2))
+    assert done.status.phase is TaskPhase.SUCCEEDED and done.status.output == '{"sent":true}'
+    assert [(a.number, a.response_code) for a in done.status.attempts] == [(1, 503), (2, 200)]
+
+
 def test_retryable_failure_backs_off_and_no_attempt_starts_before_then() -> None:
     task = started(make_task().no_jitter().retry(initialBackoff="5s").obj())
     plan = run(task, observe(attempt_job("t", 1).exited(1, "boom"), now=at(10), admit=True))

@@ -264,3 +264,34 @@ def test_long_pod_messages_are_truncated() -> None:
     assert len(classify(job, POLICY).message.encode()) <= MESSAGE_LIMIT
     job = attempt_job("t", 1).with_(finished="Failed", failure_message="ü" * 5000)
     assert len(classify(job, POLICY).message.encode()) <= MESSAGE_LIMIT
+
+
+# --- the push runner's reports ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("report, code, want", [
+    (sdk(outcome="success", output="ok", responseCode=201), 0, (S, reasons.COMPLETED, 201)),
+    (sdk(outcome="retryable", reason="HTTPStatus", responseCode=503, retryAfterSeconds=3), 1,
+     (R, reasons.HTTP_STATUS, 503)),
+    (sdk(outcome="permanent", reason="HTTPStatus", responseCode=404), 2, (P, reasons.HTTP_STATUS, 404)),
+    (sdk(outcome="retryable", reason="Timeout"), 1, (R, reasons.TIMEOUT, None)),
+    (sdk(outcome="retryable", reason="NetworkError", message="connection refused"), 1, (R, reasons.NETWORK_ERROR, None)),
+], ids=["2xx", "503", "404", "timeout", "refused"])
+def test_push_reports_carry_their_reason_and_response_code(report: str, code: int, want) -> None:
+    verdict = from_termination(end(code, report), POLICY)
+    assert (verdict.outcome, verdict.reason, verdict.response_code) == want
+
+
+@pytest.mark.parametrize("reason", ["JobRejected", "Cancelled", "StaleCompletion", "Completed", ""])
+def test_a_report_cannot_claim_the_operators_own_reasons(reason: str) -> None:
+    verdict = from_termination(end(1, sdk(outcome="retryable", reason=reason)), POLICY)
+    assert verdict.reason == reasons.RETRYABLE
+
+
+def test_success_keeps_reason_completed_whatever_the_report_says() -> None:
+    verdict = from_termination(end(0, sdk(outcome="success", reason="Timeout", responseCode=200)), POLICY)
+    assert (verdict.reason, verdict.response_code) == (reasons.COMPLETED, 200)
+
+
+@pytest.mark.parametrize("code", [99, 600, "200", True, 200.0, None, -1])
+def test_a_response_code_outside_http_is_dropped(code) -> None:
+    assert from_termination(end(1, sdk(outcome="retryable", responseCode=code)), POLICY).response_code is None

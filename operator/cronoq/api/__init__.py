@@ -5,8 +5,8 @@ The models are the single source of truth: crds/ is generated from them
 and write one back with `.to_dict()`.
 """
 from cronoq.api.common import (
-    API_VERSION, GROUP, VERSION, Condition, ConditionStatus, EnvVar, Jitter, ObjectMeta, PodMetadata, PodSettings,
-    Resources, RetryOverride, RetryPolicy, Toleration, snake_case,
+    API_VERSION, GROUP, VERSION, CABundle, Condition, ConditionStatus, EnvVar, HTTPHeader, HTTPMethod, HTTPRequest,
+    Jitter, KeyRef, ObjectMeta, PodMetadata, PodSettings, Resources, RetryOverride, RetryPolicy, Toleration, snake_case,
 )
 from cronoq.api.durations import DurationError
 from cronoq.api.pool import PhaseCounts, PoolTemplate, TaskPool, TaskPoolSpec, TaskPoolStatus
@@ -18,7 +18,8 @@ from cronoq.api.task import (
 
 __all__ = [
     "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Condition",
-    "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "Jitter", "ObjectMeta", "PhaseCounts",
+    "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
+    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "Resources", "RetryOverride", "RetryPolicy",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",

@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from cronoq.api.common import (
-    API_VERSION, Conditions, Model, ObjectMeta, PodSettings, RetryPolicy, Timeout, rule, validations,
+    API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, PodSettings, RetryPolicy, Timeout, rule, validations,
 )
 from cronoq.api.durations import duration_type
 
@@ -26,7 +26,25 @@ Count = Annotated[int, Field(ge=0, le=10**9)]
 
 
 class PoolTemplate(PodSettings):
-    """Pod settings every task of the pool starts from; a task's own fields win."""
+    """Pod settings every task of the pool starts from; a task's own fields win. A task that
+    gives its own image, command, args, template or http runs that, not the pool's image or http."""
+
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        "!has(self.http) || (!has(self.image) && !has(self.command) && !has(self.args))",
+        "template.http: a pool template gives either http or a container (image, command, args), not both",
+        field_path=".http")))
+
+    http: HTTPRequest | None = None
+    """The HTTP request the pool's tasks make when they give neither their own http nor a
+    container (image, command, args, template): a pool of push tasks to one endpoint, each
+    task bringing its payload. A task's own http replaces it whole."""
+
+    @model_validator(mode="after")
+    def _http_or_container(self) -> PoolTemplate:
+        if self.http is not None and any(v is not None for v in (self.image, self.command, self.args)):
+            raise ValueError("template.http: a pool template gives either http or a container (image, command, "
+                             "args), not both")
+        return self
 
 
 class TaskPoolSpec(Model):

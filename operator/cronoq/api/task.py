@@ -23,8 +23,8 @@ from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
 from cronoq.api.pool import JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 
 from cronoq.api.common import (
-    API_VERSION, Conditions, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride, Timeout,
-    Timestamp, rule, validations,
+    API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
+    StatusCode, Timeout, Timestamp, rule, validations,
 )
 
 
@@ -127,7 +127,18 @@ def _spec_is_fixed(schema: dict[str, Any], model: type) -> None:
                                   for w in typed)
         rules.append(rule(f"!({others_same}) || self == oldSelf", _immutable(wire),
                           field_path=f".{wire}", reason="FieldValueForbidden"))
+    rules.append(HTTP_OR_CONTAINER)
     schema["x-kubernetes-validations"] = rules
+
+
+CONTAINER_FIELDS = ("image", "command", "args", "template")
+HTTP_OR_CONTAINER = rule(
+    "!has(self.http) || " + " && ".join(f"!has(self.{f})" for f in CONTAINER_FIELDS),
+    "spec.http: a task gives either http or a container (image, command, args, template), not both",
+    field_path=".http")
+"""At most one, not exactly one: a task that gives neither takes what its pool's template gives
+(a pool may supply the image, or the http request), and only the Job can tell that none did
+(the API server then refuses it: JobRejected)."""
 
 
 class TaskSpec(PodSettings):
@@ -171,6 +182,10 @@ class TaskSpec(PodSettings):
     """Tasks that must end a certain way before this one is queued (at most 32)."""
     template: PodTemplate | None = None
     """A full pod template, for pod settings that have no field of their own here."""
+    http: HTTPRequest | None = None
+    """Make this HTTP request instead of running a container: each attempt runs cronoq's push
+    runner, and the answer decides the outcome. Excludes image, command, args and template; the
+    pod settings (resources, nodeSelector, serviceAccountName, ...) still apply."""
     cancel: bool = False
     """Set to true to cancel the task: a running attempt is stopped and the task ends Cancelled.
     Cannot be set back to false."""
@@ -181,6 +196,9 @@ class TaskSpec(PodSettings):
             size = len(json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode())
             if size > PAYLOAD_LIMIT:
                 raise ValueError(f"payload is {size} bytes of JSON, more than {PAYLOAD_LIMIT}")
+        if self.http is not None and any(getattr(self, f) is not None for f in CONTAINER_FIELDS):
+            raise ValueError("spec.http: a task gives either http or a container (image, command, args, template), "
+                             "not both")
         return self
 
 
@@ -227,6 +245,8 @@ class Attempt(Model):
     """What the container or the operator said about the attempt (truncated to 1 KiB)."""
     duration_ms: int | None = Field(None, ge=0, le=2**53)
     """Run time in milliseconds, from startedAt to finishedAt."""
+    response_code: StatusCode | None = None
+    """HTTP status code the endpoint answered with (push tasks only; unset when no answer came)."""
 
 
 TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"

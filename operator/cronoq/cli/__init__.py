@@ -54,6 +54,7 @@ def parser() -> Parser:
                     choices=["debug", "info", "warning", "error"])
 
     sub.add_parser("heartbeat", help="renew this attempt's heartbeat Lease until SIGTERM (the sidecar)")
+    sub.add_parser("push", help="make this push task attempt's HTTP request and report the answer (the push runner)")
 
     from cronoq.cli import schedules, tasks
     common = _common()
@@ -93,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "heartbeat":
             from cronoq.heartbeat import main as heartbeat_main
             return heartbeat_main([])
+        if args.command == "push":
+            from cronoq.push import main as push_main
+            return push_main([])
         if args.command == "trigger":
             from cronoq.cli.schedules import trigger
             return trigger(args)

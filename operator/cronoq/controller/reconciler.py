@@ -363,7 +363,7 @@ class Controller:
         pool = self.store.pools.get(pool_key)
         job = build_job(task, pool.spec if pool else None, number, lease, lease_ttl=settings.lease_ttl,
                         sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
-                        job_retention=settings.job_retention)
+                        job_retention=settings.job_retention, push_image=self.sidecar_image)
         try:
             created = await asyncio.to_thread(self.writer.create_job, job)
         except Rejected as err:

@@ -420,6 +420,7 @@ def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: date
         "started_at": started, "finished_at": finished, "outcome": verdict.outcome, "exit_code": verdict.exit_code,
         # model_copy does not validate: keep within the CRD's bounds here, or the write would fail.
         "reason": verdict.reason[:128], "message": truncate(verdict.message, 1024) or None, "duration_ms": duration,
+        "response_code": verdict.response_code,
     })
 
 

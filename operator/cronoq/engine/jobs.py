@@ -4,6 +4,12 @@ decides about retries), and the CRONOQ_* environment the task container needs.
 
 Pod settings are layered: the task's named fields (image, command, env, ...) win over its full
 `template`, which wins over its pool's `template`.
+
+A push task (`http`, its own or, when it gives no container, its pool's) runs cronoq's push
+runner (`cronoq push`) from the operator image in the task container: the request goes as JSON
+in CRONOQ_HTTP, header values from Secrets and the CA bundle as environment variables the
+kubelet fills (`valueFrom`), so the Job never holds a secret. The pool's other pod settings
+(resources, nodeSelector, serviceAccountName, ...) apply as to any task.
 """
 from __future__ import annotations
 
@@ -13,19 +19,34 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from cronoq.api import API_VERSION, PodSettings, Task, TaskPoolSpec
+from cronoq.api import API_VERSION, HTTPRequest, PodSettings, Task, TaskPoolSpec
 from cronoq.engine import naming
 
 
 HEARTBEAT_CONTAINER = "cronoq-heartbeat"
+PUSH_COMMAND = ["cronoq", "push"]
+HTTP_ENV, HEADER_ENV, CA_ENV = "CRONOQ_HTTP", "CRONOQ_HTTP_HEADER_", "CRONOQ_HTTP_CA"
+
+
+def push_request(task: Task, pool: TaskPoolSpec | None) -> HTTPRequest | None:
+    """The request a push task makes: its own `http`, else its pool's when the task names no
+    container of its own (the API server allows at most one of the two on each)."""
+    spec = task.spec
+    if spec.http is not None:
+        return spec.http
+    if any(v is not None for v in (spec.image, spec.command, spec.args, spec.template)):
+        return None
+    return pool.template.http if pool and pool.template else None
 
 
 def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
               lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
-              job_retention: timedelta | None = None) -> dict[str, Any]:
+              job_retention: timedelta | None = None, push_image: str | None = None) -> dict[str, Any]:
     """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease. With
     `job_retention`, Kubernetes' TTL controller deletes the Job (and its pod) that long after it
-    finishes: the operator has read its outcome by then, and writes nothing to clean up."""
+    finishes: the operator has read its outcome by then, and writes nothing to clean up.
+    `push_image` (the operator image) runs a push task's request; the runner heartbeats itself,
+    so a push task's pod never gets the sidecar."""
     meta = task.metadata
     name = naming.job_name(meta.name, attempt)
     labels = naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
@@ -53,6 +74,11 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     # Lowest layer first, so the task's own named fields are applied last and win.
     _apply(pod_spec, container, pool.template if pool else None, only_unset=True)
     _apply(pod_spec, container, task.spec, only_unset=False)
+    http = push_request(task, pool)
+    if http is not None:
+        container.update(image=push_image, command=list(PUSH_COMMAND))
+        container.pop("args", None)
+        sidecar_image = None
     env = [e for e in container.get("env", []) if not e.get("name", "").startswith("CRONOQ_")]
     env += [
         {"name": "CRONOQ_TASK_ID", "value": meta.uid},
@@ -64,6 +90,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         {"name": "CRONOQ_PAYLOAD", "value": json.dumps(task.spec.payload, separators=(",", ":"))},
         {"name": "CRONOQ_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]
+    if http is not None:
+        env += _push_env(http)
     container["env"] = env
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     pod_spec["restartPolicy"] = "Never"
@@ -92,6 +120,29 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         },
         "spec": {**job_spec, "template": {"metadata": pod_meta, "spec": pod_spec}},
     }
+
+
+def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:
+    """The runner's request (`cronoq.push.request_from` reads it) and the variables the kubelet
+    fills from Secrets and ConfigMaps."""
+    request: dict[str, Any] = {"url": http.url, "method": http.method.value, "headers": [],
+                               "timeout": http.timeout.total_seconds()}
+    refs: list[dict[str, Any]] = []
+    for i, header in enumerate(http.headers):
+        if header.secret_key_ref is not None:
+            name = f"{HEADER_ENV}{i}"
+            request["headers"].append({"name": header.name, "env": name})
+            refs.append({"name": name, "valueFrom": {"secretKeyRef": header.secret_key_ref.to_dict()}})
+        else:
+            request["headers"].append({"name": header.name, "value": header.value})
+    if http.body is not None:
+        request["body"] = http.body
+    if http.success_codes:
+        request["successCodes"] = sorted(http.success_codes)
+    if http.ca_bundle is not None:
+        request["caEnv"] = CA_ENV
+        refs.append({"name": CA_ENV, "valueFrom": {"configMapKeyRef": http.ca_bundle.config_map_key_ref.to_dict()}})
+    return [{"name": HTTP_ENV, "value": json.dumps(request, separators=(",", ":"))}] + refs
 
 
 def _apply(pod: dict[str, Any], container: dict[str, Any], layer: PodSettings | None, *, only_unset: bool) -> None:

@@ -1,7 +1,8 @@
 """What an ended attempt means (DESIGN §3): success, retryable or permanent, with a reason.
 
 The SDK's structured termination message (JSON with `outcome`, `message`,
-`retryAfterSeconds`, `output`) wins over the exit code. Without it: exit 0 succeeds and the
+`retryAfterSeconds`, `output`; the push runner adds `reason` and `responseCode`) wins over the
+exit code. Without it: exit 0 succeeds and the
 termination message is the output; an exit code in `permanentExitCodes` is permanent; every
 other exit, and every way a pod can be lost (OOMKilled, evicted, node lost, deleted), is
 retryable with a reason a user can act on.
@@ -33,6 +34,8 @@ class Verdict:
     exit_code: int | None = None
     output: str | None = None
     retry_after: float | None = None
+    response_code: int | None = None
+    """The HTTP status a push task's endpoint answered with."""
 
 
 def truncate(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
@@ -48,6 +51,9 @@ def truncate(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
 
 _SDK_OUTCOMES = {"success": AttemptOutcome.SUCCESS, "retryable": AttemptOutcome.RETRYABLE,
                  "permanent": AttemptOutcome.PERMANENT}
+REPORTED_REASONS = frozenset({reasons.LEASE_LOST, reasons.TIMEOUT, reasons.NETWORK_ERROR, reasons.HTTP_STATUS})
+"""Reasons a termination message may give for a failure: the SDK's self-fencing and the push
+runner's. Any other word is ignored, so a container cannot pose as the operator's own verdicts."""
 
 
 def sdk_report(message: str | None) -> dict | None:
@@ -75,11 +81,14 @@ def from_termination(end: Termination, policy: RetryPolicy) -> Verdict:
                        and not isinstance(retry_after, bool) and retry_after > 0 else None)
         reason = {AttemptOutcome.SUCCESS: reasons.COMPLETED, AttemptOutcome.RETRYABLE: reasons.RETRYABLE,
                   AttemptOutcome.PERMANENT: reasons.PERMANENT}[outcome]
-        if str(report.get("reason", "")) == reasons.LEASE_LOST:  # the SDK fenced itself
-            reason = reasons.LEASE_LOST
+        reported = str(report.get("reason", ""))
+        if outcome is not AttemptOutcome.SUCCESS and reported in REPORTED_REASONS:
+            reason = reported
+        code = report.get("responseCode")
+        code = code if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else None
         return Verdict(outcome, reason, truncate(str(report.get("message") or "")), end.exit_code,
                        truncate(output) if outcome is AttemptOutcome.SUCCESS and output is not None else None,
-                       retry_after)
+                       retry_after, code)
     if end.exit_code == 0:
         return Verdict(AttemptOutcome.SUCCESS, reasons.COMPLETED, "", 0, truncate(end.message) or None)
     detail = f": {end.message}" if end.message else ""

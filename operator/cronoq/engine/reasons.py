@@ -19,6 +19,8 @@ TIMEOUT = "Timeout"
 START_TIMEOUT = "StartTimeout"   # stuck Pending (unschedulable, image pull) longer than allowed
 LEASE_EXPIRED = "LeaseExpired"
 LEASE_LOST = "LeaseLost"         # the SDK could not renew its lease and stopped itself
+HTTP_STATUS = "HTTPStatus"       # a push task's endpoint answered with a status that is not success
+NETWORK_ERROR = "NetworkError"   # a push task's request got no answer (DNS, refused, reset, TLS)
 CANCELLED = "Cancelled"
 
 # Why a task is where it is (conditions and the task's message).

@@ -3,7 +3,7 @@ codes that go with it.
 
 The message is JSON, `{"outcome": "success"|"retryable"|"permanent", "message": str,
 "retryAfterSeconds": number, "output": str}` (the last two optional; a self-fenced attempt adds
-`"reason": "LeaseLost"`). The kubelet keeps at most 4096 bytes of a termination message, so the
+`"reason": "LeaseLost"`; the push runner adds `reason` and `responseCode`). The kubelet keeps at most 4096 bytes of a termination message, so the
 whole JSON document is made to fit in 4096 bytes of UTF-8: the message, then the output, are cut
 (with a marker) until it does. Nothing is ever rejected for being too long.
 """
@@ -44,6 +44,8 @@ class Report:
     retry_after: float | None = None
     output: str | None = None
     reason: str | None = None
+    response_code: int | None = None
+    """The HTTP status a push task's endpoint answered with (the push runner only)."""
 
     @property
     def exit_code(self) -> int:
@@ -56,6 +58,8 @@ class Report:
         doc: dict[str, Any] = {"outcome": self.outcome, "message": _clean(self.message)}
         if self.reason:
             doc["reason"] = self.reason
+        if self.response_code is not None:
+            doc["responseCode"] = self.response_code
         if self.retry_after is not None:
             seconds = float(self.retry_after)
             doc["retryAfterSeconds"] = int(seconds) if seconds.is_integer() else seconds

@@ -75,10 +75,13 @@ def task(handler: Handler) -> Handler:
     return handler
 
 
-def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str]) -> int:
+def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
+            judge: Callable[[Callable[[Context], Any], Context], Report] | None = None) -> int:
     """Run `handler` as `run()` does, but return the exit code instead of exiting. A lost lease
     still ends the process, with os._exit from the heartbeat thread: no cleanup runs, and no
-    later line of the handler either, because a newer attempt may already be running."""
+    later line of the handler either, because a newer attempt may already be running.
+    `judge` (default `outcome`) calls the handler and makes its Report: the push runner passes
+    one that reports HTTP answers itself, and so shares heartbeats and reporting with the SDK."""
     try:
         env = AttemptEnv.from_environ(environ)
     except InvalidEnvironment as err:
@@ -108,7 +111,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str]) -> in
     context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
                       lease_ttl=env.lease_ttl, _keeper=keeper)
-    result = outcome(handler, context)
+    result = (judge or outcome)(handler, context)
     ending.acquire()
     if keeper is not None:
         keeper.stop()

@@ -1,0 +1,218 @@
+"""`cronoq push`: the push runner, what the container of a push task's attempt runs (DESIGN §12).
+
+It makes the one HTTP request the task's `spec.http` describes and reports the answer through
+the SDK's termination-message protocol (`cronoq.worker.report`), so the operator judges a push
+attempt like any other, and heartbeats its Lease the same way (it runs inside the SDK's
+`attempt()`):
+
+| The request | Outcome | reason | exit |
+|---|---|---|---|
+| answered with a success code (default any 2xx) | success; the body (≤ 4 KiB) is the output | | 0 |
+| answered 5xx or 429 | retryable; `Retry-After` on a 429 or 503 → `retryAfterSeconds` | HTTPStatus | 1 |
+| answered anything else (4xx, 3xx: redirects are not followed) | permanent | HTTPStatus | 2 |
+| no answer within `timeout` | retryable | Timeout | 1 |
+| no answer at all (DNS, refused, reset, TLS) | retryable, with the error | NetworkError | 1 |
+
+Every report but the last two carries `responseCode`. The request carries
+`Idempotency-Key: <task uid>`, `X-Cronoq-Task: <namespace>/<name>` and
+`X-Cronoq-Attempt: <n>`, so the receiver can fence its side effects by (key, attempt).
+
+The operator hands the request over as JSON in CRONOQ_HTTP (built by `engine/jobs.py`); header
+values from Secrets and the CA bundle arrive as their own environment variables, filled by the
+kubelet, so no secret is ever part of the Job. This module imports neither the controller nor
+the kube layer: it runs in the task's pod.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import ssl
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from http import HTTPStatus
+from typing import Any, Callable, Mapping, Sequence
+
+import aiohttp
+
+from cronoq import __version__
+from cronoq.worker import report
+from cronoq.worker.report import Report
+from cronoq.worker.runner import Context, attempt
+
+REQUEST_ENV = "CRONOQ_HTTP"
+"""The request as JSON: url, method, headers ([{name, value} or {name, env}]), body, timeout
+(seconds), successCodes, caEnv."""
+OUTPUT_LIMIT = 4096
+"""Bytes of a successful answer's body kept as the output (the termination message's limit)."""
+EXCERPT = 512
+"""Characters of a failed answer's body quoted in the message."""
+
+TIMEOUT, NETWORK_ERROR, HTTP_STATUS = "Timeout", "NetworkError", "HTTPStatus"
+
+
+class InvalidRequest(ValueError):
+    """CRONOQ_HTTP (or an environment variable it names) cannot describe a request."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """The request of one attempt, ready to send."""
+
+    url: str
+    method: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes | None
+    timeout: float
+    success_codes: frozenset[int]
+    """Empty: any 2xx."""
+    ca_bundle: str | None = None
+    """PEM certificates replacing the default trust store."""
+
+
+def request_from(environ: Mapping[str, str], context: Context) -> Request:
+    """The attempt's request: CRONOQ_HTTP, the secret header values it names, the payload as the
+    default body, and the headers that identify the attempt."""
+    try:
+        spec = json.loads(environ.get(REQUEST_ENV) or "")
+        url, method = str(spec["url"]), str(spec.get("method") or "POST").upper()
+        timeout = float(spec.get("timeout") or 30)
+        codes = frozenset(int(c) for c in spec.get("successCodes") or ())
+        wanted = [(str(h["name"]), h.get("env"), str(h.get("value", ""))) for h in spec.get("headers") or ()]
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise InvalidRequest(f"{REQUEST_ENV} is not a request: {err!r}") from None
+    headers: list[tuple[str, str]] = []
+    for name, env, value in wanted:
+        if env is not None:
+            value = environ.get(env)
+            if value is None:
+                raise InvalidRequest(f"header {name}: {env} (its secretKeyRef) is not set")
+        headers.append((name, value.strip()))
+    named = {name.lower() for name, _ in headers}
+
+    body: bytes | None = None
+    if spec.get("body") is not None:
+        body, content_type = str(spec["body"]).encode(), "text/plain; charset=utf-8"
+    elif context.payload is not None and method not in ("GET", "HEAD"):
+        body = json.dumps(context.payload, ensure_ascii=False, separators=(",", ":")).encode()
+        content_type = "application/json"
+    if body is not None and "content-type" not in named:
+        headers.append(("Content-Type", content_type))
+    if "user-agent" not in named:
+        headers.append(("User-Agent", f"cronoq-push/{__version__}"))
+    headers += [("Idempotency-Key", context.id), ("X-Cronoq-Task", f"{context.namespace}/{context.name}"),
+                ("X-Cronoq-Attempt", str(context.attempt))]
+
+    ca = None
+    if spec.get("caEnv"):
+        ca = environ.get(spec["caEnv"], "")
+        if "-----BEGIN CERTIFICATE-----" not in ca:
+            raise InvalidRequest(f"the CA bundle ({spec['caEnv']}) holds no PEM certificate")
+    return Request(url, method, tuple(headers), body, timeout, codes, ca)
+
+
+def retry_after(value: str | None, *, now: datetime, date: str | None = None) -> float | None:
+    """Seconds a `Retry-After` value asks to wait: delay-seconds, or an HTTP date, counted from
+    the answer's own `Date` when it has one (so the two clocks' skew does not matter), else from
+    `now`. None when absent, unreadable or already past."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        seconds = float(int(value))
+    else:
+        when, since = _http_date(value), _http_date(date) or now
+        if when is None:
+            return None
+        if when.tzinfo is None or since.tzinfo is None:  # "-0000": unknown zone, which HTTP dates never are
+            when, since = when.replace(tzinfo=timezone.utc), since.replace(tzinfo=timezone.utc)
+        seconds = float(math.ceil((when - since).total_seconds()))
+    return seconds if seconds > 0 else None
+
+
+def _http_date(text: str | None) -> datetime | None:
+    try:
+        return parsedate_to_datetime(text) if text else None
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def judge_answer(request: Request, status: int, headers: Mapping[str, str], body: bytes, *,
+                 now: datetime) -> Report:
+    """What one answer means for the attempt."""
+    success = status in request.success_codes if request.success_codes else 200 <= status < 300
+    text = body.decode("utf-8", errors="replace")
+    if success:
+        return Report(report.SUCCESS, output=text or None, response_code=status)
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    message = f"{request.method} {request.url}: HTTP {status} {phrase}".rstrip()
+    if 300 <= status < 400 and headers.get("Location"):
+        message += f" (to {headers['Location']}; redirects are not followed)"
+    if text.strip():
+        message += f": {text.strip()[:EXCERPT]}"
+    if status == 429 or 500 <= status < 600:
+        hint = retry_after(headers.get("Retry-After"), now=now, date=headers.get("Date")) \
+            if status in (429, 503) else None
+        return Report(report.RETRYABLE, message, retry_after=hint, reason=HTTP_STATUS, response_code=status)
+    return Report(report.PERMANENT, message, reason=HTTP_STATUS, response_code=status)
+
+
+async def send(request: Request, *, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> Report:
+    """Make the request once and judge the answer, or its absence."""
+    tls: ssl.SSLContext | bool = True
+    if request.ca_bundle is not None:
+        try:
+            tls = ssl.create_default_context(cadata=request.ca_bundle)
+        except ssl.SSLError as err:
+            return Report(report.PERMANENT, f"the CA bundle cannot be loaded: {err}")
+    where = f"{request.method} {request.url}"
+    try:
+        # trust_env: HTTPS_PROXY, NO_PROXY from the task's env, as a corporate network may need.
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=request.timeout),
+                                         trust_env=True) as session:
+            async with session.request(request.method, request.url, headers=list(request.headers),
+                                       data=request.body, ssl=tls, allow_redirects=False) as answer:
+                body = await _read_up_to(answer, OUTPUT_LIMIT)
+                return judge_answer(request, answer.status, answer.headers, body, now=clock())
+    except TimeoutError:  # aiohttp's timeouts are TimeoutErrors (ServerTimeoutError too)
+        return Report(report.RETRYABLE, f"{where}: no answer within {request.timeout:g}s", reason=TIMEOUT)
+    except aiohttp.ClientError as err:  # DNS, refused, reset, TLS handshake and certificate
+        return Report(report.RETRYABLE, f"{where}: {type(err).__name__}: {err}", reason=NETWORK_ERROR)
+    except ValueError as err:  # a header value aiohttp refuses to send (a line break from a Secret)
+        return Report(report.PERMANENT, f"{where}: the request cannot be sent: {err}")
+
+
+async def _read_up_to(answer: aiohttp.ClientResponse, limit: int) -> bytes:
+    """At most `limit` bytes of the body: the output has no room for more, and an endless body
+    must not keep the attempt running."""
+    chunks, size = [], 0
+    while size < limit:
+        chunk = await answer.content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None) -> int:
+    """Run this attempt's request; the exit code is the SDK's (0 success, 1 retryable, 2 permanent)."""
+    if argv:
+        print(f"cronoq push: takes no arguments (the request is in {REQUEST_ENV})", file=sys.stderr)
+        return report.EXIT_PERMANENT
+    environ = os.environ if environ is None else environ
+
+    def judge(_handler: Any, context: Context) -> Report:
+        try:
+            request = request_from(environ, context)
+        except InvalidRequest as err:
+            return Report(report.PERMANENT, str(err))
+        return asyncio.run(send(request))
+
+    return attempt(lambda _context: None, environ, judge=judge)

@@ -1,0 +1,121 @@
+"""Push tasks end to end (DESIGN §12, issue 18): the real operator builds each attempt's Job
+for the push runner, and kwok plays the attempts with termination messages the real runner
+wrote (it is run here against a local HTTP server first), so the operator judges exactly what
+`cronoq push` reports."""
+from __future__ import annotations
+
+import json
+import socket
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from cronoq.api import GROUP, VERSION
+
+from tests.unit.test_push_runner import Receiver, push
+
+OPERATOR_IMAGE_PREFIX = "ghcr.io/cronoq/operator:"
+
+
+def ts(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def runner_says(tmp_path: Path, path: str, timeout: float = 5) -> tuple[int, str]:
+    """(exit code, termination message) of the real push runner answered at `path`."""
+    with Receiver() as receiver:
+        code, message, _ = push(tmp_path, {"url": f"{receiver.url}{path}", "timeout": timeout}, payload={"n": 1})
+    return code, json.dumps(message)
+
+
+def push_task(cq, name: str, http: dict[str, Any] | None, plays: dict[str, str], **spec: Any) -> dict:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": name},
+            "spec": {**({"http": http} if http else {}), "podMetadata": {"annotations": plays}, **spec}}
+    return cq.custom.create_namespaced_custom_object(GROUP, VERSION, cq.namespace, "tasks", body)
+
+
+def plays(attempt: int, code: int, message: str) -> dict[str, str]:
+    return {f"kwok.cronoq.io/outcome-a{attempt}": "Succeed" if code == 0 else "Fail",
+            f"kwok.cronoq.io/exit-code-a{attempt}": str(code), f"kwok.cronoq.io/message-a{attempt}": message,
+            "kwok.cronoq.io/delay": "100ms"}
+
+
+def test_503_with_retry_after_then_200_succeeds_with_the_code_of_each_attempt(cq, tmp_path) -> None:
+    busy_code, busy = runner_says(tmp_path, "/later-in-3s")
+    ok_code, ok = runner_says(tmp_path, "/ok")
+    assert (busy_code, ok_code) == (1, 0)
+    cq.pool(retry={"maxAttempts": 3, "initialBackoff": "0s", "jitter": "none"})
+    cq.core.create_namespaced_secret(cq.namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="hook-token"), string_data={"header": "Bearer s3cret"}))
+    http = {"url": "https://hooks.example.com/orders", "timeout": "10s",
+            "headers": [{"name": "Authorization", "secretKeyRef": {"name": "hook-token", "key": "header"}}]}
+    push_task(cq, "notify", http, {**plays(1, busy_code, busy), **plays(2, ok_code, ok)}, payload={"order": 42})
+
+    retrying = cq.wait_status("notify", lambda s: s.get("phase") == "Retrying", "Retrying after attempt 1")
+    status = cq.wait_phase("notify", "Succeeded")
+
+    first, second = status["attempts"]
+    assert (first["outcome"], first["reason"], first["responseCode"]) == ("Retryable", "HTTPStatus", 503)
+    assert "HTTP 503 Service Unavailable" in first["message"]
+    assert (second["outcome"], second["reason"], second["responseCode"]) == ("Success", "Completed", 200)
+    assert status["output"] == '{"received":true}'
+    # The backoff is 0s: only the Retry-After hint (3s) kept attempt 2 from starting at once.
+    next_at = ts(retrying["nextAttemptAt"])
+    assert (next_at - ts(first["finishedAt"])).total_seconds() >= 3
+    job2 = next(j for j in cq.jobs("notify") if j.metadata.name == "notify-a2")
+    assert job2.metadata.creation_timestamp >= next_at.replace(microsecond=0)
+
+    (container,) = job2.spec.template.spec.containers
+    assert container.image.startswith(OPERATOR_IMAGE_PREFIX) and container.command == ["cronoq", "push"]
+    env = {e.name: e for e in container.env}
+    assert json.loads(env["CRONOQ_HTTP"].value)["url"] == "https://hooks.example.com/orders"
+    ref = env["CRONOQ_HTTP_HEADER_0"].value_from.secret_key_ref
+    assert (ref.name, ref.key) == ("hook-token", "header")
+    assert "s3cret" not in json.dumps(cq.batch.api_client.sanitize_for_serialization(job2))
+
+
+def test_404_fails_at_once(cq, tmp_path) -> None:
+    code, message = runner_says(tmp_path, "/missing")
+    cq.pool(retry={"maxAttempts": 3, "initialBackoff": "0s"})
+    push_task(cq, "gone", {"url": "http://hooks.example.com/gone"}, plays(1, code, message))
+
+    status = cq.wait_phase("gone", "Failed")
+
+    (attempt,) = status["attempts"]
+    assert (attempt["outcome"], attempt["reason"], attempt["responseCode"], attempt["exitCode"]) == \
+        ("Permanent", "HTTPStatus", 404, 2)
+    assert "HTTP 404 Not Found" in status["message"]
+
+
+def test_timeouts_and_network_errors_are_retried_then_dead_lettered(cq, tmp_path) -> None:
+    slow_code, slow = runner_says(tmp_path, "/slow", timeout=1)
+    with socket.socket() as bound:  # bound, never listening: connections to it are refused
+        bound.bind(("127.0.0.1", 0))
+        refused_code, refused, _ = push(tmp_path, {"url": f"http://127.0.0.1:{bound.getsockname()[1]}/", "timeout": 5})
+    cq.pool(retry={"maxAttempts": 2, "initialBackoff": "0s"})
+    push_task(cq, "unreachable", {"url": "http://hooks.example.com/slow", "timeout": "1s"},
+              {**plays(1, slow_code, slow), **plays(2, refused_code, json.dumps(refused))})
+
+    status = cq.wait_phase("unreachable", "DeadLettered")
+
+    first, second = status["attempts"]
+    assert (first["outcome"], first["reason"]) == ("Retryable", "Timeout") and "responseCode" not in first
+    assert (second["outcome"], second["reason"]) == ("Retryable", "NetworkError") and "responseCode" not in second
+    assert "Cannot connect to host" in second["message"]
+
+
+def test_a_pool_of_push_tasks_gives_the_request_and_tasks_bring_payloads(cq, tmp_path) -> None:
+    code, message = runner_says(tmp_path, "/ok")
+    cq.pool("hooks", template={"http": {"url": "https://hooks.example.com/orders"}, "serviceAccountName": "default"})
+    push_task(cq, "order-7", None, plays(1, code, message), pool="hooks", payload={"order": 7})
+
+    status = cq.wait_phase("order-7", "Succeeded")
+
+    assert status["attempts"][0]["responseCode"] == 200
+    (job,) = cq.jobs("order-7")
+    (container,) = job.spec.template.spec.containers
+    assert container.command == ["cronoq", "push"] and job.spec.template.spec.service_account_name == "default"
+    assert json.loads({e.name: e.value for e in container.env}["CRONOQ_HTTP"])["url"] == \
+        "https://hooks.example.com/orders"
