@@ -75,7 +75,7 @@ def test_heartbeat_sidecar_is_a_native_sidecar_with_the_attempts_lease(cq):
 
     (job,) = cq.jobs("sidecar")
     (init,) = job.spec.template.spec.init_containers
-    assert (init.name, init.restart_policy, init.args) == ("cronoq-heartbeat", "Always", ["heartbeat"])
+    assert (init.name, init.restart_policy, init.command, init.args) == ("cronoq-heartbeat", "Always", ["cronoq"], ["heartbeat"])
     env = {e.name: e.value for e in init.env}
     assert env["CRONOQ_LEASE_NAME"] == "sidecar-a1" and env["CRONOQ_LEASE_TTL"] == "30"
     assert "CRONOQ_PAYLOAD" not in env

@@ -98,7 +98,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     if sidecar_image and lease_ttl > timedelta(0):
         inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
         inits.append({"name": HEARTBEAT_CONTAINER, "image": sidecar_image, "restartPolicy": "Always",
-                      "args": ["heartbeat"], "env": [e for e in env if e["name"] != "CRONOQ_PAYLOAD"],
+                      "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != "CRONOQ_PAYLOAD"],
                       "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
         pod_spec["initContainers"] = inits
 
