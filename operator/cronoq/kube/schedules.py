@@ -2,8 +2,6 @@
 controller makes. Every write asks the Writer's leadership guard first, like the Writer's own."""
 from __future__ import annotations
 
-import json
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,9 +11,8 @@ from kubernetes.client.rest import ApiException
 
 from cronoq.api import GROUP, TERMINAL_PHASES, VERSION
 from cronoq.engine.schedule import EPOCH, FIRE_TIME, SCHEDULE, TRIGGER, Fired
-from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
+from cronoq.kube.writes import TIMEOUT, Rejected, Writer, api_message
 
-log = logging.getLogger(__name__)
 
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
 
@@ -37,13 +34,6 @@ def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
         cancelling=bool((raw.get("spec") or {}).get("cancel")))
 
 
-def _message(err: ApiException) -> str:
-    try:
-        return json.loads(err.body).get("message", err.reason)
-    except (ValueError, TypeError, AttributeError):
-        return str(err.reason)
-
-
 @dataclass
 class ScheduleWriter:
     writer: Writer
@@ -51,60 +41,46 @@ class ScheduleWriter:
     def __post_init__(self) -> None:
         self.custom = client.CustomObjectsApi(self.writer.api)
 
-    def _check(self) -> None:
-        if not self.writer.guard():
-            log.error("refusing to write: this replica's leadership lapsed")
-            raise NotLeader()
-
     def create_task(self, task: dict[str, Any]) -> bool:
         """Create a fire's Task; False if it exists already (the fire happened: the create is the fence)."""
-        self._check()
+        self.writer.check()
         try:
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, task["metadata"]["namespace"], "tasks", task)
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, task["metadata"]["namespace"], "tasks", task,
+                                                        _request_timeout=TIMEOUT)
             return True
         except ApiException as err:
             if err.status == 409:
                 return False
             if err.status in (403, 422):
-                raise Rejected(err.status, _message(err)) from None
+                raise Rejected(err.status, api_message(err)) from None
             raise
 
     def replace_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT the status with the stored resourceVersion as precondition (Conflict if it changed)."""
-        self._check()
-        meta = raw["metadata"]
-        body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
-                "spec": raw.get("spec", {}), "status": status}
-        try:
-            return self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], "taskschedules", meta["name"], body)
-        except ApiException as err:
-            if err.status == 409:
-                raise Conflict(_message(err)) from None
-            if err.status in (403, 422):
-                raise Rejected(err.status, _message(err)) from None
-            raise
+        return self.writer.replace_status("taskschedules", raw, status)
 
     def cancel_task(self, namespace: str, name: str) -> None:
-        self._check()
+        self.writer.check()
         try:
-            self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name, {"spec": {"cancel": True}})
+            self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name, {"spec": {"cancel": True}},
+                                                       _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status != 404:
                 raise
 
     def delete_task(self, namespace: str, name: str) -> None:
-        self._check()
+        self.writer.check()
         try:
             self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name,
-                                                        propagation_policy="Background")
+                                                        propagation_policy="Background", _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status != 404:
                 raise
 
     def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", name)
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", name,
+                                                            _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status == 404:
                 return None

@@ -39,7 +39,8 @@ class Rejected(Exception):
         self.message = message
 
 
-def _message(err: ApiException) -> str:
+def api_message(err: ApiException) -> str:
+    """The API server's own message of a refusal (its Status body), else the HTTP reason."""
     import json
     try:
         return json.loads(err.body).get("message", err.reason)
@@ -55,7 +56,7 @@ class Writer:
     guard: Callable[[], bool] = field(default=lambda: True)
     """Asked right before every write: False once leadership lapsed (then NotLeader is raised)."""
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if not self.guard():
             log.error("refusing to write: this replica's leadership lapsed")
             raise NotLeader()
@@ -67,15 +68,15 @@ class Writer:
         self.coordination = client.CoordinationV1Api(self.api)
 
     def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        return self._replace_status("tasks", raw, status)
+        return self.replace_status("tasks", raw, status)
 
     def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        return self._replace_status("taskpools", raw, status)
+        return self.replace_status("taskpools", raw, status)
 
-    def _replace_status(self, plural: str, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    def replace_status(self, plural: str, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource with the stored resourceVersion as precondition: a change
         since we read the object raises Conflict; a CEL refusal (e.g. an older epoch) Rejected."""
-        self._check()
+        self.check()
         meta = raw["metadata"]
         body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
                 "spec": raw.get("spec", {}), "status": status}
@@ -84,9 +85,9 @@ class Writer:
                 GROUP, VERSION, meta["namespace"], plural, meta["name"], body, _request_timeout=TIMEOUT)
         except ApiException as err:
             if err.status == 409:
-                raise Conflict(_message(err)) from None
+                raise Conflict(api_message(err)) from None
             if err.status in (403, 422):
-                raise Rejected(err.status, _message(err)) from None
+                raise Rejected(err.status, api_message(err)) from None
             raise
 
     def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -101,7 +102,7 @@ class Writer:
     def create_job(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """Create the attempt's Job and return it as stored; when it already exists (ours: same
         deterministic name), return the existing one, or None if it is gone again."""
-        self._check()
+        self.check()
         namespace = job["metadata"]["namespace"]
         try:
             return self._raw(self.batch.create_namespaced_job(namespace, job, _preload_content=False,
@@ -110,7 +111,7 @@ class Writer:
             if err.status == 409:
                 return self._read_job(namespace, job["metadata"]["name"])
             if err.status in (403, 422):
-                raise Rejected(err.status, _message(err)) from None
+                raise Rejected(err.status, api_message(err)) from None
             raise
 
     def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -130,7 +131,7 @@ class Writer:
     def delete_task(self, namespace: str, name: str, uid: str) -> None:
         """Delete a finished task, only if it is still the one with this uid (not a new task that
         took its name). Its Jobs, pods and Leases go with it (owner references)."""
-        self._check()
+        self.check()
         try:
             self.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, "tasks", name, propagation_policy="Background", _request_timeout=TIMEOUT,
@@ -142,7 +143,7 @@ class Writer:
     def delete_job(self, namespace: str, name: str) -> None:
         """Abort an attempt. Foreground: the Job stays (with a deletionTimestamp) until its pod is
         gone, so the attempt's pool slot stays taken while its container may still run."""
-        self._check()
+        self.check()
         try:
             self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", _request_timeout=TIMEOUT)
         except ApiException as err:
@@ -150,7 +151,7 @@ class Writer:
                 raise
 
     def post_event(self, raw: dict[str, Any], event: Event, now: datetime) -> None:
-        self._check()
+        self.check()
         meta = raw["metadata"]
         body = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
@@ -166,4 +167,4 @@ class Writer:
             self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
         except ApiException as err:  # an Event is worth a log line, never a failed reconcile
             log.warning("could not post event %s on task %s/%s: %s", event.reason, meta["namespace"], meta["name"],
-                        _message(err))
+                        api_message(err))
