@@ -12,6 +12,7 @@ import logging
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Awaitable, Callable
@@ -48,6 +49,7 @@ class Leadership:
 
     def __post_init__(self) -> None:
         self.coordination = client.CoordinationV1Api(self.api)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cronoq-election")
         self._observed: election.Observed | None = None
 
     @property
@@ -63,9 +65,13 @@ class Leadership:
         """Campaign until elected, call `on_elected(epoch)`, then renew until we cannot."""
         while True:
             try:
-                held = await asyncio.to_thread(self._try_acquire_or_renew)
-            except Exception as err:  # noqa: BLE001 - the API server unreachable: a failed renewal, no more
-                log.warning("renewing the leader Lease %s/%s failed: %s", self.namespace, self.name, err)
+                # A thread of its own (never queued behind reconciles blocked on a sick API server),
+                # and never waited on past a third of the renew deadline.
+                held = await asyncio.wait_for(
+                    asyncio.get_running_loop().run_in_executor(self._executor, self._try_acquire_or_renew),
+                    timeout=self.timing.renew_deadline / 3)
+            except Exception as err:  # noqa: BLE001 - the API server unreachable or slow: a failed renewal
+                log.warning("renewing the leader Lease %s/%s failed: %r", self.namespace, self.name, err)
                 held = False
             if held:
                 if self.epoch is not None and self._elected_now:
