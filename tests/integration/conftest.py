@@ -52,3 +52,21 @@ def own(api, own_namespace, crds, kubeconfig, tmp_path):
     proc = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "operator.log")
     yield Cronoq(api, own_namespace, proc)
     proc.stop()
+
+
+@pytest.fixture
+def pair(api, own_namespace, crds, kubeconfig, tmp_path):
+    """Two operator replicas electing a leader over one Lease in a namespace of their own: replica
+    a leads when the test starts, b stands by. Yields (tasks of a, a, b)."""
+    from tests.support.operator import OperatorProcess
+    from tests.support.tasks import Cronoq
+
+    lease = (own_namespace, "cronoq-leader")
+    a = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "a.log", lease=lease, pod_name="replica-a")
+    b = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "b.log", lease=lease, pod_name="replica-b")
+    a.start()
+    a.wait_leading()
+    b.start()
+    yield Cronoq(api, own_namespace, a), a, b
+    a.stop()
+    b.stop()

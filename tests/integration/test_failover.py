@@ -5,24 +5,9 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
 
-from tests.support.operator import OperatorProcess
 from tests.support.tasks import TERMINAL, Cronoq
 from tests.support.waiting import wait_until
-
-
-@pytest.fixture
-def pair(api, own_namespace, crds, kubeconfig, tmp_path):
-    lease = (own_namespace, "cronoq-leader")
-    a = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "a.log", lease=lease, pod_name="replica-a")
-    b = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "b.log", lease=lease, pod_name="replica-b")
-    a.start()
-    a.wait_leading()
-    b.start()
-    yield Cronoq(api, own_namespace, a), a, b
-    a.stop()
-    b.stop()
 
 
 def fenced(cq: Cronoq, names: list[str]) -> None:

@@ -14,12 +14,10 @@ import threading
 import time
 from datetime import datetime, timezone
 
-import pytest
 from kubernetes import watch
 
-from tests.support.operator import OperatorProcess
 from tests.support.schedules import FIRE_TIME_LABEL, Schedules
-from tests.support.tasks import GROUP, VERSION, Cronoq
+from tests.support.tasks import GROUP, VERSION
 from tests.support.waiting import wait_until
 
 FAST = {"delay": "100ms"}
@@ -37,27 +35,6 @@ def recorded(sc: Schedules, name: str, fire: int) -> dict | None:
     """The status once it records `fire` as the newest fire."""
     status = sc.status(name)
     return status if status.get("lastFireTime") and unix(status["lastFireTime"]) == fire else None
-
-
-@pytest.fixture
-def own(api, own_namespace, crds, kubeconfig, tmp_path):
-    proc = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "operator.log")
-    cq = Cronoq(api, own_namespace, proc)
-    yield cq
-    proc.stop()
-
-
-@pytest.fixture
-def pair(api, own_namespace, crds, kubeconfig, tmp_path):
-    lease = (own_namespace, "cronoq-leader")
-    a = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "a.log", lease=lease, pod_name="replica-a")
-    b = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "b.log", lease=lease, pod_name="replica-b")
-    a.start()
-    a.wait_leading()
-    b.start()
-    yield Cronoq(api, own_namespace, a), a, b
-    a.stop()
-    b.stop()
 
 
 # --------------------------------------------------------------------------- steady state
