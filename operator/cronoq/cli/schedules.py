@@ -15,16 +15,20 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def trigger(args: argparse.Namespace) -> int:
     """Create the schedule's Task for this second, as a fire would: the same template, owner and
     labels, a name and key of its own (a second trigger within the same second is the same fire)."""
-    from kubernetes import client, config
     from kubernetes.client.rest import ApiException
+    from kubernetes.config import ConfigException
 
     from cronoq.api import GROUP, VERSION, TaskSchedule
+    from cronoq.client import Client
     from cronoq.engine.schedule import task_manifest
 
-    config.load_kube_config(config_file=args.kubeconfig)
-    namespace = args.namespace or config.list_kube_config_contexts(config_file=args.kubeconfig)[1]["context"].get(
-        "namespace", "default")
-    api = client.CustomObjectsApi()
+    try:
+        tasks = Client(namespace=args.namespace, kubeconfig=args.kubeconfig)
+    except ConfigException as err:
+        print(f"error: no cluster to talk to: {err}", file=sys.stderr)
+        return 1
+    namespace = tasks.namespace
+    api = tasks.custom
     try:
         raw = api.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", args.schedule)
     except ApiException as err:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
@@ -62,12 +63,10 @@ class Client:
                  api_client: k8s.ApiClient | None = None) -> None:
         if api_client is None:
             configuration = k8s.Configuration()
-            if kubeconfig is None:
-                try:  # in a pod: its ServiceAccount and namespace
-                    k8s_config.load_incluster_config(client_configuration=configuration)
-                    context_ns = _incluster_namespace()
-                except k8s_config.ConfigException:
-                    context_ns = _load_kubeconfig(None, configuration)
+            kubeconfig = kubeconfig_path(kubeconfig)
+            if kubeconfig is None:  # in a pod: its ServiceAccount and namespace
+                k8s_config.load_incluster_config(client_configuration=configuration)
+                context_ns = _incluster_namespace()
             else:
                 context_ns = _load_kubeconfig(kubeconfig, configuration)
             api_client = k8s.ApiClient(configuration)
@@ -501,6 +500,18 @@ def _api_message(err: ApiException) -> str:
         return json.loads(err.body)["message"]
     except (TypeError, ValueError, KeyError):
         return str(err.reason)
+
+
+def kubeconfig_path(given: str | None) -> str | None:
+    """The kubeconfig to read, as kubectl picks it: the one given, else $KUBECONFIG (read now: the
+    kubernetes package reads it once, at import), else ~/.kube/config if it exists; None means
+    in-cluster config."""
+    if given:
+        return given
+    if os.environ.get("KUBECONFIG"):
+        return os.environ["KUBECONFIG"].split(os.pathsep)[0]
+    default = os.path.expanduser("~/.kube/config")
+    return default if os.path.exists(default) or "KUBERNETES_SERVICE_HOST" not in os.environ else None
 
 
 def _load_kubeconfig(path: str | None, configuration: k8s.Configuration) -> str | None:
