@@ -4,7 +4,9 @@ and a clean stop on SIGTERM (the leader Lease released, so a standby takes over 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import fnmatch
+import gc
 import logging
 import signal
 import os
@@ -85,6 +87,7 @@ class Runtime:
         self.watches = self._watches(api)
         for w in self.watches:
             w.start(loop)
+        self._tasks.append(asyncio.create_task(self._after_listing(), name="cronoq-after-listing"))
         self.ready = True  # ready to take over: standby replicas count as available
         if not self.options.leader_election:
             await self._lead(self.options.epoch)
@@ -131,6 +134,10 @@ class Runtime:
         metrics.LEADER.set(1)
         log.info("cronoq is reconciling %s (epoch %d)", ", ".join(self.options.namespaces) or "all namespaces", epoch)
 
+    async def _after_listing(self) -> None:
+        await asyncio.gather(*(w.synced.wait() for w in self.watches))
+        release_free_memory()
+
     def _lost(self) -> None:
         """Stop acting at once; exit so the process is restarted as a follower."""
         self.controller.acting = False
@@ -168,6 +175,17 @@ class Runtime:
 
 
 RUNTIME = Runtime()
+
+
+def release_free_memory() -> None:
+    """Hand the listing's freed memory back to the system. glibc keeps freed heap for reuse, so
+    without this an operator stays at its startup peak for good (measured: idle RSS equal to the
+    peak while listing). Elsewhere than glibc: nothing to do."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 async def serve(runtime: Runtime = RUNTIME) -> None:

@@ -7,7 +7,8 @@ thousands of finished objects, for watches whose events cronoq only turns into a
 
 Each watch runs in a thread of its own (the kubernetes client is synchronous), reads the
 stream line by line as raw JSON (no typed models), and hands events to the event loop in order.
-It lists in pages, watches from the listing's resourceVersion with bookmarks, resumes from the
+It lists in pages, each handed over and handled before the next is read (so a listing of
+50,000 objects never sits in memory at once), watches from the listing's resourceVersion with bookmarks, resumes from the
 last version it saw when a watch ends, and lists afresh when the server says that version is
 gone (410); then objects it had reported and the new listing lacks are reported DELETED.
 """
@@ -93,15 +94,15 @@ class Watch:
             if self.label_selector:
                 kwargs["label_selector"] = self.label_selector
             body = json.loads(self.lister(**kwargs).data)
-            items = body.get("items") or []
+            items, meta = body.get("items") or [], body.get("metadata") or {}
             for obj in items:
                 obj.setdefault("kind", self.kind)
                 obj.setdefault("apiVersion", self.api_version)
-                meta = obj["metadata"]
-                seen.add((meta.get("namespace", ""), meta["name"]))
-            self._hand(loop, [(None, obj) for obj in items])
-            cont = (body.get("metadata") or {}).get("continue")
-            version = (body.get("metadata") or {}).get("resourceVersion", version)
+                seen.add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
+            page = [(None, obj) for obj in items]
+            del body, items
+            self._call(loop, lambda: self._deliver(page))  # handled before the next page is read
+            cont, version = meta.get("continue"), meta.get("resourceVersion", version)
             if not cont:
                 break
         missing = self._call(loop, lambda: [k for k in self.known() if k not in seen])
