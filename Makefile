@@ -9,7 +9,7 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo operator-up test lint faults go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up test lint actionlint image faults go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 ## demo: start the local cluster, install the CRDs, run the operator and apply examples/
 demo: $(BIN)/.installed cluster-up install-crds operator-up
@@ -35,13 +35,28 @@ operator-up: $(BIN)/.installed
 
 ## test: install what the tests need, check the layers and the lint, then run every test (the
 ## cluster starts and stops itself)
-test: $(BIN)/.installed go-tools lint
+test: $(BIN)/.installed go-tools image lint
 	$(BIN)/pytest -q
 
 ## lint: the layer contracts (import-linter, pyproject.toml) and ruff
-lint: $(BIN)/.installed
+lint: $(BIN)/.installed actionlint
 	cd operator && ../$(BIN)/lint-imports --config ../pyproject.toml
 	$(BIN)/ruff check .
+	$(ACTIONLINT) -color=never
+
+## actionlint: build (or find cached) actionlint from its Go module into ~/.cache/cronoq
+ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT := $(HOME)/.cache/cronoq/actionlint-$(ACTIONLINT_VERSION)/actionlint
+actionlint: $(ACTIONLINT)
+$(ACTIONLINT):
+	GOBIN=$(dir $@).partial CGO_ENABLED=0 go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	mv $(dir $@).partial/actionlint $@ && rmdir $(dir $@).partial
+
+## image: build the operator image and the worker example's image (podman or docker, whichever
+## works here; podman is installed from Debian's packages when missing), tagged
+## localhost/cronoq/operator:dev and localhost/cronoq/worker-example:dev (CRONOQ_IMAGE overrides)
+image:
+	$(PYTHON) hack/image.py build
 
 ## go-tools: build (or find cached) the control plane and warm the Go cache of the PromQL checker,
 ## before pytest, so a cold build never runs inside a test's time limit
