@@ -130,9 +130,12 @@ def test_restricted_check_catches_a_privileged_operator(render):
     ({"image.tag": "1.2.3"}, "ghcr.io/cronoq/operator:1.2.3"),
     ({"image.repository": "registry.example/cronoq", "image.digest": "sha256:" + "a" * 64}, "registry.example/cronoq@sha256:" + "a" * 64),
 ], ids=["app-version", "tag", "digest"])
-def test_image_reference_is_configurable(render, sets, image):
+def test_image_reference_is_configurable_and_is_the_sidecar_image_too(render, sets, image):
     app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
-    assert operator_container(render(sets=sets))["image"] == image.format(app=app)
+    container = operator_container(render(sets=sets))
+    assert container["image"] == image.format(app=app)
+    # The heartbeat sidecar runs `cronoq heartbeat` from the operator's own image, tag or digest.
+    assert [a for a in container["args"] if a.startswith("--sidecar-image")] == [f"--sidecar-image={image.format(app=app)}"]
 
 
 def test_pull_policy_and_pull_secrets(render):
