@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.chart import chart
+from tests.integration.conftest import crds  # noqa: F401  (the session fixture, shared)
 from tests.support.cluster import REPO, load_devcluster
+from tests.support.operator import free_port
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -157,3 +161,26 @@ def scratch(tmp_path_factory) -> Path:
     import shutil
 
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def release(devcluster, kubectl, crds, own_namespace, images):  # noqa: F811
+    """The chart rendered for this namespace with the locally built image; everything but the
+    Deployment applied (a podman container stands in for its pod). Cluster-scoped objects are
+    deleted afterwards; the namespace takes the rest."""
+    name = "img" + own_namespace.rsplit("-", 1)[1]
+    repository, tag = images.operator.rsplit(":", 1)
+    ports = {"metricsPort": free_port(), "probePort": free_port()}
+    rendered = chart.parse(chart.run_helm(chart.helm_binary(devcluster), *chart.template_args(
+        release=name, namespace=own_namespace,
+        set_json={"watchNamespaces": [own_namespace], "operator": ports,
+                  "image": {"repository": repository, "tag": tag}})).stdout)
+    (deployment,) = chart.find(rendered, "Deployment")
+    others = [o for o in rendered if o["kind"] != "Deployment"]
+    manifest = yaml.safe_dump_all(others)
+    kubectl("apply", "-f", "-", input=manifest)
+    yield deployment, ports
+    cluster_scoped = [o for o in others if "namespace" not in o["metadata"]]
+    if cluster_scoped:
+        kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump_all(cluster_scoped),
+                check=False)

@@ -9,14 +9,10 @@ import json
 import urllib.request
 
 import pytest
-import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.chart import chart
 from tests.image.conftest import api_server_env, request_token, service_account_volume
-from tests.integration.conftest import crds  # noqa: F401  (the session fixture, shared)
-from tests.support.operator import free_port
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
 
@@ -38,31 +34,8 @@ def samples(text: str, name: str) -> dict[tuple, float]:
             for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
 
 
-@pytest.fixture
-def release(devcluster, kubectl, own_namespace, images):
-    """The chart rendered for this namespace with the locally built image; everything but the
-    Deployment applied (the container below stands in for its pod). Cluster-scoped objects are
-    deleted afterwards; the namespace takes the rest."""
-    name = "img" + own_namespace.rsplit("-", 1)[1]
-    repository, tag = images.operator.rsplit(":", 1)
-    ports = {"metricsPort": free_port(), "probePort": free_port()}
-    rendered = chart.parse(chart.run_helm(chart.helm_binary(devcluster), *chart.template_args(
-        release=name, namespace=own_namespace,
-        set_json={"watchNamespaces": [own_namespace], "operator": ports,
-                  "image": {"repository": repository, "tag": tag}})).stdout)
-    (deployment,) = chart.find(rendered, "Deployment")
-    others = [o for o in rendered if o["kind"] != "Deployment"]
-    manifest = yaml.safe_dump_all(others)
-    kubectl("apply", "-f", "-", input=manifest)
-    yield deployment, ports
-    cluster_scoped = [o for o in others if "namespace" not in o["metadata"]]
-    if cluster_scoped:
-        kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump_all(cluster_scoped),
-                check=False)
-
-
 def test_the_image_runs_as_the_charts_pod_leads_retries_a_task_and_releases_its_lease_on_sigterm(
-        api, crds, own_namespace, release, images, run_container, scratch):  # noqa: F811
+        api, own_namespace, release, images, run_container, scratch):
     deployment, ports = release
     pod = deployment["spec"]["template"]["spec"]
     (spec,) = pod["containers"]
