@@ -42,7 +42,7 @@ test: $(BIN)/.installed go-tools image lint
 lint: $(BIN)/.installed actionlint
 	cd operator && ../$(BIN)/lint-imports --config ../pyproject.toml
 	$(BIN)/ruff check .
-	$(ACTIONLINT) -color=never
+	$(ACTIONLINT) -no-color
 
 ## actionlint: build (or find cached) actionlint from its Go module into ~/.cache/cronoq
 ACTIONLINT_VERSION := v1.7.12

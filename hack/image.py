@@ -6,10 +6,12 @@
     python3 hack/image.py tags             # print the tags the build gives
 
 docker is used when its daemon answers; otherwise podman, installed from Debian's packages when
-missing (we run as root on Debian; CI starts on a fresh machine). The public build pulls
+missing (we run as root on Debian; CI starts on a fresh machine). CRONOQ_ENGINE=podman|docker
+forces one (the image tests run their containers with podman, so they build with it). The public build pulls
 `python:3.11-slim-bookworm`; where no image registry is reachable, the podman build makes an
 equivalent base from Debian's packages (mmdebstrap, about 30 s), cached as a tarball in
-~/.cache/cronoq and imported once into podman's storage, so later builds reuse it.
+~/.cache/cronoq and imported once into podman's storage, so later builds reuse it;
+CRONOQ_IMAGE_BASE=<image> uses that base instead (where a registry is reachable).
 
 The machine's CA bundle is mounted read-only over the image's during the build, and pip is told
 to use it: package downloads may go through a TLS-inspecting proxy that only it trusts.
@@ -107,7 +109,9 @@ def build_args(name: str) -> list[str]:
         if name == "podman":  # docker build has no bind mounts; its daemon trusts what it trusts
             args += [f"--volume={CA_BUNDLE}:{CA_BUNDLE}:ro"]
     if name == "podman":
-        args += ["--network=host", f"--build-arg=BASE={local_base()}"]
+        # CRONOQ_IMAGE_BASE names a base to pull where a registry is reachable (CI's runners).
+        base = os.environ.get("CRONOQ_IMAGE_BASE") or local_base()
+        args += ["--network=host", f"--build-arg=BASE={base}"]
     return args
 
 
