@@ -158,9 +158,9 @@ def test_a_ttl_runs_the_heartbeat_thread_while_the_handler_runs(log: Path, tmp_p
     assert exit_code(handler, env) == 0
     assert HEARTBEAT_THREAD in threads[0]
     assert message(log)["output"] == "false"
-    for thread in [t for t in threading.enumerate() if t.name == HEARTBEAT_THREAD]:
-        thread.join(timeout=5)
-        assert not thread.is_alive(), "run() stops the heartbeat thread when the handler ends"
+    # Stopped and joined before the outcome is written and the process exits: a daemon thread
+    # left inside the API client while the interpreter finalizes can crash it (exit 139).
+    assert not [t for t in threading.enumerate() if t.name == HEARTBEAT_THREAD and t.is_alive()]
 
 
 def test_an_unreachable_api_server_for_a_whole_ttl_fences_the_attempt(log: Path, tmp_path: Path) -> None:

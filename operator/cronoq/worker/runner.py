@@ -90,7 +90,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
         return result.exit_code
 
     ending = threading.Lock()  # whoever takes it writes the one termination message
-    keeper = None
+    keeper = heartbeat = None
     if env.lease_ttl > 0:
         lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig,
                           owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl)
@@ -106,7 +106,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
             finally:
                 os._exit(result.exit_code)
 
-        keeper.start(lost)
+        heartbeat = keeper.start(lost)
 
     context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
@@ -115,6 +115,9 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
     ending.acquire()
     if keeper is not None:
         keeper.stop()
+        # Let a renewal in flight finish: a daemon thread still inside the API client while the
+        # interpreter finalizes can crash it (exit 139 after a success, seen in a container).
+        heartbeat.join(timeout=max(env.lease_ttl, 1.0))
     report.write(result, env.termination_log)
     return result.exit_code
 
