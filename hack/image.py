@@ -90,10 +90,10 @@ def local_base() -> str:
     tarball = CACHE / f"image-base-{digest}" / "base.tar"
     if not tarball.exists():
         tarball.parent.mkdir(parents=True, exist_ok=True)
-        partial = tarball.with_suffix(".partial")
+        partial = tarball.with_name("base.partial.tar")  # mmdebstrap picks its output format by the name
         log(f"making the {SUITE} base from Debian's packages into {tarball} (about 30 s)")
         started = time.monotonic()
-        run("mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(partial))
+        run("mmdebstrap", "--quiet", "--variant=minbase", "--format=tar", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(partial))
         partial.rename(tarball)
         log(f"made the base in {time.monotonic() - started:.0f}s")
     log(f"importing {tarball} as {tag}")
