@@ -16,7 +16,9 @@ from tests.image.conftest import api_server_env, request_token, service_account_
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
+# The first test may build the images (podman installed, a Debian base made): `make test`
+# builds them before pytest, a bare `pytest tests/image` inside the first test's limit.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
 
 
 def http_get(url: str) -> tuple[int, str]:

@@ -16,7 +16,9 @@ from kubernetes import client
 from tests.image.conftest import api_server_env, service_account_volume
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.cluster
+# The first test may build the images (podman installed, a Debian base made): `make test`
+# builds them before pytest, a bare `pytest tests/image` inside the first test's limit.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1500)]
 
 TTL = 3
 LEASE_ID = "e1-a1"
