@@ -84,13 +84,20 @@ def test_the_image_runs_as_the_charts_pod_leads_retries_a_task_and_releases_its_
     assert (second["number"], second["outcome"], second["trigger"]) == (2, "Success", "Retry")
     assert {j.metadata.name for j in cq.jobs("flaky")} == {"flaky-a1", "flaky-a2"}
 
+    # A task without the SDK gets the heartbeat sidecar: the image the chart passed, this one.
+    cq.task("plain", heartbeatSidecar=True, leaseTTL="30s", delay="300ms")
+    cq.wait_phase("plain", "Succeeded", timeout=90)
+    (job,) = cq.jobs("plain")
+    (sidecar,) = job.spec.template.spec.init_containers
+    assert (sidecar.image, sidecar.command, sidecar.args) == (images.operator, ["cronoq"], ["heartbeat"])
+
     code, text = http_get(f"http://127.0.0.1:{ports['metricsPort']}/metrics")
     assert code == 200
     assert samples(text, "cronoq_leader") == {(): 1.0}
-    assert samples(text, "cronoq_tasks_total")[(("pool", "default"), ("status", "succeeded"))] == 1.0
+    assert samples(text, "cronoq_tasks_total")[(("pool", "default"), ("status", "succeeded"))] == 2.0
     attempts = samples(text, "cronoq_attempts_total")
     assert attempts[(("outcome", "retryable"), ("pool", "default"))] == 1.0
-    assert attempts[(("outcome", "success"), ("pool", "default"))] == 1.0
+    assert attempts[(("outcome", "success"), ("pool", "default"))] == 2.0
 
     held = leases.read_namespaced_lease(lease_name, own_namespace).spec
     assert held.holder_identity.startswith(pod_name + "_")
@@ -102,4 +109,5 @@ def test_the_image_runs_as_the_charts_pod_leads_retries_a_task_and_releases_its_
     assert released.holder_identity is None, released
     assert "released the leader Lease" in logs
     # What the container printed, for the record of a run.
-    print(json.dumps({"lease_before": held.holder_identity, "log_tail": logs.splitlines()[-8:]}, indent=1))
+    print(json.dumps({"lease_before": held.holder_identity,
+                      "log": [line for line in logs.splitlines() if "aiohttp.access" not in line]}, indent=1))
