@@ -57,11 +57,14 @@ def docker_works() -> bool:
 
 def engine() -> str:
     """'docker' when a docker daemon answers, else 'podman' (installed when missing)."""
-    if os.environ.get("CRONOQ_ENGINE"):
-        return os.environ["CRONOQ_ENGINE"]
-    if docker_works():
+    forced = os.environ.get("CRONOQ_ENGINE")
+    if forced not in (None, "", "podman", "docker"):
+        raise SystemExit(f"image: CRONOQ_ENGINE={forced}: podman or docker")
+    if forced == "docker" or (not forced and docker_works()):
         return "docker"
-    missing = [p for p, binary in zip(DEBIAN_PACKAGES, ("podman", "runc", "mmdebstrap")) if shutil.which(binary) is None]
+    # mmdebstrap only makes the local base; a base given by CRONOQ_IMAGE_BASE is pulled instead.
+    wanted = DEBIAN_PACKAGES if not os.environ.get("CRONOQ_IMAGE_BASE") else ("podman", "runc")
+    missing = [p for p in wanted if shutil.which(p) is None]  # each package's binary has its name
     if missing:
         if shutil.which("apt-get") is None:
             raise SystemExit(f"image: neither a docker daemon nor podman here, and no apt-get to install {missing}")
