@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from cronoq.api.durations import cel_valid, duration_type, format as format_duration
+from cronoq.api.durations import DurationBounds, cel_valid, format as format_duration
 
 
 def snake_case(name: str) -> str:
@@ -172,7 +172,7 @@ class Jitter(StrEnum):
 
 
 MaxAttempts = Annotated[int, Field(ge=1, le=100)]
-Backoff = duration_type("0s", "24h")
+Backoff = Annotated[timedelta, DurationBounds("0s", "24h")]
 Multiplier = Annotated[float, Field(ge=1.0, le=10.0)]
 ExitCode = Annotated[int, Field(ge=1, le=255)]
 PermanentExitCodes = Annotated[tuple[ExitCode, ...], Field(max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"})]
@@ -265,7 +265,7 @@ class RetryOverride(Model):
         return self
 
 
-Timeout = duration_type("1s", "168h")
+Timeout = Annotated[timedelta, DurationBounds("1s", "168h")]
 """Per-attempt timeout, counted from container start: 1s to 7 days."""
 
 
@@ -383,7 +383,7 @@ owns; compared case-insensitively, as HTTP does."""
 KEY_NAME = r"^[-._a-zA-Z0-9]+$"
 BODY_LIMIT = 32768
 """Bytes of an explicit request body: it reaches the runner through the environment, like the payload."""
-HTTPTimeout = duration_type("1s", "1h")
+HTTPTimeout = Annotated[timedelta, DurationBounds("1s", "1h")]
 
 
 class KeyRef(Model):

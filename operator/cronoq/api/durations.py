@@ -7,16 +7,18 @@ of Go's `time.ParseDuration`, which CEL uses: whole numbers of `h`, `m`, `s` and
 at most once and in that order, at most six digits each (so no value can overflow Go's int64
 nanoseconds), or a bare `0`. `1.5s`, `90s1m` and `1d` are refused everywhere alike.
 
-`duration_type()` builds the pydantic type of a bounded duration field: it parses to
-`timedelta`, serialises back to the canonical text, and carries the pattern and a CEL range
-rule into the generated CRD.
+`Annotated[timedelta, DurationBounds(minimum, maximum)]` is the pydantic type of a bounded
+duration field: it parses to `timedelta`, serialises back to the canonical text, and carries the
+pattern and a CEL range rule into the generated CRD.
 """
 from __future__ import annotations
 
 import re
 from datetime import timedelta
+from collections.abc import Iterator
 from typing import Annotated, Any
 
+from annotated_types import GroupedMetadata
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 PATTERN = r"^(0|([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?([0-9]{1,6}ms)?)$"
@@ -68,37 +70,48 @@ def _coerce(value: Any) -> timedelta:
     return value if isinstance(value, timedelta) else parse(value)
 
 
-def duration_type(minimum: str, maximum: str, *, off: bool = False) -> Any:
-    """The pydantic type of a duration field allowed between `minimum` and `maximum`
-    (inclusive), and also `0s` when `off` is true (zero then means "disabled").
-
-    In the CRD the field is a string with PATTERN, and a CEL rule checks the range with
-    `duration()`, so the API server refuses the same values Python does.
+class DurationBounds(GroupedMetadata):
+    """The metadata of a duration field allowed between `minimum` and `maximum` (inclusive),
+    and also `0s` when `off` is true (zero then means "disabled"):
+    `Annotated[timedelta, DurationBounds("1s", "1h")]` parses to `timedelta`, serialises back to
+    the canonical text, and in the CRD is a string with PATTERN and a CEL rule checking the range
+    with `duration()`, so the API server refuses the same values Python does. (pydantic unpacks
+    the group; to a type checker the field is a plain `timedelta`.)
     """
-    low, high = parse(minimum), parse(maximum)
-    in_range = f"duration(self) >= duration('{minimum}') && duration(self) <= duration('{maximum}')"
-    in_range = f"duration(self) == duration('0s') || ({in_range})" if off else in_range
-    rule = f"!{cel_valid('self')} || {in_range}"
-    message = f"must be between {minimum} and {maximum}" + (", or 0s to turn it off" if off else "")
 
-    def check(value: Any) -> timedelta:
-        delta = _coerce(value)
-        if delta % timedelta(milliseconds=1):
-            raise DurationError(f"{delta!r} is finer than a millisecond")
-        if not (low <= delta <= high or (off and delta == timedelta(0))):
-            raise DurationError(f"{format(delta)}: {message}")
-        return delta
+    def __init__(self, minimum: str, maximum: str, *, off: bool = False) -> None:
+        low, high = parse(minimum), parse(maximum)
+        in_range = f"duration(self) >= duration('{minimum}') && duration(self) <= duration('{maximum}')"
+        in_range = f"duration(self) == duration('0s') || ({in_range})" if off else in_range
+        rule = f"!{cel_valid('self')} || {in_range}"
+        message = f"must be between {minimum} and {maximum}" + (", or 0s to turn it off" if off else "")
 
-    schema = {
-        "type": "string",
-        "pattern": PATTERN,
-        "minLength": 1,
-        "maxLength": MAX_LENGTH,
-        "x-kubernetes-validations": [{"rule": rule, "message": message, "reason": "FieldValueInvalid"}],
-    }
-    return Annotated[
-        timedelta,
-        BeforeValidator(check),
-        PlainSerializer(format, return_type=str),
-        WithJsonSchema(schema),
-    ]
+        def check(value: Any) -> timedelta:
+            delta = _coerce(value)
+            if delta % timedelta(milliseconds=1):
+                raise DurationError(f"{delta!r} is finer than a millisecond")
+            if not (low <= delta <= high or (off and delta == timedelta(0))):
+                raise DurationError(f"{format(delta)}: {message}")
+            return delta
+
+        schema = {
+            "type": "string",
+            "pattern": PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_LENGTH,
+            "x-kubernetes-validations": [{"rule": rule, "message": message, "reason": "FieldValueInvalid"}],
+        }
+        self._metadata = (
+            BeforeValidator(check),
+            PlainSerializer(format, return_type=str),
+            WithJsonSchema(schema),
+        )
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self._metadata)
+
+
+def duration_type(minimum: str, maximum: str, *, off: bool = False) -> Any:
+    """`Annotated[timedelta, DurationBounds(minimum, maximum, off=off)]`, built at run time (so
+    a type checker sees `Any`; module-level aliases spell out the `Annotated` instead)."""
+    return Annotated[timedelta, DurationBounds(minimum, maximum, off=off)]

@@ -14,13 +14,13 @@ from pydantic import ConfigDict, Field, model_validator
 from cronoq.api.common import (
     API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, PodSettings, RetryPolicy, Timeout, rule, validations,
 )
-from cronoq.api.durations import duration_type
+from cronoq.api.durations import DurationBounds
 
-LeaseTTL = duration_type("2s", "1h", off=True)
-KeyRetention = duration_type("0s", "720h")
-StartTimeout = duration_type("1s", "24h")
-TTLAfterFinished = duration_type("0s", "8760h")
-JobRetention = duration_type("0s", "720h")
+LeaseTTL = Annotated[timedelta, DurationBounds("2s", "1h", off=True)]
+KeyRetention = Annotated[timedelta, DurationBounds("0s", "720h")]
+StartTimeout = Annotated[timedelta, DurationBounds("1s", "24h")]
+TTLAfterFinished = Annotated[timedelta, DurationBounds("0s", "8760h")]
+JobRetention = Annotated[timedelta, DurationBounds("0s", "720h")]
 
 Count = Annotated[int, Field(ge=0, le=10**9)]
 

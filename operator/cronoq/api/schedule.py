@@ -67,7 +67,7 @@ Every = Annotated[
     }),
 ]
 
-StartingDeadline = durations.duration_type("1s", "8760h")
+StartingDeadline = Annotated[timedelta, durations.DurationBounds("1s", "8760h")]
 HistoryLimit = Annotated[int, Field(ge=0, le=1000)]
 Count = Annotated[int, Field(ge=0, le=2**53)]
 
