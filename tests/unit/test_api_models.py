@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
 from cronoq.api import (
-    TaskSchedule,
+    API_VERSION, GROUP, VERSION, TaskSchedule,
     Attempt, AttemptOutcome, Condition, Jitter, RetryOverride, RetryPolicy, Task, TaskPhase, TaskPool, TaskPoolSpec,
     TaskSpec, TaskStatus,
 )
@@ -25,6 +25,11 @@ MODELS = {"Task": Task, "TaskPool": TaskPool, "TaskSchedule": TaskSchedule}
 def task(**spec: Any) -> dict[str, Any]:
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": "t"},
             "spec": {"image": "busybox", **spec}}
+
+
+def test_api_version_is_group_slash_version():
+    # spelled out in cronoq.api.common so that it is a Literal to mypy; it must not drift
+    assert API_VERSION == f"{GROUP}/{VERSION}"
 
 
 # --- defaults -----------------------------------------------------------------------------------

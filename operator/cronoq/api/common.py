@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Final, Union
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -29,9 +29,10 @@ def snake_case(name: str) -> str:
     pool status' count fields."""
     return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
 
-GROUP = "cronoq.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+GROUP: Final = "cronoq.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "cronoq.io/v1alpha1"
+"""`GROUP/VERSION`, spelled out so that a type checker sees the literal the resources' `apiVersion` fields are."""
 
 
 class Model(BaseModel):

@@ -44,6 +44,9 @@ CRD_DIR = REPO / "crds"
 HEADER = "# Generated from operator/cronoq/api by `python -m cronoq.api.crdgen`. Do not edit.\n"
 CATEGORY = "cronoq"
 
+Resource = Task | TaskPool | TaskSchedule
+"""The models a CRD is made of (each has KIND and PLURAL)."""
+
 # Kept as they are in every CRD: the API server validates these itself.
 _ENVELOPE = {
     "apiVersion": {"type": "string", "description": "APIVersion of the object: cronoq.io/v1alpha1."},
@@ -87,7 +90,7 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
         if node.get("additionalProperties") is True:  # dict[str, Any]: free-form, say so the Kubernetes way
             node.pop("additionalProperties")
             node["x-kubernetes-preserve-unknown-fields"] = True
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "description":
                 out[key] = " ".join(value.split())
@@ -101,7 +104,9 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"cannot make structural: {out}")
         return {key: out[key] for key in sorted(out, key=_key_order)}
 
-    return walk(schema)
+    out = walk(schema)
+    assert isinstance(out, dict)
+    return out
 
 
 def object_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -156,7 +161,7 @@ def audit(schema: dict[str, Any], path: str = "") -> list[str]:
 
 
 def _column(name: str, json_path: str, kind: str, description: str, priority: int = 0) -> dict[str, Any]:
-    column = {"name": name, "type": kind, "jsonPath": json_path, "description": description}
+    column: dict[str, Any] = {"name": name, "type": kind, "jsonPath": json_path, "description": description}
     if priority:
         column["priority"] = priority
     return column
@@ -164,7 +169,7 @@ def _column(name: str, json_path: str, kind: str, description: str, priority: in
 
 _AGE = _column("Age", ".metadata.creationTimestamp", "date", "Time since the object was created.")
 
-COLUMNS = {
+COLUMNS: dict[type[Resource], list[dict[str, Any]]] = {
     Task: [
         _column("Pool", ".spec.pool", "string", "TaskPool the task runs in."),
         _column("Status", ".status.phase", "string", "Phase of the task."),
@@ -193,14 +198,14 @@ COLUMNS = {
     ],
 }
 
-SHORT_NAMES = {Task: ["tk"], TaskPool: ["tp"], TaskSchedule: ["ts"]}
+SHORT_NAMES: dict[type[Resource], list[str]] = {Task: ["tk"], TaskPool: ["tp"], TaskSchedule: ["ts"]}
 
 # Field selectors (`kubectl get tasks --field-selector spec.pool=batch`), also for the operator's
 # own lookups by pool and by key.
-SELECTABLE = {Task: [".spec.pool", ".spec.key", ".status.phase"], TaskPool: [], TaskSchedule: []}
+SELECTABLE: dict[type[Resource], list[str]] = {Task: [".spec.pool", ".spec.key", ".status.phase"], TaskPool: [], TaskSchedule: []}
 
 
-def crd(model: type[BaseModel]) -> dict[str, Any]:
+def crd(model: type[Resource]) -> dict[str, Any]:
     """The CustomResourceDefinition of a resource model."""
     kind, plural = model.KIND, model.PLURAL
     schema = object_schema(model)

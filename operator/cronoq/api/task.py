@@ -18,7 +18,7 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from cronoq.api.pool import JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 
@@ -102,7 +102,7 @@ def _immutable(field: str) -> str:
     return f"spec.{field} is immutable once the task exists (only spec.cancel and spec.priority may change)"
 
 
-def _spec_is_fixed(schema: dict[str, Any], model: type) -> None:
+def _spec_is_fixed(schema: dict[str, Any], model: type[BaseModel]) -> None:
     """CEL rules making the spec immutable but `cancel` (one way) and `priority`.
 
     One rule per field, generated from the model, so a new field is covered without anyone
@@ -113,7 +113,8 @@ def _spec_is_fixed(schema: dict[str, Any], model: type) -> None:
     Transition rules only run on update, never on create."""
     rules = [rule("!oldSelf.cancel || self.cancel", "spec.cancel cannot go back to false once true",
                   field_path=".cancel", reason="FieldValueForbidden")]
-    typed, untyped = [], []
+    typed: list[str] = []
+    untyped: list[str] = []
     for name, info in model.model_fields.items():
         wire = info.alias or name
         (untyped if info.annotation is Any else typed).append(wire)
