@@ -13,7 +13,8 @@ from typing import Iterable, Iterator
 class Candidate:
     """A task waiting for a slot, ordered so that the first in sort order is admitted first."""
 
-    sort_key: tuple
+    sort_key: tuple[int, datetime, str, str]
+    """(-priority, submitted_at, namespace, name)."""
     namespace: str
     name: str
 

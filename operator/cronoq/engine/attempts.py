@@ -119,10 +119,9 @@ def is_ready(task: Task, now: datetime) -> bool:
     if task.spec.cancel:
         return False
     status = task.status
-    phase = status.phase if status else None
-    if phase in (None, TaskPhase.QUEUED):
+    if status is None or status.phase in (None, TaskPhase.QUEUED):
         return True
-    return phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
+    return status.phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
 
 
 @dataclass
@@ -312,6 +311,7 @@ def _gated(base: Plan, status: TaskStatus, records: list[Attempt], task: Task, s
     """A task its key or dependencies hold back (Blocked) or end without running."""
     gate = seen.gate
     if gate.verdict == "end":
+        assert gate.phase is not None  # Gate.end always gives one
         new = _finish(status, records, gate.phase, gate.reason, gate.message, task, seen, output=gate.output)
         return replace(base, status=new.model_copy(update={"duplicate_of": gate.duplicate_of}))
     if (status.phase is TaskPhase.BLOCKED and _reason(status) == gate.reason and _acknowledged(status, task)
@@ -336,9 +336,10 @@ def _judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: 
     verdict = classify(job, settings.retry)
     if verdict is not None:
         return verdict, None, False
-    deadlines = []
-    if job.started_at is not None and settings.timeout is not None:
-        deadline = job.run_started + settings.timeout
+    deadlines: list[datetime] = []
+    run_started = job.run_started  # None exactly when job.started_at is
+    if run_started is not None and settings.timeout is not None:
+        deadline = run_started + settings.timeout
         if now >= deadline:
             return Verdict(AttemptOutcome.RETRYABLE, reasons.TIMEOUT,
                            f"the attempt ran longer than its timeout of {_secs(settings.timeout)}"), None, True
@@ -431,6 +432,7 @@ def _ended_message(attempt: Attempt) -> str:
         ran += f", started {attempt.started_at.isoformat(timespec='milliseconds')}"
     if attempt.duration_ms is not None:
         ran += f", ran {attempt.duration_ms / 1000:.3f}s"
+    assert attempt.outcome is not None  # _close sets it
     text = f"attempt {attempt.number} ({ran}) ended: {attempt.outcome.value} ({attempt.reason})"
     return f"{text}: {attempt.message}" if attempt.message else text
 
@@ -440,7 +442,7 @@ def _ended_message(attempt: Attempt) -> str:
 
 def _finish(status: TaskStatus, records: list[Attempt], phase: TaskPhase, reason: str, message: str,
             task: Task, seen: Observation, output: str | None = None) -> TaskStatus:
-    update = {"phase": phase, "attempts": tuple(records[-HISTORY:]), "next_attempt_at": None,
+    update: dict[str, Any] = {"phase": phase, "attempts": tuple(records[-HISTORY:]), "next_attempt_at": None,
               "finished_at": seen.now, "submitted_at": status.submitted_at or seen.first_seen or seen.now}
     if phase is TaskPhase.SUCCEEDED:
         update.update(output=output, output_available=output is not None)

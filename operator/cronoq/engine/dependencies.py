@@ -11,15 +11,18 @@ cancellation is the user's choice, not a failure for failure handlers to act on.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Final, Literal, Mapping, Sequence
 
 from cronoq.api import Dependency, Edge, TaskPhase
 from cronoq.engine import reasons
 from cronoq.engine.gate import RUN, Gate
 
 FAILURES = frozenset({TaskPhase.FAILED, TaskPhase.DEAD_LETTERED})
-MISSING = "missing"
+MISSING: Final = "missing"
 """Marks a dependency that does not exist (yet)."""
+
+DependencyPhase = TaskPhase | Literal["missing"] | None
+"""What `gate` knows of a dependency: its phase, None (exists, not yet seen by the operator) or MISSING."""
 
 
 def edge_holds(edge: Edge, phase: TaskPhase | None) -> bool | None:
@@ -57,7 +60,7 @@ def find_cycle(start: str, graph: Mapping[str, Sequence[str]]) -> list[str] | No
     return walk(start)
 
 
-def gate(name: str, depends_on: Sequence[Dependency], phases: Mapping[str, TaskPhase | str | None],
+def gate(name: str, depends_on: Sequence[Dependency], phases: Mapping[str, DependencyPhase],
          graph: Mapping[str, Sequence[str]]) -> Gate:
     """Whether `name` may run, given its edges and the phase of each dependency (None: exists,
     not yet seen by the operator; MISSING: does not exist)."""
@@ -75,6 +78,7 @@ def gate(name: str, depends_on: Sequence[Dependency], phases: Mapping[str, TaskP
             continue
         holds = edge_holds(dep.on, phase)
         if holds is False:
+            assert phase is not None  # edge_holds decides nothing without a phase
             return Gate.end(TaskPhase.SKIPPED, reasons.DEPENDENCY_UNMET,
                             f"dependency {dep.task} ended {phase.value}, so its {dep.on.value} edge can never hold")
         if holds is None:

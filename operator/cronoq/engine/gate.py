@@ -3,6 +3,7 @@ idempotency key matching another task (`keys`). Both answer with a Gate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from cronoq.api import TaskPhase
 
@@ -12,7 +13,7 @@ class Gate:
     """`run`: nothing holds the task back. `wait`: it stays Blocked for `reason`. `end`: it ends
     now in `phase` without running (Skipped, Failed, or a duplicate's copied outcome)."""
 
-    verdict: str  # "run" | "wait" | "end"
+    verdict: Literal["run", "wait", "end"]
     reason: str = ""
     message: str = ""
     phase: TaskPhase | None = None

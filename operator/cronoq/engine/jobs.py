@@ -39,6 +39,15 @@ def push_request(task: Task, pool: TaskPoolSpec | None) -> HTTPRequest | None:
     return pool.template.http if pool and pool.template else None
 
 
+def _name_and_uid(task: Task) -> tuple[str, str]:
+    """The task's name and uid. The API server gives both to every stored object, and Jobs and
+    Leases are only built for stored Tasks."""
+    name, uid = task.metadata.name, task.metadata.uid
+    if name is None or uid is None:
+        raise ValueError(f"task {name!r} (uid {uid!r}) has no name or uid: it was never stored")
+    return name, uid
+
+
 def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
               lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
               job_retention: timedelta | None = None, push_image: str | None = None) -> dict[str, Any]:
@@ -48,8 +57,9 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     `push_image` (the operator image) runs a push task's request; the runner heartbeats itself,
     so a push task's pod never gets the sidecar."""
     meta = task.metadata
-    name = naming.job_name(meta.name, attempt)
-    labels = naming.attempt_labels(task=meta.name, task_uid=meta.uid, attempt=attempt, lease=lease,
+    task_name, task_uid = _name_and_uid(task)
+    name = naming.job_name(task_name, attempt)
+    labels = naming.attempt_labels(task=task_name, task_uid=task_uid, attempt=attempt, lease=lease,
                                    pool=task.spec.pool)
     template = task.spec.template
     pod_spec: dict[str, Any] = copy.deepcopy(template.spec) if template is not None else {}
@@ -81,10 +91,10 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         sidecar_image = None
     env = [e for e in container.get("env", []) if not e.get("name", "").startswith("CRONOQ_")]
     env += [
-        {"name": "CRONOQ_TASK_ID", "value": meta.uid},
-        {"name": "CRONOQ_TASK_NAME", "value": meta.name},
+        {"name": "CRONOQ_TASK_ID", "value": task_uid},
+        {"name": "CRONOQ_TASK_NAME", "value": task_name},
         {"name": "CRONOQ_ATTEMPT", "value": str(attempt)},
-        {"name": "CRONOQ_LEASE_NAME", "value": naming.lease_name(meta.name, attempt)},
+        {"name": "CRONOQ_LEASE_NAME", "value": naming.lease_name(task_name, attempt)},
         {"name": "CRONOQ_LEASE_ID", "value": lease},
         {"name": "CRONOQ_LEASE_TTL", "value": f"{lease_ttl.total_seconds():g}"},
         {"name": "CRONOQ_PAYLOAD", "value": json.dumps(task.spec.payload, separators=(",", ":"))},
@@ -115,7 +125,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
             "name": name,
             "namespace": meta.namespace,
             "labels": labels,
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid,
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": task_name, "uid": task_uid,
                                  "controller": True, "blockOwnerDeletion": True}],
         },
         "spec": {**job_spec, "template": {"metadata": pod_meta, "spec": pod_spec}},
@@ -184,15 +194,16 @@ def build_lease(task: Task, attempt: int, lease: str, ttl: timedelta) -> dict[st
     sidecar: `cronoq.worker.lease.KubeLease`, which builds this same object without importing the
     operator; a unit test keeps the two equal); the operator only watches it."""
     meta = task.metadata
+    task_name, task_uid = _name_and_uid(task)
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {
-            "name": naming.lease_name(meta.name, attempt),
+            "name": naming.lease_name(task_name, attempt),
             "namespace": meta.namespace,
-            "labels": {naming.TASK_UID: meta.uid, naming.TASK: meta.name, naming.ATTEMPT: str(attempt),
+            "labels": {naming.TASK_UID: task_uid, naming.TASK: task_name, naming.ATTEMPT: str(attempt),
                        naming.LEASE_ID: lease},
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": meta.name, "uid": meta.uid}],
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": task_name, "uid": task_uid}],
         },
         "spec": {"holderIdentity": lease, "leaseDurationSeconds": max(1, math.ceil(ttl.total_seconds()))},
     }

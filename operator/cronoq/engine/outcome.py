@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from cronoq.api import AttemptOutcome, RetryPolicy
 from cronoq.engine import reasons
@@ -56,7 +57,7 @@ REPORTED_REASONS = frozenset({reasons.LEASE_LOST, reasons.TIMEOUT, reasons.NETWO
 runner's. Any other word is ignored, so a container cannot pose as the operator's own verdicts."""
 
 
-def sdk_report(message: str | None) -> dict | None:
+def sdk_report(message: str | None) -> dict[str, Any] | None:
     """The SDK's structured termination message, if `message` is one."""
     if not message or not message.lstrip().startswith("{"):
         return None

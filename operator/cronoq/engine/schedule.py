@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -173,21 +173,24 @@ def task_key(schedule: str, fire_time: datetime, *, manual: bool = False) -> str
     return f"{schedule}@{'manual-' if manual else ''}{unix(fire_time)}"
 
 
-def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool = False) -> dict:
+def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool = False) -> dict[str, Any]:
     """The Task a fire creates: the template, named and keyed by schedule and fire time, owned by
     the schedule (so deleting the schedule deletes its Tasks), labelled with both."""
     meta, template = schedule.metadata, schedule.spec.task_template
+    name = meta.name
+    if name is None:
+        raise ValueError("a schedule that was never stored (it has no name) fires nothing")
     extra = template.metadata
-    labels = {**(extra.labels if extra else {}), SCHEDULE: meta.name, FIRE_TIME: str(unix(fire_time)),
+    labels = {**(extra.labels if extra else {}), SCHEDULE: name, FIRE_TIME: str(unix(fire_time)),
               TRIGGER: "manual" if manual else "schedule"}
-    metadata = {
-        "name": task_name(meta.name, fire_time, manual=manual), "namespace": meta.namespace, "labels": labels,
-        "ownerReferences": [{"apiVersion": schedule.api_version, "kind": schedule.kind, "name": meta.name,
+    metadata: dict[str, Any] = {
+        "name": task_name(name, fire_time, manual=manual), "namespace": meta.namespace, "labels": labels,
+        "ownerReferences": [{"apiVersion": schedule.api_version, "kind": schedule.kind, "name": name,
                              "uid": meta.uid, "controller": True}],
     }
     if extra and extra.annotations:
         metadata["annotations"] = dict(extra.annotations)
-    spec = {**template.spec.to_dict(), "key": task_key(meta.name, fire_time, manual=manual)}
+    spec = {**template.spec.to_dict(), "key": task_key(name, fire_time, manual=manual)}
     return {"apiVersion": schedule.api_version, "kind": "Task", "metadata": metadata, "spec": spec}
 
 
@@ -244,7 +247,7 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
     last_success = max([t for t in (old.last_successful_time, *successes) if t], default=None)
     prune = history_to_prune(tasks, spec.successful_tasks_history_limit, spec.failed_tasks_history_limit,
                              handled)
-    base = dict(last_successful_time=last_success, active=len(active), observed_generation=generation)
+    base: dict[str, Any] = dict(last_successful_time=last_success, active=len(active), observed_generation=generation)
 
     try:
         table = timetable_of(schedule)
@@ -265,8 +268,8 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
     create: datetime | None = None
     cancel: tuple[str, ...] = ()
     span = table.span(handled, now)
-    if span.count:
-        latest = span.latest
+    latest = span.latest
+    if latest is not None:  # span.count > 0
         earlier_known = sum(1 for k in known if handled < k < latest)
         if span.truncated:  # count this stretch, and come back at once for the rest
             missed = span.count - earlier_known - (latest in known)
@@ -300,6 +303,7 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
 def rejected(schedule: TaskSchedule, decision: Decision, message: str, now: datetime) -> TaskScheduleStatus:
     """The status after the API server refused a fire's Task (a template that cannot make a valid
     Task): the fire is counted as missed, and Ready says why, so it is not retried forever."""
+    assert decision.create is not None  # only a decision to create a Task can be refused
     status = decision.status or schedule.status or TaskScheduleStatus()
     old = schedule.status or TaskScheduleStatus()
     return status.model_copy(update=dict(
