@@ -38,9 +38,11 @@ operator-up: $(BIN)/.installed
 test: $(BIN)/.installed go-tools image lint
 	$(BIN)/pytest -q
 
-## lint: the layer contracts (import-linter, pyproject.toml) and ruff
+## lint: the layer contracts (import-linter, pyproject.toml), mypy (strict on cronoq.api and
+## cronoq.engine, [tool.mypy] in pyproject.toml) and ruff
 lint: $(BIN)/.installed actionlint
 	cd operator && ../$(BIN)/lint-imports --config ../pyproject.toml
+	$(BIN)/mypy
 	$(BIN)/ruff check .
 	$(ACTIONLINT) -no-color
 
@@ -111,4 +113,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean: cluster-down
-	rm -rf $(VENV) .cluster .pytest_cache .hypothesis
+	rm -rf $(VENV) .cluster .pytest_cache .hypothesis .mypy_cache
