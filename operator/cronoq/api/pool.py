@@ -15,6 +15,7 @@ from cronoq.api.common import (
     API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, PodSettings, RetryPolicy, Timeout, rule, validations,
 )
 from cronoq.api.durations import DurationBounds
+from cronoq.api.limits import DEFAULT_START_TIMEOUT
 
 LeaseTTL = Annotated[timedelta, DurationBounds("2s", "1h", off=True)]
 KeyRetention = Annotated[timedelta, DurationBounds("0s", "720h")]
@@ -59,7 +60,7 @@ class TaskPoolSpec(Model):
     lease_ttl: LeaseTTL = Field(timedelta(seconds=30), alias="leaseTTL")
     """Heartbeat lease TTL of each attempt: an attempt whose lease is not renewed within it is
     aborted and retried (2s to 1h; 0s turns heartbeats off). Default 30s."""
-    start_timeout: StartTimeout = timedelta(minutes=10)
+    start_timeout: StartTimeout = DEFAULT_START_TIMEOUT
     """How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
     attempt is abandoned and retried with reason StartTimeout (1s to 24h). Default 10m. Timeouts and
     lease TTLs count only from container start, so this bounds the time before it."""

@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
+from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
 from cronoq.api.pool import JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 
 from cronoq.api.common import (
@@ -240,9 +241,9 @@ class Attempt(Model):
     """`Success`, `Retryable`, `Permanent` or `Cancelled`; unset while the attempt runs."""
     exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     """Exit code of the task container, when it exited."""
-    reason: str | None = Field(None, max_length=128)
+    reason: str | None = Field(None, max_length=REASON_LIMIT)
     """Why the attempt ended as it did, in CamelCase (e.g. `Timeout`, `LeaseExpired`, `OOMKilled`)."""
-    message: str | None = Field(None, max_length=1024)
+    message: str | None = Field(None, max_length=ATTEMPT_MESSAGE_LIMIT)
     """What the container or the operator said about the attempt (truncated to 1 KiB)."""
     duration_ms: int | None = Field(None, ge=0, le=2**53)
     """Run time in milliseconds, from startedAt to finishedAt."""
@@ -261,7 +262,7 @@ class TaskStatus(Model):
     DeadLettered, Cancelled, Skipped. Unset until the operator first sees the task."""
     attempt: int = Field(0, ge=0, le=100)
     """Number of the newest attempt (0 before the first); never decreases."""
-    attempts: tuple[Attempt, ...] = Field((), max_length=20, json_schema_extra={
+    attempts: tuple[Attempt, ...] = Field((), max_length=ATTEMPTS_KEPT, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["number"]})
     """History of the newest attempts (at most 20 are kept), oldest first."""
     next_attempt_at: Timestamp | None = None
@@ -270,13 +271,13 @@ class TaskStatus(Model):
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
     finished_at: Timestamp | None = None
     """When the task reached its terminal phase."""
-    output: str | None = Field(None, max_length=4096)
+    output: str | None = Field(None, max_length=MESSAGE_LIMIT)
     """Output of the successful attempt (its termination message, at most 4 KiB)."""
     output_available: bool = False
     """Whether `output` holds the task's output (false for tasks that produced none)."""
-    message: str | None = Field(None, max_length=4096)
+    message: str | None = Field(None, max_length=MESSAGE_LIMIT)
     """Final or current message, at most 4 KiB."""
-    summary: str | None = Field(None, max_length=100)
+    summary: str | None = Field(None, max_length=SUMMARY_LIMIT)
     """One short line for the MESSAGE column of `kubectl get tasks` (at most 100 characters)."""
     duplicate_of: ObjectName | None = None
     """For a task whose key matched another's: the name of that task."""

@@ -20,6 +20,7 @@ from cronoq.api import (
     Attempt, AttemptOutcome, AttemptTrigger, Condition, ConditionStatus, RetryPolicy, Task, TaskPhase,
     TaskPoolSpec, TaskStatus,
 )
+from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, DEFAULT_START_TIMEOUT, REASON_LIMIT, SUMMARY_LIMIT
 from cronoq.engine import reasons, retention
 from cronoq.engine.backoff import retry_delay
 from cronoq.engine.gate import RUN, Gate
@@ -27,14 +28,11 @@ from cronoq.engine.naming import job_name, lease_id
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.outcome import Verdict, classify, truncate
 
-HISTORY = 20
+HISTORY = ATTEMPTS_KEPT
 """Attempt records kept in the status (the CRD's bound); the newest are kept."""
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
 
-DEFAULT_START_TIMEOUT = timedelta(minutes=10)
-"""How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
-attempt is abandoned as retryable with reason StartTimeout (the pool's startTimeout default)."""
 
 # Attempts the operator itself ended: a report from their Job arriving later is stale.
 OPERATOR_ENDED = frozenset({reasons.TIMEOUT, reasons.START_TIMEOUT, reasons.LEASE_EXPIRED, reasons.CANCELLED})
@@ -420,7 +418,7 @@ def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: date
     return attempt.model_copy(update={
         "started_at": started, "finished_at": finished, "outcome": verdict.outcome, "exit_code": verdict.exit_code,
         # model_copy does not validate: keep within the CRD's bounds here, or the write would fail.
-        "reason": verdict.reason[:128], "message": truncate(verdict.message, 1024) or None, "duration_ms": duration,
+        "reason": verdict.reason[:REASON_LIMIT], "message": truncate(verdict.message, ATTEMPT_MESSAGE_LIMIT) or None, "duration_ms": duration,
         "response_code": verdict.response_code,
     })
 
@@ -488,14 +486,14 @@ def set_condition(conditions: list[Condition], type_: str, holds: bool, reason: 
     value = ConditionStatus.TRUE if holds else ConditionStatus.FALSE
     old = next((c for c in conditions if c.type == type_), None)
     since = old.last_transition_time if old is not None and old.status == value else now
-    new = Condition(type=type_, status=value, reason=reason, message=truncate(message, 1024),
+    new = Condition(type=type_, status=value, reason=reason, message=truncate(message, ATTEMPT_MESSAGE_LIMIT),
                     last_transition_time=since, observed_generation=generation)
     return [c for c in conditions if c.type != type_] + [new]
 
 
 def _summary(message: str) -> str:
     line = message.splitlines()[0] if message else ""
-    return line if len(line) <= 100 else line[:99] + "…"
+    return line if len(line) <= SUMMARY_LIMIT else line[:SUMMARY_LIMIT - 1] + "…"
 
 
 def _secs(delta: timedelta) -> str:

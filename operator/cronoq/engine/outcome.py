@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronoq.api import AttemptOutcome, RetryPolicy
+from cronoq.api.limits import MESSAGE_LIMIT
 from cronoq.engine import reasons
 from cronoq.engine.observed import AttemptJob, Termination
 
-MESSAGE_LIMIT = 4096
 """Bytes kept of any message or output; longer ones are cut, never rejected."""
 TRUNCATED = "…[truncated]"
 MAX_RETRY_AFTER = 24 * 3600.0
