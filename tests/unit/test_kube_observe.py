@@ -1,0 +1,69 @@
+"""kube/observe against objects recorded from the test cluster (`tests/unit/data/recorded-*.json`,
+managedFields removed): a Job and pod of an attempt that exited 3 with a message, and of one still
+running. What the engine later decides depends only on these facts, so they are pinned here."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cronoq.api import RetryPolicy
+from cronoq.engine.outcome import classify
+from cronoq.kube.observe import combine, job_facts, pod_facts
+
+DATA = Path(__file__).parent / "data"
+
+
+def recorded(kind: str, name: str) -> dict:
+    return json.loads((DATA / f"recorded-{kind}-{name}.json").read_text())
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+def test_a_failed_attempts_job_and_pod() -> None:
+    job = job_facts(recorded("job", "rec-failed-a1"))
+    pod = pod_facts(recorded("pod", "rec-failed-a1"))
+    assert job is not None and pod is not None
+    assert (job.number, job.name, job.lease_id) == (1, "rec-failed-a1", "e1-a1")
+    assert job.uid == recorded("job", "rec-failed-a1")["metadata"]["uid"]
+    assert (job.finished, job.failure_reason) == ("Failed", "BackoffLimitExceeded")
+    assert pod.job == "rec-failed-a1" and pod.phase == "Failed" and not pod.deleting
+    end = pod.termination
+    assert end is not None
+    assert (end.exit_code, end.reason, end.message) == (3, "Error", '{"error": "no such order"}')
+    assert (end.started_at, end.finished_at) == (utc("2026-12-03T04:55:55"), utc("2026-12-03T04:55:56"))
+
+    seen = combine(job, pod)
+    assert seen.termination == end and seen.pod_phase == "Failed"
+    verdict = classify(seen, RetryPolicy())
+    assert verdict is not None and verdict.outcome.value == "Retryable", verdict
+    assert "exited with code 3" in verdict.message and "no such order" in verdict.message
+
+
+def test_a_running_attempts_job_and_pod() -> None:
+    job = job_facts(recorded("job", "rec-running-a1"))
+    pod = pod_facts(recorded("pod", "rec-running-a1"))
+    assert job is not None and pod is not None
+    assert job.finished is None and not job.deleting
+    assert pod.phase == "Running" and pod.termination is None
+    assert pod.started_at == utc("2026-12-03T04:55:55")
+    assert classify(combine(job, pod), RetryPolicy()) is None  # still running: no verdict
+
+
+def test_objects_without_cronoqs_labels_are_not_attempts() -> None:
+    job, pod = recorded("job", "rec-failed-a1"), recorded("pod", "rec-failed-a1")
+    for obj in (job, pod):
+        del obj["metadata"]["labels"]["cronoq.io/attempt"]
+    assert job_facts(job) is None and pod_facts(pod) is None
+
+
+def test_a_deleting_pod_and_job_say_so() -> None:
+    job, pod = recorded("job", "rec-running-a1"), recorded("pod", "rec-running-a1")
+    for obj in (job, pod):
+        obj["metadata"]["deletionTimestamp"] = "2026-12-03T04:56:00Z"
+    facts = job_facts(job)
+    assert facts is not None and facts.deleting
+    seen = pod_facts(pod)
+    assert seen is not None and seen.deleting
