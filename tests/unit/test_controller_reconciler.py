@@ -1,0 +1,184 @@
+"""The Controller between the watches and the API server, with a fake writer and a fixed clock:
+what it writes, in which order, and what it does when a write conflicts or is refused."""
+from __future__ import annotations
+
+import asyncio
+import copy
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from cronoq import metrics
+from cronoq.controller.reconciler import Controller
+from cronoq.kube.writes import Conflict, Rejected
+
+NS = "unit"
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+
+
+class FakeWriter:
+    """Keeps the objects written, as an API server would (resourceVersion bumped on each write),
+    and records each call. `fail` holds exceptions the next status writes raise, in order."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.fail: list[Exception] = []
+        self.version = 100
+
+    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        return obj
+
+    def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        name = raw["metadata"]["name"]
+        if self.fail:
+            self.calls.append(("status-failed", name))
+            raise self.fail.pop(0)
+        self.calls.append(("status", name))
+        written = self._bump({**copy.deepcopy(self.tasks[name]), "status": copy.deepcopy(status)})
+        self.tasks[name] = written
+        return copy.deepcopy(written)
+
+    def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("read", name))
+        return copy.deepcopy(self.tasks.get(name))
+
+    def create_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("job", job["metadata"]["name"]))
+        created = copy.deepcopy(job)
+        created["metadata"].update(uid=f"uid-{job['metadata']['name']}", creationTimestamp="2026-12-03T12:00:00Z")
+        return self._bump(created)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.calls.append(("delete-job", name))
+
+    def post_event(self, raw: dict[str, Any], event: Any, now: datetime) -> None:
+        self.calls.append(("event", event.reason))
+
+    def delete_task(self, namespace: str, name: str, uid: str) -> None:
+        self.calls.append(("delete-task", name))
+
+    def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return {**raw, "status": status}
+
+
+def pool(concurrency: int = 1) -> dict[str, Any]:
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool",
+            "metadata": {"name": "p", "namespace": NS, "uid": "pool-uid", "resourceVersion": "1", "generation": 1},
+            "spec": {"concurrency": concurrency, "leaseTTL": "0s"}}
+
+
+def task(name: str) -> dict[str, Any]:
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task",
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "2",
+                         "generation": 1, "creationTimestamp": "2026-12-03T11:59:59Z"},
+            "spec": {"pool": "p", "image": "busybox"}}
+
+
+def pod(job: str, task_name: str, exit_code: int) -> dict[str, Any]:
+    end = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+           "startedAt": "2026-12-03T12:00:01Z", "finishedAt": "2026-12-03T12:00:02Z"}
+    return {"metadata": {"name": f"{job}-xyz12", "namespace": NS, "resourceVersion": "300",
+                         "labels": {"batch.kubernetes.io/job-name": job, "cronoq.io/attempt": "1",
+                                    "cronoq.io/task": task_name}},
+            "status": {"phase": "Succeeded" if exit_code == 0 else "Failed",
+                       "containerStatuses": [{"name": "task", "state": {"terminated": end}}]}}
+
+
+class World:
+    """A Controller over the fake writer; watch events are fed by hand, work keys run to quiet."""
+
+    def __init__(self, concurrency: int = 1) -> None:
+        self.writer = FakeWriter()
+        self.now = T0
+        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)  # type: ignore[arg-type]
+        self.controller.on_pool(None, pool(concurrency))
+
+    def submit(self, name: str) -> None:
+        raw = task(name)
+        self.writer.tasks[name] = copy.deepcopy(raw)
+        self.controller.on_task(None, raw)
+
+    async def settle(self) -> None:
+        """Let one worker run queued keys until none is waiting or being processed."""
+        queue = self.controller.queue
+        worker = asyncio.create_task(queue.run(1, self.controller.process))
+        try:
+            for _ in range(500):
+                await asyncio.sleep(0.005)
+                if len(queue) == 0 and not queue._processing:
+                    return
+            raise AssertionError("the work queue never went quiet")
+        finally:
+            worker.cancel()
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.writer.tasks[name].get("status") or {}
+
+
+def counter(name: str, **labels: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.submit("a")
+        await world.settle()
+        calls = world.writer.calls
+        assert calls.index(("status", "a")) < calls.index(("job", "a-a1")), calls
+        assert world.status("a")["phase"] == "Running" and world.status("a")["attempt"] == 1
+        assert calls.count(("job", "a-a1")) == 1
+
+        before = counter("cronoq_tasks_total", pool="p", status="succeeded")
+        world.controller.on_pod(None, pod("a-a1", "a", 0))
+        await world.settle()
+        world.controller.queue.add(("task", NS, "a"))  # a resync: nothing left to do, nothing counted
+        await world.settle()
+        assert world.status("a")["phase"] == "Succeeded"
+        assert counter("cronoq_tasks_total", pool="p", status="succeeded") == before + 1
+        assert [c for c in world.writer.calls if c[0] == "job"] == [("job", "a-a1")]
+    asyncio.run(scenario())
+
+
+def test_a_conflicting_status_write_is_read_again_and_decided_again_with_one_job() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.submit("a")
+        world.writer.fail = [Conflict("the object has been modified")]
+        await world.settle()
+        calls = world.writer.calls
+        assert calls[:3] == [("status-failed", "a"), ("read", "a"), ("status", "a")], calls
+        assert calls.count(("job", "a-a1")) == 1 and world.status("a")["attempt"] == 1
+    asyncio.run(scenario())
+
+
+def test_a_refused_status_write_creates_no_job_and_gives_the_slot_back() -> None:
+    async def scenario() -> None:
+        world = World(concurrency=1)
+        world.submit("a")
+        world.writer.fail = [Rejected(422, "status.epoch: epoch may not decrease")]
+        await world.settle()
+        assert ("job", "a-a1") not in world.writer.calls
+        world.submit("b")  # the slot granted to "a" is free again: "b" gets it
+        await world.settle()
+        jobs = [c for c in world.writer.calls if c[0] == "job"]
+        assert jobs == [("job", "b-a1")], world.writer.calls  # had the grant leaked, nothing would run
+    asyncio.run(scenario())
+
+
+def test_a_failing_reconcile_is_retried_later_and_counted() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.submit("a")
+        world.writer.fail = [RuntimeError("connection reset")]
+        before = counter("cronoq_reconcile_retries_total", kind="task")
+        await world.settle()
+        assert counter("cronoq_reconcile_retries_total", kind="task") == before + 1
+        assert ("job", "a-a1") not in world.writer.calls  # nothing done past the failed write
+        world.now += timedelta(seconds=1)
+        await asyncio.sleep(0.6)  # the first retry comes after 0.5 s
+        await world.settle()
+        assert world.writer.calls.count(("job", "a-a1")) == 1
+    asyncio.run(scenario())
