@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from cronoq.kube.watch import Gone, Watch, _chunks
+from cronoq.kube.watch import PAGE, Gone, Watch, _chunks
 
 
 class Answer:
@@ -82,7 +82,7 @@ def test_a_listing_is_paged_and_reports_what_it_held_and_no_longer_exists() -> N
     version = run(watch, watch._list)
     assert version == "9"
     assert fed == [(None, "a"), (None, "b"), ("DELETED", "gone")]
-    assert lister.calls[1]["_continue"] == "p2" and lister.calls[0]["limit"] == 500
+    assert lister.calls[1]["_continue"] == "p2" and lister.calls[0]["limit"] == PAGE
     assert watch.synced.is_set()
 
 
