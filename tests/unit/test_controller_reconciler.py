@@ -182,3 +182,34 @@ def test_a_failing_reconcile_is_retried_later_and_counted() -> None:
         await world.settle()
         assert world.writer.calls.count(("job", "a-a1")) == 1
     asyncio.run(scenario())
+
+
+def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
+    async def scenario() -> None:
+        world = World()
+        world.submit("a")
+        await world.settle()
+        assert ("job", "a-a1") in world.writer.calls
+        running = pod("a-a1", "a", 0)
+        running["status"] = {"phase": "Running", "containerStatuses": [
+            {"name": "task", "state": {"running": {"startedAt": "2026-12-03T12:00:01Z"}}}]}
+        world.controller.on_pod(None, running)
+        assert len(world.controller.queue) == 1  # the container started: decide again
+        await world.settle()
+        again = copy.deepcopy(running)
+        again["metadata"]["resourceVersion"] = "301"
+        again["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # not a fact cronoq keeps
+        world.controller.on_pod(None, again)
+        assert len(world.controller.queue) == 0
+        stored = copy.deepcopy(next(iter(world.controller.store.jobs["uid-a"].values())))
+        raw_job = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
+                                "creationTimestamp": "2026-12-03T12:00:00Z",
+                                "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": stored.lease_id,
+                                           "cronoq.io/task": "a", "cronoq.io/task-uid": "uid-a", "cronoq.io/pool": "p"}},
+                   "status": {"active": 1, "ready": 1}}
+        world.controller.on_job(None, raw_job)
+        assert len(world.controller.queue) == 0, "a Job whose counts moved changes no decision"
+        raw_job["status"]["conditions"] = [{"type": "Complete", "status": "True"}]
+        world.controller.on_job(None, raw_job)
+        assert len(world.controller.queue) == 1
+    asyncio.run(scenario())

@@ -156,9 +156,12 @@ class Controller:
             uid, task = labels.get(naming.TASK_UID), labels.get(naming.TASK)
             if facts is None or not uid or not task:
                 return
+            unchanged = self.store.jobs.get(uid, {}).get(name) == facts
             self.store.put_job(namespace, uid, task, facts)
             if facts.deleting and not facts.finished:  # being aborted (by us, or before a restart)
                 self.slots.abort(namespace, name, (namespace, labels.get(naming.POOL, "default")))
+            if unchanged:  # e.g. its active/ready counts moved: nothing a decision reads
+                return
         self._drained((namespace, name))
         self.queue.add(("task", namespace, task))
 
@@ -173,9 +176,12 @@ class Controller:
         owner = self.store.tasks.get((raw["metadata"]["namespace"], task))
         if owner is not None and owner.finished is not None and facts.termination is not None:
             facts = replace(facts, termination=replace(facts.termination, message=None))
-        self.store.put_pod(raw["metadata"]["namespace"], facts, self.clock())
-        self._drained((raw["metadata"]["namespace"], facts.job))
-        self.queue.add(("task", raw["metadata"]["namespace"], task))
+        namespace = raw["metadata"]["namespace"]
+        if self.store.pods.get((namespace, facts.job)) == facts:  # scheduled, a finalizer gone: nothing to decide
+            return
+        self.store.put_pod(namespace, facts, self.clock())
+        self._drained((namespace, facts.job))
+        self.queue.add(("task", namespace, task))
 
     def on_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
