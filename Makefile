@@ -58,7 +58,7 @@ $(ACTIONLINT):
 image:
 	$(PYTHON) hack/image.py build
 
-## go-tools: build (or find cached) the control plane and warm the Go cache of the PromQL checker,
+## go-tools: build (or find cached) the control plane and toxiproxy, and warm the Go cache of the PromQL checker,
 ## before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
