@@ -71,7 +71,7 @@ unit: $(BIN)/.installed
 integration: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q tests/integration
 
-## faults: the fault tests alone (control-plane restarts, evictions); `make test` runs them too
+## faults: the fault tests alone (control-plane restarts, evictions, network faults through toxiproxy); `make test` runs them too
 faults: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q tests/integration/faults
 
