@@ -60,7 +60,7 @@ $(ACTIONLINT):
 image:
 	$(PYTHON) hack/image.py build
 
-## go-tools: build (or find cached) the control plane and warm the Go cache of the PromQL checker,
+## go-tools: build (or find cached) the control plane and toxiproxy, and warm the Go cache of the PromQL checker,
 ## before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
@@ -73,7 +73,7 @@ unit: $(BIN)/.installed
 integration: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q tests/integration
 
-## faults: the fault tests alone (control-plane restarts, evictions); `make test` runs them too
+## faults: the fault tests alone (control-plane restarts, evictions, network faults through toxiproxy); `make test` runs them too
 faults: $(BIN)/.installed go-tools
 	$(BIN)/pytest -q tests/integration/faults
 

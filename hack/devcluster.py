@@ -48,8 +48,9 @@ CONTROLLER_MANAGER, SCHEDULER, KWOK = 26257 + _OFFSET, 26259 + _OFFSET, 26250 + 
 PORTS = (ETCD_CLIENT, ETCD_PEER, APISERVER, CONTROLLER_MANAGER, SCHEDULER, KWOK)
 SERVICE_RANGE = "10.96.0.0/16"
 
-# Each build module and the binaries it provides (its go.mod `tool` lines).
-COMPONENTS = ("controlplane", "etcd", "kwok", "helm")
+# Each build module and the binaries it provides (its go.mod `tool` lines). toxiproxy is no part
+# of the cluster: the network fault tests put it between an operator and the API server.
+COMPONENTS = ("controlplane", "etcd", "kwok", "helm", "toxiproxy")
 
 
 class ClusterError(RuntimeError):
@@ -87,8 +88,11 @@ class Component:
         return tools
 
     def binaries(self) -> list[str]:
-        # The etcd server package is the module root; its binary is called etcd.
-        return ["etcd" if t.endswith("/server/v3") else t.rsplit("/", 1)[1] for t in self.tools()]
+        # The etcd server package is the module root; its binary is called etcd. toxiproxy's server
+        # is its cmd/server package; its binary is called toxiproxy-server, as its releases call it.
+        renamed = {"/server/v3": "etcd", "toxiproxy/v2/cmd/server": "toxiproxy-server"}
+        return [next((b for suffix, b in renamed.items() if t.endswith(suffix)), t.rsplit("/", 1)[1])
+                for t in self.tools()]
 
     @property
     def cache_dir(self) -> Path:

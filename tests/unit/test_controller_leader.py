@@ -4,6 +4,8 @@ replica that neither wrote (its guard refused) nor gave up (issue 14)."""
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
 import socket
 import threading
 import time
@@ -66,3 +68,83 @@ def test_renewals_are_not_queued_behind_reconciles_that_hold_every_shared_thread
     started = time.monotonic()
     asyncio.run(main())
     assert len(lost) == 1 and lost[0] - started < 5.0
+
+
+class SlowLeases(http.server.ThreadingHTTPServer):
+    """A loopback API server holding one Lease, answering every request `delay` seconds late
+    (a slow link: the network fault test's 2 s round trip, scaled down)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.lease, self.version, self.requests = delay, None, 0, []
+        super().__init__(("127.0.0.1", 0), _LeaseHandler)
+
+    def api(self) -> client.ApiClient:
+        return client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{self.server_address[1]}"))
+
+
+class _LeaseHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *_: object) -> None:
+        pass
+
+    def _answer(self, code: int, body: dict) -> None:
+        time.sleep(self.server.delay)
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.server.requests.append("GET")
+        if self.server.lease is None:
+            self._answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+        else:
+            self._answer(200, self.server.lease)
+
+    def _write(self, verb: str) -> None:
+        self.server.requests.append(verb)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        stored = self.server.lease
+        if verb == "PUT" and body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+            return self._answer(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+        self.server.version += 1
+        body["metadata"]["resourceVersion"] = str(self.server.version)
+        self.server.lease = body
+        self._answer(201 if verb == "POST" else 200, body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._write("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._write("PUT")
+
+
+def test_a_leader_on_a_slow_link_keeps_its_lease() -> None:
+    """Found by the network fault test (2 s a round trip between operator and API server): each
+    attempt was a GET and a PUT, given a third of the renew deadline, so on a slow link no renewal
+    ever landed in time and the leader lost its Lease every 10 s, though each would have landed
+    well within the deadline. Now a holder renews with one PUT, given the time left until its
+    deadline. Here: a round trip of 0.2 × the deadline (as 2 s is of 10 s), for four deadlines."""
+    timing = ElectionTiming(lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
+    server = SlowLeases(delay=0.4)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
+    lost, elected = [], []
+
+    async def main() -> None:
+        async def on_elected(epoch: int) -> None:
+            elected.append(epoch)
+        try:
+            await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=8)
+        except asyncio.TimeoutError:
+            pass
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.shutdown()
+    assert elected == [1] and not lost, (elected, lost)
+    assert leadership.valid()
+    renewals = server.requests[server.requests.index("POST") + 1:]
+    assert renewals and set(renewals) == {"PUT"}, server.requests

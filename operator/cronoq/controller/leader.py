@@ -8,6 +8,7 @@ a long GC pause) and wakes up past its deadline writes nothing, even before this
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import time
@@ -48,15 +49,32 @@ class Leadership:
     """Set by the last acquire-or-renew when it took the Lease (a new term began)."""
 
     def __post_init__(self) -> None:
-        self.coordination = client.CoordinationV1Api(self.api)
+        # A client of its own without urllib3's retries: a retried request would run past the
+        # attempt's budget and hold the election's one thread; the loop itself retries.
+        configuration = copy.copy(self.api.configuration)
+        configuration.retries = False
+        self.coordination = client.CoordinationV1Api(client.ApiClient(configuration))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cronoq-election")
         self._observed: election.Observed | None = None
+        self._held: client.V1Lease | None = None
+        """The Lease as we last wrote it, while we hold it: renewed with one PUT, no GET first."""
+        self._deadline = 0.0
 
     @property
     def _timeout(self) -> tuple[float, float]:
-        """A request about the Lease gives up well within the renew deadline: an API server that
-        accepts connections but cannot answer (etcd away) must count as a failed renewal in time."""
-        return (2.0, self.timing.renew_deadline / 3)
+        """A request about the Lease gives up by the current attempt's deadline: an API server that
+        accepts connections but cannot answer (etcd away) counts as a failed renewal in time, and a
+        slow one that answers (2 s a round trip) still renews."""
+        left = max(self._deadline - time.monotonic(), 0.05)
+        return (left, left)
+
+    def _budget(self) -> float:
+        """How long one acquire-or-renew may take. While leading: until the renew deadline (never
+        a fixed fraction of it, which a slow link would exceed on every attempt, so the leader lost
+        its Lease though every renewal would have landed in time). Campaigning: the renew deadline."""
+        if self.last_renewed is None:
+            return self.timing.renew_deadline
+        return max(self.last_renewed + self.timing.renew_deadline - time.monotonic(), 0.05)
 
     def valid(self) -> bool:
         return election.still_leading(self.last_renewed, time.monotonic(), self.timing)
@@ -66,10 +84,12 @@ class Leadership:
         while True:
             try:
                 # A thread of its own (never queued behind reconciles blocked on a sick API server),
-                # and never waited on past a third of the renew deadline.
+                # and never waited on past the renew deadline.
+                budget = self._budget()
+                self._deadline = time.monotonic() + budget
                 held = await asyncio.wait_for(
                     asyncio.get_running_loop().run_in_executor(self._executor, self._try_acquire_or_renew),
-                    timeout=self.timing.renew_deadline / 3)
+                    timeout=budget)
             except Exception as err:  # noqa: BLE001 - the API server unreachable or slow: a failed renewal
                 log.warning("renewing the leader Lease %s/%s failed: %r", self.namespace, self.name, err)
                 held = False
@@ -90,6 +110,7 @@ class Leadership:
         waiting out the lease duration. Only while we still hold it validly."""
         if not self.valid():
             return
+        self._deadline = time.monotonic() + self.timing.renew_deadline / 3
         try:
             lease = self.coordination.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
             if lease.spec.holder_identity != self.identity:
@@ -101,11 +122,15 @@ class Leadership:
             log.info("released the leader Lease %s/%s", self.namespace, self.name)
         except ApiException as err:
             log.warning("could not release the leader Lease: %s", err.reason)
-        self.last_renewed = None
+        self.last_renewed, self._held = None, None
 
     def _try_acquire_or_renew(self) -> bool:
         self._elected_now = False
         now = time.monotonic()
+        if self._held is not None and self.valid():
+            if self._renew_held():
+                return True
+            self._held = None  # changed since we wrote it, or the PUT failed: read it first
         try:
             lease = self.coordination.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
         except ApiException as err:
@@ -123,19 +148,42 @@ class Leadership:
         spec = client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=int(self.timing.lease_duration),
                                   renew_time=stamp, lease_transitions=transitions,
                                   acquire_time=stamp if record is None or record.holder != self.identity else lease.spec.acquire_time)
+        # Our leadership counts from the moment the write leaves (no replica can see it earlier),
+        # not from the read before it: on a slow link the read alone takes a round trip.
+        sent = time.monotonic()
         try:
             if lease is None:
-                self.coordination.create_namespaced_lease(self.namespace, client.V1Lease(
+                written = self.coordination.create_namespaced_lease(self.namespace, client.V1Lease(
                     metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec),
                     _request_timeout=self._timeout)
             else:
                 lease.spec = spec  # the PUT carries the resourceVersion we read: a racing taker wins or we do
-                self.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._timeout)
+                written = self.coordination.replace_namespaced_lease(self.name, self.namespace, lease,
+                                                                     _request_timeout=self._timeout)
         except ApiException as err:
             if err.status not in (409, 404):
                 log.warning("renewing the leader Lease failed: %s", err.reason)
             return False
-        self.last_renewed = now
+        self._held = written
+        self.last_renewed = sent
         if self.epoch is None:
             self.epoch, self._elected_now = epoch, True
+        return True
+
+    def _renew_held(self) -> bool:
+        """Renew the Lease we hold with one PUT of it as we last wrote it (its resourceVersion as
+        precondition, so a Lease someone else changed since is never overwritten: 409, then the
+        slow path reads it). One round trip instead of two."""
+        lease = self._held
+        lease.spec.renew_time = datetime.now(timezone.utc)
+        now = time.monotonic()
+        try:
+            self._held = self.coordination.replace_namespaced_lease(self.name, self.namespace, lease,
+                                                                    _request_timeout=self._timeout)
+        except ApiException as err:
+            if err.status not in (409, 404):
+                log.warning("renewing the leader Lease failed: %s", err.reason)
+            return False
+        self._observed = election.observe(self._observed, _record(self._held), now)
+        self.last_renewed = now
         return True
