@@ -16,7 +16,8 @@ class PodTimes:
     running: float | None = None
     """First seen with its task container running."""
     ended: float | None = None
-    """First seen with its task container terminated, or deleted (whichever came first)."""
+    """First seen with its task container terminated, in a terminal phase (a pod failed by the
+    pod GC keeps a running container status), or deleted (whichever came first)."""
     deleting: float | None = None
     """First seen with a deletionTimestamp."""
 
@@ -65,7 +66,7 @@ class PodWatch:
                 times.running = now
             if status.state.terminated is not None and times.ended is None:
                 times.ended = now
-        if kind == "DELETED" and times.ended is None:
+        if (kind == "DELETED" or pod.status.phase in ("Succeeded", "Failed")) and times.ended is None:
             times.ended = now
 
     def __exit__(self, *_: object) -> None:
