@@ -107,3 +107,16 @@ def test_gone_410_asks_for_a_fresh_listing_after_handing_over_what_came_before()
     with pytest.raises(Gone):
         run(watch, lambda loop: watch._watch(loop, "10"))
     assert fed == ["MODIFIED"]
+
+
+def test_gone_410_answered_as_the_http_status_also_asks_for_a_fresh_listing() -> None:
+    """Not the same version again and again: the server will never have it back."""
+    from kubernetes.client.rest import ApiException
+
+    def lister(**kwargs):
+        raise ApiException(status=410, reason="Gone")
+
+    watch = Watch("Pod", "v1", lister, lambda kind, o: None)
+    with pytest.raises(Gone):
+        run(watch, lambda loop: watch._watch(loop, "10"))
+

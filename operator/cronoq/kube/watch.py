@@ -93,7 +93,7 @@ class Watch:
                 kwargs["_continue"] = cont
             if self.label_selector:
                 kwargs["label_selector"] = self.label_selector
-            body = json.loads(self.lister(**kwargs).data)
+            body = json.loads(self._request(**kwargs).data)
             items, meta = body.get("items") or [], body.get("metadata") or {}
             for obj in items:
                 obj.setdefault("kind", self.kind)
@@ -117,7 +117,7 @@ class Watch:
                                   "_request_timeout": (10, READ_TIMEOUT)}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
-        response = self.lister(**kwargs)
+        response = self._request(**kwargs)
         try:
             for lines in _chunks(response):  # what arrived together is handed over together
                 if self._stop.is_set():
@@ -141,6 +141,18 @@ class Watch:
         finally:
             response.release_conn()
         return version
+
+    def _request(self, **kwargs: Any) -> Any:
+        """One LIST or WATCH request. A 410 answered as the HTTP status (rather than as an ERROR
+        event in the stream) means the same: list again, never retry the same version forever."""
+        from kubernetes.client.rest import ApiException
+
+        try:
+            return self.lister(**kwargs)
+        except ApiException as err:
+            if err.status == 410:
+                raise Gone() from None
+            raise
 
     def _hand(self, loop: asyncio.AbstractEventLoop, events: list[tuple[str | None, dict[str, Any]]]) -> None:
         if events:
