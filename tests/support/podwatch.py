@@ -35,16 +35,28 @@ class PodWatch:
         w = watch.Watch()
         started = threading.Event()
 
+        def listing() -> str:
+            pods = core.list_namespaced_pod(self.namespace, label_selector="cronoq.io/task")
+            for pod in pods.items:
+                self._record("MODIFIED", pod)
+            return pods.metadata.resource_version
+
         def run() -> None:
-            version = core.list_namespaced_pod(self.namespace, label_selector="cronoq.io/task").metadata.resource_version
+            version = listing()
             started.set()
             while not self._stop.is_set():  # short watches, resumed where they left off
-                for event in w.stream(core.list_namespaced_pod, self.namespace, timeout_seconds=2,
-                                      label_selector="cronoq.io/task", resource_version=version):
-                    self._record(event["type"], event["object"])
-                    version = event["object"].metadata.resource_version
-                    if self._stop.is_set():
-                        break
+                try:
+                    if version is None:  # after a 410, or with the API server away (fault tests)
+                        version = listing()
+                    for event in w.stream(core.list_namespaced_pod, self.namespace, timeout_seconds=2,
+                                          label_selector="cronoq.io/task", resource_version=version):
+                        self._record(event["type"], event["object"])
+                        version = event["object"].metadata.resource_version
+                        if self._stop.is_set():
+                            break
+                except Exception:  # noqa: BLE001 - the API server restarting, or 410 Gone: list again
+                    version = None
+                    time.sleep(0.2)
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
