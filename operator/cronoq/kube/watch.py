@@ -51,6 +51,8 @@ class Watch:
     known: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
     """(namespace, name) of the objects the caller holds, to find deletions missed during a gap."""
     label_selector: str | None = None
+    answered: Callable[[float, float, str | None], None] | None = None
+    """Told (sent, received, Date header) of every answer: the clock-skew estimate's samples."""
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the first listing has been handed over."""
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -147,12 +149,17 @@ class Watch:
         event in the stream) means the same: list again, never retry the same version forever."""
         from kubernetes.client.rest import ApiException
 
+        sent = time.time()
         try:
-            return self.lister(**kwargs)
+            response = self.lister(**kwargs)
         except ApiException as err:
             if err.status == 410:
                 raise Gone() from None
             raise
+        if self.answered is not None:
+            headers = getattr(response, "headers", None)
+            self.answered(sent, time.time(), headers.get("Date") if headers is not None else None)
+        return response
 
     def _hand(self, loop: asyncio.AbstractEventLoop, events: list[tuple[str | None, dict[str, Any]]]) -> None:
         if events:
