@@ -52,7 +52,9 @@ def test_an_operator_whose_clock_is_off_by_30s_keeps_time_right(skew, own, api, 
     (ended,) = slow["attempts"]
     ran = pods.pods["slow-a1"].deleting - pods.pods["slow-a1"].running
     assert ended["reason"] == "Timeout" and 4.0 <= ran < 7.0, (ran, ended)
-    assert 4000 <= ended["durationMs"] < 7000, ended
+    # Recorded by times moved into the operator's clock by a skew known to the Date header's
+    # second: the start may be placed up to a second late (never early), not 30 s off.
+    assert 3000 <= ended["durationMs"] < 7000, ended
     # The 3 s backoff is waited out, by the test's clock.
     first, second = pods.pods["flaky-a1"], pods.pods["flaky-a2"]
     assert second.added - first.ended >= 3.0, (first, second)
