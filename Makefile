@@ -9,7 +9,7 @@ CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 
-.PHONY: demo operator-up test lint actionlint image faults go-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 ## demo: start the local cluster, install the CRDs, run the operator and apply examples/
 demo: $(BIN)/.installed cluster-up install-crds operator-up
@@ -35,7 +35,7 @@ operator-up: $(BIN)/.installed
 
 ## test: install what the tests need, check the layers and the lint, then run every test (the
 ## cluster starts and stops itself)
-test: $(BIN)/.installed go-tools image lint
+test: $(BIN)/.installed go-tools test-tools image lint
 	$(BIN)/pytest -q
 
 ## lint: the layer contracts (import-linter, pyproject.toml), mypy (strict on cronoq.api and
@@ -70,11 +70,16 @@ go-tools:
 unit: $(BIN)/.installed
 	$(BIN)/pytest -q tests/unit
 
-integration: $(BIN)/.installed go-tools
+integration: $(BIN)/.installed go-tools test-tools
 	$(BIN)/pytest -q tests/integration
 
-## faults: the fault tests alone (control-plane restarts, evictions, network faults through toxiproxy); `make test` runs them too
-faults: $(BIN)/.installed go-tools
+## test-tools: install the system tools the tests use besides the control plane (faketime), when missing
+test-tools:
+	$(PYTHON) hack/testtools.py
+
+## faults: the fault tests alone (control-plane restarts, evictions, lost nodes, 410 Gone, clock
+## skew, throttling, network faults through toxiproxy); `make test` runs them too
+faults: $(BIN)/.installed go-tools test-tools
 	$(BIN)/pytest -q tests/integration/faults
 
 $(BIN)/.installed: pyproject.toml

@@ -39,6 +39,9 @@ class OperatorProcess:
     """Restart the process when it exits with code 3 (it lost leadership, e.g. the API server was
     away longer than its renew deadline), as a Deployment restarts the pod."""
     restarts: int = 0
+    wrapper: tuple[str, ...] = ()
+    """A command the operator runs under, e.g. ("faketime", "-f", "+30s")."""
+    env: dict[str, str] = field(default_factory=dict)
     _stopping: bool = False
 
     def start(self) -> OperatorProcess:
@@ -58,14 +61,14 @@ class OperatorProcess:
             self._launch()
 
     def _launch(self) -> None:
-        argv = [sys.executable, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
+        argv = [*self.wrapper, sys.executable, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
                 f"--probe-port={self.probe_port}", *self.extra_args]
         for ns in self.namespaces:
             argv.append(f"--namespace={ns}")
         lease_ns, lease_name = self.lease or ("default" if "*" in self.namespaces[0] else self.namespaces[0],
                                               "cronoq-tests-" + self.namespaces[0].replace("*", "x"))
         argv += [f"--lease-namespace={lease_ns}", f"--lease-name={lease_name}"]
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name}
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name, **self.env}
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 

@@ -16,7 +16,8 @@ class PodTimes:
     running: float | None = None
     """First seen with its task container running."""
     ended: float | None = None
-    """First seen with its task container terminated, or deleted (whichever came first)."""
+    """First seen with its task container terminated, in a terminal phase (a pod failed by the
+    pod GC keeps a running container status), or deleted (whichever came first)."""
     deleting: float | None = None
     """First seen with a deletionTimestamp."""
 
@@ -34,16 +35,28 @@ class PodWatch:
         w = watch.Watch()
         started = threading.Event()
 
+        def listing() -> str:
+            pods = core.list_namespaced_pod(self.namespace, label_selector="cronoq.io/task")
+            for pod in pods.items:
+                self._record("MODIFIED", pod)
+            return pods.metadata.resource_version
+
         def run() -> None:
-            version = core.list_namespaced_pod(self.namespace, label_selector="cronoq.io/task").metadata.resource_version
+            version = listing()
             started.set()
             while not self._stop.is_set():  # short watches, resumed where they left off
-                for event in w.stream(core.list_namespaced_pod, self.namespace, timeout_seconds=2,
-                                      label_selector="cronoq.io/task", resource_version=version):
-                    self._record(event["type"], event["object"])
-                    version = event["object"].metadata.resource_version
-                    if self._stop.is_set():
-                        break
+                try:
+                    if version is None:  # after a 410, or with the API server away (fault tests)
+                        version = listing()
+                    for event in w.stream(core.list_namespaced_pod, self.namespace, timeout_seconds=2,
+                                          label_selector="cronoq.io/task", resource_version=version):
+                        self._record(event["type"], event["object"])
+                        version = event["object"].metadata.resource_version
+                        if self._stop.is_set():
+                            break
+                except Exception:  # noqa: BLE001 - the API server restarting, or 410 Gone: list again
+                    version = None
+                    time.sleep(0.2)
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
@@ -65,7 +78,7 @@ class PodWatch:
                 times.running = now
             if status.state.terminated is not None and times.ended is None:
                 times.ended = now
-        if kind == "DELETED" and times.ended is None:
+        if (kind == "DELETED" or pod.status.phase in ("Succeeded", "Failed")) and times.ended is None:
             times.ended = now
 
     def __exit__(self, *_: object) -> None:

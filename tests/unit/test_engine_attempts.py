@@ -369,6 +369,20 @@ def test_the_open_attempts_job_deleted_by_someone_is_retryable() -> None:
     assert plan.status.attempts[-1].reason == reasons.JOB_DELETED
 
 
+def test_an_attempt_whose_node_is_gone_ends_node_lost_and_its_failed_job_is_kept() -> None:
+    """The pod GC fails the pods of a deleted node (their container still says running) before
+    the Job controller fails the Job: the attempt ends, and its Job, running nothing, is kept
+    for jobRetention like any ended attempt's, not deleted as if it still ran."""
+    task = started(make_task().no_jitter().retry(initialBackoff="0s").obj())
+    lost = attempt_job("t", 1).running(T0, seen=T0).with_(pod_phase="Failed", disruption="DeletionByPodGC")
+    plan = run(task, observe(lost, now=at(50), admit=True))
+    assert plan.status.attempts[0].reason == reasons.NODE_LOST and plan.delete_jobs == ()
+
+    retried = step(task, plan)
+    again = run(retried, observe(lost, attempt_job("t", 2).running(at(51), seen=at(51)).obj(), now=at(52)))
+    assert again.delete_jobs == ()
+
+
 # --- cancellation -----------------------------------------------------------------------------------
 
 def _cancel(task: Task) -> Task:

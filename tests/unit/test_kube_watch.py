@@ -107,3 +107,25 @@ def test_gone_410_asks_for_a_fresh_listing_after_handing_over_what_came_before()
     with pytest.raises(Gone):
         run(watch, lambda loop: watch._watch(loop, "10"))
     assert fed == ["MODIFIED"]
+
+
+def test_gone_410_answered_as_the_http_status_also_asks_for_a_fresh_listing() -> None:
+    """Not the same version again and again: the server will never have it back."""
+    from kubernetes.client.rest import ApiException
+
+    def lister(**kwargs):
+        raise ApiException(status=410, reason="Gone")
+
+    watch = Watch("Pod", "v1", lister, lambda kind, o: None)
+    with pytest.raises(Gone):
+        run(watch, lambda loop: watch._watch(loop, "10"))
+
+
+def test_every_answer_tells_its_send_and_receive_times_and_the_servers_date() -> None:
+    told = []
+    answer = Answer({"items": [], "metadata": {"resourceVersion": "3"}})
+    answer.headers = {"Date": "Thu, 03 Dec 2026 04:50:09 GMT"}
+    watch = Watch("Task", "cronoq.io/v1alpha1", Recorded(answer), lambda kind, o: None,
+                  answered=lambda sent, received, date: told.append((sent <= received, date)))
+    run(watch, watch._list)
+    assert told == [(True, "Thu, 03 Dec 2026 04:50:09 GMT")]

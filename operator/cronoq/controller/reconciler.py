@@ -15,7 +15,7 @@ import asyncio
 import logging
 import random
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Hashable
 
 from pydantic import ValidationError
@@ -84,8 +84,10 @@ class _Graph:
 class Controller:
     def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
                  clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None,
-                 sidecar_image: str | None = None) -> None:
+                 sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta) -> None:
         self.writer = writer
+        self.skew = skew
+        """Our clock minus the cluster's (kube/skew.py): cluster times are moved by it into ours."""
         self.sidecar_image = sidecar_image
         self.epoch = epoch
         self.workers = workers
@@ -151,7 +153,7 @@ class Controller:
             uid, task = owner
             self.store.drop_job(uid, name)  # its pod's last state stays: it may still report
         else:
-            facts = job_facts(raw)
+            facts = job_facts(raw, self.skew())
             labels = meta.get("labels") or {}
             uid, task = labels.get(naming.TASK_UID), labels.get(naming.TASK)
             if facts is None or not uid or not task:
@@ -166,7 +168,7 @@ class Controller:
         self.queue.add(("task", namespace, task))
 
     def on_pod(self, kind: str | None, raw: dict[str, Any]) -> None:
-        facts = pod_facts(raw)
+        facts = pod_facts(raw, self.skew())
         task = (raw["metadata"].get("labels") or {}).get(naming.TASK)
         if facts is None or not task:
             return
@@ -380,7 +382,7 @@ class Controller:
                 log.warning("creating Job %s/%s refused: %s", namespace, job["metadata"]["name"], err.message)
                 self.queue.add_after(("task", namespace, name), 5.0)
             return
-        facts = job_facts(created) if created is not None else None
+        facts = job_facts(created, self.skew()) if created is not None else None
         if facts is not None:  # known before its watch event: never taken for a lost Job
             self.store.put_job(namespace, entry.uid, name, facts)
         if plan.started is not None:

@@ -20,6 +20,7 @@ from cronoq import metrics
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
+from cronoq.kube.skew import SKEW
 from cronoq.kube.watch import Watch, listers
 from cronoq.kube.writes import Writer
 
@@ -76,7 +77,7 @@ class Runtime:
         api = self.api = api_client()
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
-                                     sidecar_image=self.options.sidecar_image)
+                                     sidecar_image=self.options.sidecar_image, skew=SKEW.offset)
         self.schedules = Schedules(writer)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
@@ -112,7 +113,8 @@ class Runtime:
         for scope in scopes:
             for kind, (api_version, lister, selector) in listers(api, scope).items():
                 made.append(Watch(kind, api_version, lister, self._filtered(feeds[kind]),
-                                  known=self._held_in(held[kind], scope), label_selector=selector))
+                                  known=self._held_in(held[kind], scope), label_selector=selector,
+                                  answered=SKEW.observe))
         return made
 
     def _filtered(self, feed):

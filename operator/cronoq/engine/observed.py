@@ -87,5 +87,7 @@ class AttemptJob:
 
     @property
     def active(self) -> bool:
-        """Could still be running: neither finished, nor going away."""
-        return not (self.finished or self.gone or self.deleting or self.termination)
+        """Could still be running: neither finished, nor going away, nor its pod in a terminal
+        phase (the pod GC fails a lost node's pods before the Job controller fails their Jobs)."""
+        return not (self.finished or self.gone or self.deleting or self.termination
+                    or self.pod_phase in ("Succeeded", "Failed"))

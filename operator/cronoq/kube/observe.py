@@ -3,17 +3,21 @@ facts are kept in memory, not the objects, so thousands of finished attempts cos
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cronoq.engine import naming
 from cronoq.engine.observed import AttemptJob, Termination
 
 
-def parse_time(value: str | None) -> datetime | None:
+NO_SKEW = timedelta(0)
+
+
+def parse_time(value: str | None, skew: timedelta = NO_SKEW) -> datetime | None:
+    """A time stamped by the cluster, moved by `skew` (our clock minus the cluster's) into ours."""
     if not value:
         return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) + skew
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +32,7 @@ class PodFacts:
     termination: Termination | None
 
 
-def job_facts(job: dict[str, Any]) -> AttemptJob | None:
+def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:
     """The attempt a Job claims to be, or None for Jobs without cronoq's labels."""
     meta = job.get("metadata", {})
     labels = meta.get("labels") or {}
@@ -44,12 +48,13 @@ def job_facts(job: dict[str, Any]) -> AttemptJob | None:
                 failure_reason, failure_message = cond.get("reason"), cond.get("message")
     return AttemptJob(
         number=number, name=meta.get("name", ""), uid=meta.get("uid", ""), lease_id=labels.get(naming.LEASE_ID),
-        created_at=parse_time(meta.get("creationTimestamp")), deleting=bool(meta.get("deletionTimestamp")),
+        created_at=parse_time(meta.get("creationTimestamp"), skew), deleting=bool(meta.get("deletionTimestamp")),
         finished=finished, failure_reason=failure_reason, failure_message=failure_message)
 
 
-def pod_facts(pod: dict[str, Any]) -> PodFacts | None:
-    """The state of an attempt's pod, or None for pods that belong to no cronoq Job."""
+def pod_facts(pod: dict[str, Any], skew: timedelta = NO_SKEW) -> PodFacts | None:
+    """The state of an attempt's pod, or None for pods that belong to no cronoq Job; its times
+    moved by `skew` into the operator's clock."""
     meta = pod.get("metadata", {})
     labels = meta.get("labels") or {}
     job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
@@ -64,13 +69,13 @@ def pod_facts(pod: dict[str, Any]) -> PodFacts | None:
     if main is not None:
         state = main.get("state") or {}
         if "running" in state:
-            started = parse_time(state["running"].get("startedAt"))
+            started = parse_time(state["running"].get("startedAt"), skew)
         elif "terminated" in state:
             end = state["terminated"]
-            started = parse_time(end.get("startedAt"))
+            started = parse_time(end.get("startedAt"), skew)
             termination = Termination(exit_code=int(end.get("exitCode", 0)), reason=end.get("reason"),
                                       message=end.get("message"), started_at=started,
-                                      finished_at=parse_time(end.get("finishedAt")))
+                                      finished_at=parse_time(end.get("finishedAt"), skew))
     return PodFacts(job=job, phase=status.get("phase"), reason=status.get("reason"), message=status.get("message"),
                     deleting=bool(meta.get("deletionTimestamp")), disruption=disruption, started_at=started,
                     termination=termination)

@@ -59,6 +59,8 @@ class Watch:
     known: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
     """(namespace, name) of the objects the caller holds, to find deletions missed during a gap."""
     label_selector: str | None = None
+    answered: Callable[[float, float, str | None], None] | None = None
+    """Told (sent, received, Date header) of every answer: the clock-skew estimate's samples."""
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the first listing has been handed over."""
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -105,7 +107,7 @@ class Watch:
                 kwargs["_continue"] = cont
             if self.label_selector:
                 kwargs["label_selector"] = self.label_selector
-            body = json.loads(self.lister(**kwargs).data)
+            body = json.loads(self._request(**kwargs).data)
             items, meta = body.get("items") or [], body.get("metadata") or {}
             for obj in items:
                 obj.setdefault("kind", self.kind)
@@ -129,7 +131,7 @@ class Watch:
                                   "_request_timeout": (10, READ_TIMEOUT)}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
-        response = self.lister(**kwargs)
+        response = self._request(**kwargs)
         try:
             for lines in _chunks(response):  # what arrived together is handed over together
                 if self._stop.is_set():
@@ -153,6 +155,23 @@ class Watch:
         finally:
             response.release_conn()
         return version
+
+    def _request(self, **kwargs: Any) -> Any:
+        """One LIST or WATCH request. A 410 answered as the HTTP status (rather than as an ERROR
+        event in the stream) means the same: list again, never retry the same version forever."""
+        from kubernetes.client.rest import ApiException
+
+        sent = time.time()
+        try:
+            response = self.lister(**kwargs)
+        except ApiException as err:
+            if err.status == 410:
+                raise Gone() from None
+            raise
+        if self.answered is not None:
+            headers = getattr(response, "headers", None)
+            self.answered(sent, time.time(), headers.get("Date") if headers is not None else None)
+        return response
 
     def _hand(self, loop: asyncio.AbstractEventLoop, events: list[tuple[str | None, dict[str, Any]]]) -> None:
         if events:

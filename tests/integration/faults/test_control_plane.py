@@ -7,17 +7,9 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from tests.support.faults import assert_nothing_lost
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
-
-
-def assert_nothing_lost(cq: Cronoq, names: list[str]) -> None:
-    for name in names:
-        status = cq.wait_phase(name, "Succeeded", timeout=180)
-        numbers = [a["number"] for a in status["attempts"]]
-        assert numbers == list(range(1, status["attempt"] + 1)), (name, numbers)
-        jobs = {j.metadata.name for j in cq.jobs(name)}
-        assert jobs == {f"{name}-a{n}" for n in numbers}, (name, jobs, numbers)
 
 
 def restart_mid_run(cq: Cronoq, devcluster, component: str) -> None:
