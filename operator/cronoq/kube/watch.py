@@ -16,6 +16,8 @@ had reported and the new listing lacks are reported DELETED.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import json
 import logging
 import threading
@@ -99,15 +101,23 @@ class Watch:
             return self._list_pages(loop)
 
     def _list_pages(self, loop: asyncio.AbstractEventLoop) -> str:
+        """While the loop handles one page, the next one's bytes are fetched (the API server's work
+        overlaps ours), but parsed only once the loop is done with the previous one: at most one
+        page of objects exists at a time."""
         seen: set[tuple[str, str]] = set()
         cont, version = None, ""
+        handling: concurrent.futures.Future[Any] | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": PAGE, "_preload_content": False, "_request_timeout": LIST_TIMEOUT}
             if cont:
                 kwargs["_continue"] = cont
             if self.label_selector:
                 kwargs["label_selector"] = self.label_selector
-            body = json.loads(self._request(**kwargs).data)
+            data = self._request(**kwargs).data
+            if handling is not None:
+                handling.result()
+            body = json.loads(data)
+            del data
             items, meta = body.get("items") or [], body.get("metadata") or {}
             for obj in items:
                 obj.setdefault("kind", self.kind)
@@ -115,10 +125,13 @@ class Watch:
                 seen.add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
             page = [(None, obj) for obj in items]
             del body, items
-            self._call(loop, lambda: self._deliver(page))  # handled before the next page is read
+            handling = asyncio.run_coroutine_threadsafe(_async(functools.partial(self._deliver, page)), loop)
+            del page
             cont, version = meta.get("continue"), meta.get("resourceVersion", version)
             if not cont:
                 break
+        if handling is not None:
+            handling.result()
         missing = self._call(loop, lambda: [k for k in self.known() if k not in seen])
         self._hand(loop, [("DELETED", {"kind": self.kind, "apiVersion": self.api_version,
                                        "metadata": {"namespace": ns, "name": name}}) for ns, name in missing])
