@@ -80,7 +80,7 @@ test-tools:
 ## faults: the fault tests alone (control-plane restarts, evictions, lost nodes, 410 Gone, clock
 ## skew, throttling, network faults through toxiproxy); `make test` runs them too
 faults: $(BIN)/.installed go-tools test-tools
-	$(BIN)/pytest -q tests/integration/faults
+	CRONOQ_FAULT_RUNS=3 $(BIN)/pytest -q tests/integration/faults
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

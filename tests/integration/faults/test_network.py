@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.support.faults import assert_nothing_lost
 from tests.support.operator import OperatorProcess
 from tests.support.podwatch import PodWatch
 from tests.support.tasks import Cronoq
@@ -43,15 +44,6 @@ def behind(api, own_namespace, crds, proxied, tmp_path):
     proc.stop()
 
 
-def assert_nothing_lost(cq: Cronoq, names: list[str], timeout: float = 90) -> None:
-    for name in names:
-        status = cq.wait_phase(name, "Succeeded", timeout=timeout)
-        numbers = [a["number"] for a in status["attempts"]]
-        assert numbers == list(range(1, status["attempt"] + 1)), (name, numbers)
-        jobs = {j.metadata.name for j in cq.jobs(name)}
-        assert jobs == {f"{name}-a{n}" for n in numbers}, (name, jobs, numbers)
-
-
 def log_lines(op: OperatorProcess, pattern: str) -> list[str]:
     return [line for line in op.log_path.read_text(errors="replace").splitlines() if re.search(pattern, line)]
 
@@ -73,7 +65,7 @@ def test_connections_reset_mid_watch_the_operator_watches_again(behind, proxied)
             proxied.proxy.toxic("reset_peer", stream="downstream", timeout=0):
         time.sleep(1.0)
     proxied.proxy.cut(0.5)
-    assert_nothing_lost(cq, names)
+    assert_nothing_lost(cq, names, timeout=90)
     failed = {kind for kind in WATCHED if log_lines(cq.operator, rf"{kind} watch failed")}
     assert failed == set(WATCHED), f"every watch was cut: {failed}"
     # The watches came back: a task created afterwards runs, well before a resync would see it.
@@ -187,7 +179,7 @@ def test_answers_lost_after_the_server_wrote(behind, proxied):
                 windows.append((dropped_from, time.monotonic()))
             if any(a <= t <= b for t in seen.jobs.values() for a, b in windows):
                 break
-        assert_nothing_lost(cq, names)
+        assert_nothing_lost(cq, names, timeout=90)
     lost_jobs = sorted(n for n, t in seen.jobs.items() if any(a <= t <= b for a, b in windows))
     lost_statuses = sorted(n for t, n, _ in seen.statuses if any(a <= t <= b for a, b in windows))
     print(f"{len(windows)} windows; Job creates whose answers were lost: {lost_jobs}; status writes: {lost_statuses}")
@@ -228,7 +220,7 @@ def test_a_leader_cut_off_for_30s_is_replaced_and_nothing_runs_twice(api, own_na
                 b.wait_leading(timeout=30)
                 took_over = time.monotonic() - cut
                 time.sleep(max(0.0, 30 - (time.monotonic() - cut)))
-            assert_nothing_lost(cq, names)
+            assert_nothing_lost(cq, names, timeout=90)
         assert all(len([j for j in pods.pods if j.startswith(f"{n}-a")]) == cq.status(n)["attempt"] for n in names)
         epochs = {cq.status(n).get("epoch", 0) for n in names}
         assert max(epochs) > epoch_a, (epochs, epoch_a)
