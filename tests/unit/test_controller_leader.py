@@ -148,3 +148,35 @@ def test_a_leader_on_a_slow_link_keeps_its_lease() -> None:
     assert leadership.valid()
     renewals = server.requests[server.requests.index("POST") + 1:]
     assert renewals and set(renewals) == {"PUT"}, server.requests
+
+
+def test_renewals_go_on_while_the_new_leader_waits_for_its_watches_to_list() -> None:
+    """Found by the latency fault test once listings took longer: the new leader's start (wait
+    until every watch has listed) was awaited inside the election loop, so no renewal ran while
+    it waited, and a listing longer than the renew deadline (thousands of finished tasks, or a
+    slow link) cost the Lease. Here the start never finishes; the Lease is renewed all along."""
+    timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
+    server = SlowLeases(delay=0.02)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
+    lost, started = [], []
+
+    async def main() -> None:
+        listed = asyncio.Event()  # never set: the listing outlasts the test
+
+        async def on_elected(epoch: int) -> None:
+            started.append(epoch)
+            await listed.wait()
+        try:
+            await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=3)
+        except asyncio.TimeoutError:
+            pass
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.shutdown()
+    assert started == [1] and not lost, (started, lost)
+    renewals = server.requests[server.requests.index("POST") + 1:]
+    assert renewals.count("PUT") >= 10, server.requests  # 3 s of renewals every 0.1 s + a round trip
+    assert leadership.valid()

@@ -16,7 +16,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -59,6 +59,8 @@ class Leadership:
         self._held: client.V1Lease | None = None
         """The Lease as we last wrote it, while we hold it: renewed with one PUT, no GET first."""
         self._deadline = 0.0
+        self._starting: asyncio.Task[None] | None = None
+        """The new leader's start (`on_elected`), running beside the renewals."""
 
     @property
     def _timeout(self) -> tuple[float, float]:
@@ -79,8 +81,9 @@ class Leadership:
     def valid(self) -> bool:
         return election.still_leading(self.last_renewed, time.monotonic(), self.timing)
 
-    async def run(self, on_elected: Callable[[int], Awaitable[None]], on_lost: Callable[[], None]) -> None:
-        """Campaign until elected, call `on_elected(epoch)`, then renew until we cannot."""
+    async def run(self, on_elected: Callable[[int], Coroutine[Any, Any, None]], on_lost: Callable[[], None]) -> None:
+        """Campaign until elected, start `on_elected(epoch)` (as a task of its own), then renew
+        until we cannot."""
         while True:
             try:
                 # A thread of its own (never queued behind reconciles blocked on a sick API server),
@@ -97,7 +100,11 @@ class Leadership:
                 if self.epoch is not None and self._elected_now:
                     log.info("elected leader %s with epoch %d (Lease %s/%s)", self.identity, self.epoch,
                              self.namespace, self.name)
-                    await on_elected(self.epoch)
+                    # Not awaited: what the new leader does first (waiting for every watch to
+                    # list, which takes longer than the renew deadline over thousands of finished
+                    # tasks) must never hold its renewals.
+                    self._starting = asyncio.create_task(on_elected(self.epoch), name="cronoq-elected")
+                    self._starting.add_done_callback(lambda task: _failed_start(task, on_lost))
             elif self.last_renewed is not None and not self.valid():
                 log.error("leadership lapsed: no renewal of Lease %s/%s within %.0fs; stopping", self.namespace,
                           self.name, self.timing.renew_deadline)
@@ -187,3 +194,10 @@ class Leadership:
         self._observed = election.observe(self._observed, _record(self._held), now)
         self.last_renewed = now
         return True
+
+
+def _failed_start(task: asyncio.Task[None], on_lost: Callable[[], None]) -> None:
+    """A leader whose start failed would hold the Lease and do nothing: give up instead."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("starting as the leader failed", exc_info=task.exception())
+        on_lost()
