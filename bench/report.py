@@ -183,10 +183,10 @@ def markdown(r: dict[str, Any]) -> str:
         elif fo.get("error"):
             out += [f"Error: {fo['error']}.", ""]
         else:
-            out += ["| round | SIGKILL → leader metric on the standby | SIGKILL → first Job by the new leader |",
-                    "|---|---|---|"]
+            out += ["| round | signal to the leader | → leader metric on the standby | → first Job by the new leader |",
+                    "|---|---|---|---|"]
             for x in fo["rounds"]:
-                out.append(f"| {x['round']} | {_s(x['seconds_to_leader_metric'], 's', 1)} | "
+                out.append(f"| {x['round']} | {x.get('signal', 'SIGKILL')} | {_s(x['seconds_to_leader_metric'], 's', 1)} | "
                            f"{_s(x['seconds_to_first_job'], 's', 1)} |")
             out.append("")
 
