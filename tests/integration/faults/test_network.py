@@ -151,8 +151,8 @@ def test_answers_lost_after_the_server_wrote(behind, proxied):
     tasks: the operator's requests still reach the server and are carried out, but their answers
     never come back. To catch Job creates in flight, requests take 0.5 s to reach the server (a
     `latency` toxic upstream), and each drop starts as soon as the test sees a new status that
-    records an attempt, whose Job create is then on its way; up to 4 windows, until one catches a
-    Job create (timing on a busy machine). The test's own watch (not through
+    records an attempt, whose Job create is then on its way; up to 4 windows per burst and up to 3
+    bursts of 40, until one catches a Job create (timing on a busy machine). The test's own watch (not through
     the proxy) sees which Jobs and task statuses the server wrote inside the window: each is a
     write whose answer was lost. A lost Job create is retried and its AlreadyExists adopted (the
     Job of the recorded attempt, never a new attempt number); a lost status PUT is resent by the
@@ -163,20 +163,25 @@ def test_answers_lost_after_the_server_wrote(behind, proxied):
     cq.operator.supervised = True
     cq.operator.start()
     cq.pool(concurrency=40, leaseTTL="0s")
-    names = [f"b{i}" for i in range(40)]
+    names: list[str] = []
     windows: list[tuple[float, float]] = []
     with Arrivals(cq.api, cq.namespace) as seen, \
             proxied.proxy.toxic("latency", stream="upstream", latency=500):
-        for name in names:
-            cq.task(name, delay="2s", message="ok")
-        for _ in range(4):  # until a Job create falls inside a window (timing on a busy machine)
-            seen.recorded.clear()
-            if not seen.recorded.wait(timeout=20):
-                break
-            with proxied.proxy.toxic("timeout", stream="downstream", timeout=0):
-                dropped_from = time.monotonic() + 0.1  # the toxic is on every connection by then
-                time.sleep(2.0)
-                windows.append((dropped_from, time.monotonic()))
+        for burst in range(3):  # another burst if no window caught a Job create (timing on a busy machine)
+            batch = [f"b{i}" if burst == 0 else f"b{i}-{burst}" for i in range(40)]
+            names += batch
+            for name in batch:
+                cq.task(name, delay="2s", message="ok")
+            for _ in range(4):
+                seen.recorded.clear()
+                if not seen.recorded.wait(timeout=20):
+                    break
+                with proxied.proxy.toxic("timeout", stream="downstream", timeout=0):
+                    dropped_from = time.monotonic() + 0.1  # the toxic is on every connection by then
+                    time.sleep(2.0)
+                    windows.append((dropped_from, time.monotonic()))
+                if any(a <= t <= b for t in seen.jobs.values() for a, b in windows):
+                    break
             if any(a <= t <= b for t in seen.jobs.values() for a, b in windows):
                 break
         assert_nothing_lost(cq, names, timeout=90)
