@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from tests.support.podwatch import PodWatch
 from tests.support.tasks import Cronoq
-from tests.support.waiting import Timeout
+from tests.support.waiting import Timeout, wait_until
 
 FIGURES: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 """test id → tasks, attempts, lost, reused, extra_jobs, overlaps, stale (late reports, Events)."""
@@ -60,3 +60,15 @@ def assert_one_at_a_time(pods: PodWatch, names: list[str]) -> None:
                 problems.append((name, n, earlier, m, later))
     figures["watched"] += 1
     assert not problems, problems
+
+
+def running_burst(cq: Cronoq, count: int = 10) -> list[str]:
+    """`count` tasks of 3 s in a pool of concurrency 4, returned once at least 3 attempts run: the
+    moment a fault scenario strikes."""
+    cq.pool(concurrency=4, leaseTTL="0s")
+    names = [f"r{i}" for i in range(count)]
+    for name in names:
+        cq.task(name, delay="3s", message="ok")
+    wait_until(lambda: sum(cq.status(n).get("phase") == "Running" for n in names) >= 3, timeout=60,
+               what="attempts running")
+    return names

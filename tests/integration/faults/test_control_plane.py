@@ -7,18 +7,13 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from tests.support.faults import assert_nothing_lost
+from tests.support.faults import assert_nothing_lost, running_burst
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
 
 
 def restart_mid_run(cq: Cronoq, devcluster, component: str) -> None:
-    cq.pool(concurrency=4, leaseTTL="0s")
-    names = [f"r{i}" for i in range(10)]
-    for name in names:
-        cq.task(name, delay="3s", message="ok")
-    wait_until(lambda: sum(cq.status(n).get("phase") == "Running" for n in names) >= 3, timeout=60,
-               what="attempts running")
+    names = running_burst(cq)
     devcluster.restart(component)
     assert_nothing_lost(cq, names)
     # The operator's watches came back: a task created after the restart runs too.

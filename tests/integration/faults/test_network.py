@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support.faults import assert_nothing_lost
+from tests.support.faults import assert_nothing_lost, running_burst
 from tests.support.operator import OperatorProcess
 from tests.support.podwatch import PodWatch
 from tests.support.tasks import Cronoq
@@ -55,12 +55,7 @@ def test_connections_reset_mid_watch_the_operator_watches_again(behind, proxied)
     succeeds once."""
     cq = behind
     cq.operator.start()
-    cq.pool(concurrency=4, leaseTTL="0s")
-    names = [f"r{i}" for i in range(10)]
-    for name in names:
-        cq.task(name, delay="3s", message="ok")
-    wait_until(lambda: sum(cq.status(n).get("phase") == "Running" for n in names) >= 3, timeout=60,
-               what="attempts running")
+    names = running_burst(cq)
     with proxied.proxy.toxic("reset_peer", stream="upstream", timeout=0), \
             proxied.proxy.toxic("reset_peer", stream="downstream", timeout=0):
         time.sleep(1.0)
