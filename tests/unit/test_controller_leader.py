@@ -120,6 +120,25 @@ class _LeaseHandler(http.server.BaseHTTPRequestHandler):
         self._write("PUT")
 
 
+def lead_for(server: SlowLeases, timing: ElectionTiming, seconds: float, on_elected) -> tuple[Leadership, list[float]]:
+    """Run a Leadership against `server` for `seconds`; return it and the times it lost its Lease."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
+    lost: list[float] = []
+
+    async def main() -> None:
+        try:
+            await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.shutdown()
+    return leadership, lost
+
+
 def test_a_leader_on_a_slow_link_keeps_its_lease() -> None:
     """Found by the network fault test (2 s a round trip between operator and API server): each
     attempt was a GET and a PUT, given a third of the renew deadline, so on a slow link no renewal
@@ -128,22 +147,11 @@ def test_a_leader_on_a_slow_link_keeps_its_lease() -> None:
     deadline. Here: a round trip of 0.2 × the deadline (as 2 s is of 10 s), for four deadlines."""
     timing = ElectionTiming(lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
     server = SlowLeases(delay=0.4)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
-    lost, elected = [], []
+    elected = []
 
-    async def main() -> None:
-        async def on_elected(epoch: int) -> None:
-            elected.append(epoch)
-        try:
-            await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=8)
-        except asyncio.TimeoutError:
-            pass
-
-    try:
-        asyncio.run(main())
-    finally:
-        server.shutdown()
+    async def on_elected(epoch: int) -> None:
+        elected.append(epoch)
+    leadership, lost = lead_for(server, timing, 8, on_elected)
     assert elected == [1] and not lost, (elected, lost)
     assert leadership.valid()
     renewals = server.requests[server.requests.index("POST") + 1:]
@@ -157,25 +165,12 @@ def test_renewals_go_on_while_the_new_leader_waits_for_its_watches_to_list() -> 
     slow link) cost the Lease. Here the start never finishes; the Lease is renewed all along."""
     timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
     server = SlowLeases(delay=0.02)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
-    lost, started = [], []
+    started = []
 
-    async def main() -> None:
-        listed = asyncio.Event()  # never set: the listing outlasts the test
-
-        async def on_elected(epoch: int) -> None:
-            started.append(epoch)
-            await listed.wait()
-        try:
-            await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=3)
-        except asyncio.TimeoutError:
-            pass
-
-    try:
-        asyncio.run(main())
-    finally:
-        server.shutdown()
+    async def on_elected(epoch: int) -> None:
+        started.append(epoch)
+        await asyncio.Event().wait()  # never set: the listing outlasts the test
+    leadership, lost = lead_for(server, timing, 3, on_elected)
     assert started == [1] and not lost, (started, lost)
     renewals = server.requests[server.requests.index("POST") + 1:]
     assert renewals.count("PUT") >= 10, server.requests  # 3 s of renewals every 0.1 s + a round trip
