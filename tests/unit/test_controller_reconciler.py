@@ -93,12 +93,12 @@ class World:
         self.writer = FakeWriter()
         self.now = T0
         self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)  # type: ignore[arg-type]
-        self.controller.on_pool(None, pool(concurrency))
+        self.controller.intake.on_pool(None, pool(concurrency))
 
     def submit(self, name: str) -> None:
         raw = task(name)
         self.writer.tasks[name] = copy.deepcopy(raw)
-        self.controller.on_task(None, raw)
+        self.controller.intake.on_task(None, raw)
 
     async def settle(self) -> None:
         """Let one worker run queued keys until none is waiting or being processed."""
@@ -132,7 +132,7 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         assert calls.count(("job", "a-a1")) == 1
 
         before = counter("cronoq_tasks_total", pool="p", status="succeeded")
-        world.controller.on_pod(None, pod("a-a1", "a", 0))
+        world.controller.intake.on_pod(None, pod("a-a1", "a", 0))
         await world.settle()
         world.controller.queue.add(("task", NS, "a"))  # a resync: nothing left to do, nothing counted
         await world.settle()
@@ -193,13 +193,13 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
         running = pod("a-a1", "a", 0)
         running["status"] = {"phase": "Running", "containerStatuses": [
             {"name": "task", "state": {"running": {"startedAt": "2026-12-03T12:00:01Z"}}}]}
-        world.controller.on_pod(None, running)
+        world.controller.intake.on_pod(None, running)
         assert len(world.controller.queue) == 1  # the container started: decide again
         await world.settle()
         again = copy.deepcopy(running)
         again["metadata"]["resourceVersion"] = "301"
         again["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # not a fact cronoq keeps
-        world.controller.on_pod(None, again)
+        world.controller.intake.on_pod(None, again)
         assert len(world.controller.queue) == 0
         stored = copy.deepcopy(next(iter(world.controller.store.jobs["uid-a"].values())))
         raw_job = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
@@ -207,9 +207,9 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
                                 "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": stored.lease_id,
                                            "cronoq.io/task": "a", "cronoq.io/task-uid": "uid-a", "cronoq.io/pool": "p"}},
                    "status": {"active": 1, "ready": 1}}
-        world.controller.on_job(None, raw_job)
+        world.controller.intake.on_job(None, raw_job)
         assert len(world.controller.queue) == 0, "a Job whose counts moved changes no decision"
         raw_job["status"]["conditions"] = [{"type": "Complete", "status": "True"}]
-        world.controller.on_job(None, raw_job)
+        world.controller.intake.on_job(None, raw_job)
         assert len(world.controller.queue) == 1
     asyncio.run(scenario())

@@ -17,10 +17,14 @@ import asyncio
 import heapq
 import logging
 from datetime import datetime
-from typing import Awaitable, Callable
+from typing import Callable
 
 from cronoq import metrics
-from cronoq.controller.store import Key
+from cronoq.api import TaskPool
+from cronoq.controller.store import Key, TaskEntry
+from cronoq.controller.term import Term
+from cronoq.engine.retention import task_expires_at
+from cronoq.kube.writes import NotLeader, Writer
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +32,10 @@ DELETES_PER_SECOND = 20.0
 
 
 class Expiry:
-    def __init__(self, delete: Callable[[str, str, str], Awaitable[None]], clock: Callable[[], datetime],
+    def __init__(self, writer: Writer, term: Term, clock: Callable[[], datetime],
                  busy: Callable[[], bool] = lambda: False, rate: float = DELETES_PER_SECOND) -> None:
-        self._delete = delete
+        self._writer = writer
+        self._term = term
         self._clock = clock
         self._busy = busy
         self._interval = 1.0 / rate
@@ -50,6 +55,13 @@ class Expiry:
         heapq.heappush(self._heap, (due, key, uid))
         if self._heap[0][1] == key:
             self._changed.set()
+
+    def schedule_finished(self, entry: TaskEntry, pool: TaskPool | None) -> None:
+        """(Re)compute a finished task's due time from its retention and its pool's; not finished: nothing."""
+        done = entry.finished
+        if done is not None:
+            due = task_expires_at(done.finished_at, done.ttl_after_finished, done.key, pool.spec if pool else None)
+            self.schedule((entry.raw["metadata"]["namespace"], entry.name), entry.uid, due)
 
     def forget(self, key: Key) -> None:
         self._due.pop(key, None)
@@ -85,3 +97,13 @@ class Expiry:
             # Grants first: while they wait, deletions slow to half their rate, never to a stop
             # (a steady stream keeps grants waiting, and retention must still keep up).
             await asyncio.sleep(self._interval * (2 if self._busy() else 1))
+
+    async def _delete(self, namespace: str, name: str, uid: str) -> None:
+        if not self._term.acting:
+            return
+        try:
+            await asyncio.to_thread(self._writer.delete_task, namespace, name, uid)
+        except NotLeader:
+            self._term.acting = False
+            return
+        log.debug("deleted finished task %s/%s (retention over)", namespace, name)

@@ -100,14 +100,15 @@ class Runtime:
 
     def _watches(self, api: client.ApiClient) -> list[Watch]:
         """One watch per kind (per namespace when the namespaces are exact names), feeding the
-        Controller only what the namespace filter (globs included) lets through."""
+        Controller's intake only what the namespace filter (globs included) lets through."""
         c, s = self.controller, self.schedules
-        feeds = {"TaskPool": c.on_pool, "Task": c.on_task, "Job": c.on_job, "Pod": c.on_pod, "Lease": c.on_lease}
+        i = c.intake
+        feeds = {"TaskPool": i.on_pool, "Task": i.on_task, "Job": i.on_job, "Pod": i.on_pod, "Lease": i.on_lease}
         held = {"TaskPool": lambda: c.store.pools, "Task": lambda: c.store.tasks, "Job": c.store.job_keys,
                 "Pod": lambda: (), "Lease": lambda: c.store.leases}
         # TaskSchedules, and their Tasks too (for their policy, history and status).
         feeds["TaskSchedule"], held["TaskSchedule"] = s.on_schedule, lambda: s.schedules
-        feeds["Task"] = lambda kind, obj: (c.on_task(kind, obj), s.on_task(kind, obj))
+        feeds["Task"] = lambda kind, obj: (i.on_task(kind, obj), s.on_task(kind, obj))
         scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
         made = []
         for scope in scopes:
@@ -129,7 +130,7 @@ class Runtime:
 
     async def _lead(self, epoch: int) -> None:
         """Decide only once every watch has listed, so the first admissions see every running attempt."""
-        self.controller.epoch = epoch
+        self.controller.term.epoch = epoch
         await asyncio.gather(*(w.synced.wait() for w in self.watches))
         self._tasks.append(asyncio.create_task(self.controller.run(), name="cronoq-controller"))
         self._tasks.append(asyncio.create_task(self.schedules.run(), name="cronoq-schedules"))
@@ -142,7 +143,7 @@ class Runtime:
 
     def _lost(self) -> None:
         """Stop acting at once; exit so the process is restarted as a follower."""
-        self.controller.acting = False
+        self.controller.term.acting = False
         metrics.LEADER.set(0)
         log.error("lost leadership: exiting")
         logging.shutdown()
@@ -156,7 +157,7 @@ class Runtime:
         for w in self.watches:
             w.stop()
         if self.controller is not None:
-            self.controller.acting = False
+            self.controller.term.acting = False
         if self.leadership is not None:
             await asyncio.to_thread(self.leadership.release)
         if self._probe_runner is not None:

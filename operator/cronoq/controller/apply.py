@@ -1,0 +1,185 @@
+"""Carrying out a reconcile's Plan through the Writer, in the order that keeps attempts fenced:
+
+1. write the status (PUT with the stored resourceVersion: a concurrent change makes it fail,
+   and the task is re-read and decided again);
+2. only then book pool slots and count metrics (together, with no await in between), create the
+   attempt's Job, delete Jobs, post Events.
+
+So a crash between 1 and 2 leaves a status that names an attempt without a Job, which the next
+decision creates (same deterministic name), and never a Job the status does not name.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from typing import Callable
+
+from pydantic import ValidationError
+
+from cronoq import metrics
+from cronoq.api import Task, TaskPool, TaskStatus
+from cronoq.controller.expiry import Expiry
+from cronoq.controller.slots import Slots
+from cronoq.controller.store import Key, Store, TaskEntry
+from cronoq.controller.term import Term
+from cronoq.controller.workqueue import WorkQueue
+from cronoq.engine import reasons
+from cronoq.engine.admission import Candidate
+from cronoq.engine.attempts import Effective, Plan, refusal
+from cronoq.engine.jobs import build_job
+from cronoq.engine.naming import lease_id
+from cronoq.kube.observe import job_facts
+from cronoq.kube.writes import Conflict, Rejected, Writer
+
+log = logging.getLogger(__name__)
+
+
+class Applier:
+    def __init__(self, writer: Writer, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, term: Term, *,
+                 clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None) -> None:
+        self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
+        self.clock, self.skew = clock, skew
+        self.sidecar_image = sidecar_image
+        self.stale_counted: set[str] = set()
+        """uids of Jobs whose late reports were counted already: each is counted once."""
+        self.rejected: dict[tuple[str, int], str] = {}
+        """(task uid, attempt) → why the API server refused its Job (422); the next decision reads it."""
+
+    async def apply(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
+                    now: datetime, settings: Effective) -> None:
+        """A live task's plan: its status first; nothing else unless that write landed."""
+        if plan.status is not None:
+            landed = await self._write_status(entry, plan.status, now)
+            if landed is None:
+                return
+            entry = landed
+            task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
+            self.expiry.schedule_finished(entry, pool)
+        await self._carry_out(entry, task, plan, pool_key, now, settings)
+
+    async def settle(self, entry: TaskEntry, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
+        """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
+        self.expiry.schedule_finished(entry, pool)
+        await self._carry_out(entry, None, plan, pool_key, now, None)
+
+    async def _write_status(self, entry: TaskEntry, status: TaskStatus, now: datetime) -> TaskEntry | None:
+        """The fencing write. Returns the task's entry as stored after it, or None when it did not land."""
+        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        key = (namespace, name)
+        try:
+            written = await asyncio.to_thread(self.writer.replace_task_status, entry.raw, status.to_dict())
+        except Conflict:
+            fresh = await asyncio.to_thread(self.writer.read_task, namespace, name)
+            if fresh is None:
+                self.store.drop_task(namespace, name)
+            else:
+                self.store.put_task(fresh, now)
+            self.queue.add(("task", namespace, name))
+            return None
+        except Rejected as err:
+            log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
+            self.slots.take_grant(key)
+            return None
+        landed = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
+        for other in self.store.related(namespace, name):  # the watch event will be a no-op
+            self.queue.add(("task", namespace, other))
+        return landed
+
+    async def _carry_out(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key, now: datetime,
+                         settings: Effective | None) -> None:
+        """What follows a landed status: slots and metrics first (no await in between, so
+        admission never sees the task half-moved), then the writes. `task` is the task as
+        written (None for a finished task's settling)."""
+        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        self._book_slots(entry, task, plan, pool_key)
+        self._count(task, plan, pool_key[1])
+        if plan.create_job is not None and task is not None and settings is not None:
+            await self._create_job(entry, task, plan, pool_key, settings)
+        for job_name in plan.delete_jobs:
+            await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
+        for event in plan.events:
+            await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
+        if plan.requeue_after is not None:
+            self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+
+    def _book_slots(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key) -> None:
+        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        key = (namespace, name)
+        granted = self.slots.take_grant(key)
+        for job_name in plan.delete_jobs:  # its container may run on until its pod is gone
+            self.slots.abort(namespace, job_name, pool_key)
+        if plan.wants_slot and task is not None:
+            # Refreshed on every reconcile: a priority raised while queued reorders the queue.
+            submitted = (task.status.submitted_at if task.status else None) or entry.first_seen
+            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted), self.clock())
+            self.queue.add(("pool", *pool_key))
+        else:
+            self.slots.unwant(pool_key, key)
+        if granted or plan.ended:
+            self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
+
+    def _count(self, task: Task | None, plan: Plan, pool: str) -> None:
+        """Counted as soon as the status that records them has landed, before the slower side effects."""
+        for uid in plan.stale_jobs:
+            if uid not in self.stale_counted:
+                self.stale_counted.add(uid)
+                metrics.STALE_COMPLETIONS.inc()
+        for attempt in plan.ended:
+            metrics.ATTEMPTS.labels(pool, metrics.label(attempt.outcome.value)).inc()
+            if attempt.reason == reasons.LEASE_EXPIRED:
+                metrics.LEASE_EXPIRATIONS.inc()
+        status = task.status if task is not None else None
+        if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
+            metrics.TASKS.labels(pool, metrics.label(status.phase.value)).inc()
+            if status.submitted_at and status.finished_at:
+                metrics.TASK_DURATION.labels(pool, metrics.label(status.phase.value)).observe(
+                    max((status.finished_at - status.submitted_at).total_seconds(), 0))
+
+    async def _create_job(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, settings: Effective) -> None:
+        """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal)."""
+        namespace, name, number = entry.raw["metadata"]["namespace"], entry.name, plan.create_job
+        record = task.status.attempts[-1] if task.status and task.status.attempts else None
+        lease = (record.lease_id if record and record.number == number and record.lease_id
+                 else lease_id(self.term.epoch, number))
+        pool = self.store.pools.get(pool_key)
+        job = build_job(task, pool.spec if pool else None, number, lease, lease_ttl=settings.lease_ttl,
+                        sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
+                        job_retention=settings.job_retention, push_image=self.sidecar_image)
+        try:
+            created = await asyncio.to_thread(self.writer.create_job, job)
+        except Rejected as err:
+            if err.status == 422:
+                self.rejected[(entry.uid, number)] = err.message
+                self.queue.add(("task", namespace, name))
+            else:  # forbidden: a quota, a terminating namespace; try again later
+                log.warning("creating Job %s/%s refused: %s", namespace, job["metadata"]["name"], err.message)
+                self.queue.add_after(("task", namespace, name), 5.0)
+            return
+        facts = job_facts(created, self.skew()) if created is not None else None
+        if facts is not None:  # known before its watch event: never taken for a lost Job
+            self.store.put_job(namespace, entry.uid, name, facts)
+        if plan.started is not None:
+            since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
+            metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
+
+    async def refuse(self, entry: TaskEntry) -> None:
+        """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""
+        raw = entry.raw
+        try:
+            stored = TaskStatus.model_validate(raw["status"]) if raw.get("status") else None
+        except ValidationError:
+            stored = None
+        new = refusal(stored, entry.error or "", raw["metadata"].get("generation"), self.term.epoch, self.clock())
+        if new is None:
+            return
+        try:
+            written = await asyncio.to_thread(self.writer.replace_task_status, raw, new.to_dict())
+        except Conflict:
+            self.queue.add(("task", raw["metadata"]["namespace"], raw["metadata"]["name"]))
+            return
+        except Rejected as err:  # e.g. a newer leader's epoch: nothing this replica may do
+            log.error("the API server refused the status of task %s/%s: %s", raw["metadata"]["namespace"],
+                      raw["metadata"]["name"], err.message)
+            return
+        self.store.put_task(written, self.clock())

@@ -1,0 +1,140 @@
+"""Watch events in: each event updates the store's facts and queues the keys whose decision may
+have changed. Nothing here writes to the API server or decides a task's fate; an event that
+changes no fact a decision reads queues nothing (level-based: the decision reads the store).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from cronoq import metrics
+from cronoq.api import TaskPool
+from cronoq.controller.expiry import Expiry
+from cronoq.controller.slots import Slots
+from cronoq.controller.store import Key, Store
+from cronoq.controller.workqueue import WorkQueue
+from cronoq.engine import naming
+from cronoq.engine.admission import Candidate
+from cronoq.kube.observe import job_facts, pod_facts
+
+
+class Intake:
+    def __init__(self, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, *,
+                 clock: Callable[[], datetime], skew: Callable[[], timedelta]) -> None:
+        self.store, self.queue, self.slots, self.expiry = store, queue, slots, expiry
+        self.clock = clock
+        self.skew = skew
+        """Our clock minus the cluster's (kube/skew.py): cluster times are moved by it into ours."""
+
+    def on_task(self, kind: str | None, raw: dict[str, Any]) -> None:
+        meta = raw["metadata"]
+        key = (meta["namespace"], meta["name"])
+        related = self.store.related(*key)
+        if kind == "DELETED":
+            entry = self.store.drop_task(*key)
+            self.forget(key)
+            if entry is not None:
+                self.queue.add(("pool", key[0], entry.pool))
+        elif (entry := self.store.put_task(raw, self.clock())) is not None:
+            if key in self.store.fresh.get((key[0], entry.pool), ()):  # weighed before its first reconcile
+                self.slots.want((key[0], entry.pool), Candidate.of(*key, entry.task.spec.priority, entry.first_seen),
+                                entry.first_seen)
+                self.queue.add(("pool", key[0], entry.pool))
+            self.queue.add(("task", *key))
+            related |= self.store.related(*key)
+        else:
+            return
+        for name in related:  # their dependencies or their key's original changed
+            self.queue.add(("task", key[0], name))
+
+    def on_pool(self, kind: str | None, raw: dict[str, Any]) -> None:
+        meta = raw["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if kind == "DELETED":
+            self.store.pools.pop(key, None)
+        else:
+            old = self.store.pools.get(key)
+            pool = TaskPool.model_validate(raw)
+            self.store.pools[key] = pool
+            if old is None:
+                metrics.start_series(key[1])
+            if old is not None and old.spec == pool.spec:
+                return
+        # A pool appearing, going or changing matters to every task in it.
+        for entry in self.store.tasks_in_pool(*key):
+            self.queue.add(("task", key[0], entry.raw["metadata"]["name"]))
+        self.queue.add(("pool", *key))
+
+    def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
+        meta = raw["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        if kind == "DELETED":  # by name: a deletion noticed in a relisting carries no labels
+            owner = self.store.job_owner.get((namespace, name))
+            if owner is None:
+                return
+            uid, task = owner
+            self.store.drop_job(uid, name)  # its pod's last state stays: it may still report
+        else:
+            facts = job_facts(raw, self.skew())
+            labels = meta.get("labels") or {}
+            uid, task = labels.get(naming.TASK_UID), labels.get(naming.TASK)
+            if facts is None or not uid or not task:
+                return
+            unchanged = self.store.jobs.get(uid, {}).get(name) == facts
+            self.store.put_job(namespace, uid, task, facts)
+            if facts.deleting and not facts.finished:  # being aborted (by us, or before a restart)
+                self.slots.abort(namespace, name, (namespace, labels.get(naming.POOL, "default")))
+            if unchanged:  # e.g. its active/ready counts moved: nothing a decision reads
+                return
+        self._drained((namespace, name))
+        self.queue.add(("task", namespace, task))
+
+    def on_pod(self, kind: str | None, raw: dict[str, Any]) -> None:
+        facts = pod_facts(raw, self.skew())
+        task = (raw["metadata"].get("labels") or {}).get(naming.TASK)
+        if facts is None or not task:
+            return
+        # A deleted pod's last state is kept (its exit code still decides the attempt) until its
+        # Task goes; the deletion itself shows in the Job's status. A finished task's outcome is
+        # recorded: its pod's termination message (up to 4 KiB) need not be held as well.
+        owner = self.store.tasks.get((raw["metadata"]["namespace"], task))
+        if owner is not None and owner.finished is not None and facts.termination is not None:
+            facts = replace(facts, termination=replace(facts.termination, message=None))
+        namespace = raw["metadata"]["namespace"]
+        if self.store.pods.get((namespace, facts.job)) == facts:  # scheduled, a finalizer gone: nothing to decide
+            return
+        self.store.put_pod(namespace, facts, self.clock())
+        self._drained((namespace, facts.job))
+        self.queue.add(("task", namespace, task))
+
+    def on_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
+        meta = raw["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        if kind == "DELETED":  # by name, like Jobs; an attempt's Lease shares its Job's name
+            self.store.drop_lease(namespace, name)
+            owner = self.store.job_owner.get((namespace, name))
+            task = owner[1] if owner else (meta.get("labels") or {}).get(naming.TASK)
+        else:
+            task = (meta.get("labels") or {}).get(naming.TASK)
+            if not task:
+                return
+            spec = raw.get("spec") or {}
+            if not self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
+                                        self.clock()):
+                return
+        if task:
+            self.queue.add(("task", namespace, task))
+
+    def forget(self, key: Key) -> None:
+        """A task gone from the store: its slot and its due deletion go too."""
+        pool = self.slots.forget(key)
+        self.expiry.forget(key)
+        if pool is not None:
+            self.queue.add(("pool", *pool))
+
+    def _drained(self, job: Key) -> None:
+        """If this aborted attempt's container stopped, its slot is free: let the pool admit."""
+        pool = self.slots.drained(job)
+        if pool is not None:
+            self.queue.add(("pool", *pool), urgent=True)
