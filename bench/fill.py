@@ -80,14 +80,18 @@ def finished_status(created: dict[str, Any], job: str, dispatched: datetime, sta
 
 
 def operator_creates_leases() -> bool:
-    """Whether the operator on the path writes attempt Leases itself (its reconciler uses
-    `build_lease`), rather than leaving them to the attempt's SDK or sidecar."""
+    """Whether the operator on the path writes attempt Leases itself (its reconciler, or since
+    the split its plan applier, uses `build_lease`), rather than leaving them to the attempt's
+    SDK or sidecar."""
+    import importlib
     import inspect
-    try:
-        from cronoq.controller import reconciler
-        return "build_lease" in inspect.getsource(reconciler)
-    except (ImportError, OSError):
-        return False
+    for module in ("cronoq.controller.reconciler", "cronoq.controller.apply"):
+        try:
+            if "build_lease" in inspect.getsource(importlib.import_module(module)):
+                return True
+        except (ImportError, OSError):
+            pass
+    return False
 
 
 class Builder:
