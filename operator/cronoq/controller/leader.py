@@ -1,6 +1,7 @@
 """The leader-election loop around engine.election: get the Lease every retry period, take it when
 the core says we may, renew it while we lead, and when a renewal does not succeed within the
-renew deadline, stop acting at once and exit (to be restarted as a follower).
+renew deadline, stop acting at once and exit (to be restarted as a follower). The Lease's API
+calls are in kube/leases.py; this module keeps the timing and the decisions.
 
 `Leadership.valid()` is checked right before every write, so a leader that was frozen (SIGSTOP,
 a long GC pause) and wakes up past its deadline writes nothing, even before this loop runs.
@@ -8,7 +9,6 @@ a long GC pause) and wakes up past its deadline writes nothing, even before this
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import os
 import time
@@ -16,24 +16,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Coroutine
-
-from kubernetes import client
-from kubernetes.client.rest import ApiException
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from cronoq.engine import election
+from cronoq.kube.leases import LeaseConflict, LeaseError, LeaseNotFound, Leases, StoredLease
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger(__name__)
-
-
-def _record(lease: client.V1Lease | None) -> election.LeaseRecord | None:
-    if lease is None:
-        return None
-    spec = lease.spec
-    renew = spec.renew_time.isoformat() if spec.renew_time else None
-    return election.LeaseRecord(holder=spec.holder_identity, renew_time=renew,
-                                transitions=spec.lease_transitions or 0,
-                                duration=float(spec.lease_duration_seconds or 15))
 
 
 @dataclass
@@ -49,14 +40,10 @@ class Leadership:
     """Set by the last acquire-or-renew when it took the Lease (a new term began)."""
 
     def __post_init__(self) -> None:
-        # A client of its own without urllib3's retries: a retried request would run past the
-        # attempt's budget and hold the election's one thread; the loop itself retries.
-        configuration = copy.copy(self.api.configuration)
-        configuration.retries = False
-        self.coordination = client.CoordinationV1Api(client.ApiClient(configuration))
+        self.leases = Leases(self.api, self.namespace, self.name)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cronoq-election")
         self._observed: election.Observed | None = None
-        self._held: client.V1Lease | None = None
+        self._held: StoredLease | None = None
         """The Lease as we last wrote it, while we hold it: renewed with one PUT, no GET first."""
         self._deadline = 0.0
         self._starting: asyncio.Task[None] | None = None
@@ -119,15 +106,12 @@ class Leadership:
             return
         self._deadline = time.monotonic() + self.timing.renew_deadline / 3
         try:
-            lease = self.coordination.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
-            if lease.spec.holder_identity != self.identity:
+            current = self.leases.read(self._timeout)
+            if current.record.holder != self.identity:
                 return
-            lease.spec.holder_identity = None
-            lease.spec.renew_time = None
-            lease.spec.acquire_time = None
-            self.coordination.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._timeout)
+            self.leases.release(current, self._timeout)
             log.info("released the leader Lease %s/%s", self.namespace, self.name)
-        except ApiException as err:
+        except LeaseError as err:
             log.warning("could not release the leader Lease: %s", err.reason)
         self.last_renewed, self._held = None, None
 
@@ -139,37 +123,30 @@ class Leadership:
                 return True
             self._held = None  # changed since we wrote it, or the PUT failed: read it first
         try:
-            lease = self.coordination.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
-        except ApiException as err:
-            if err.status != 404:
-                log.warning("reading the leader Lease failed: %s", err.reason)
-                return False
-            lease = None
-        record = _record(lease)
+            current: StoredLease | None = self.leases.read(self._timeout)
+        except LeaseNotFound:
+            current = None
+        except LeaseError as err:
+            log.warning("reading the leader Lease failed: %s", err.reason)
+            return False
+        record = current.record if current is not None else None
         if record is not None:
             self._observed = election.observe(self._observed, record, now)
         if not election.may_acquire(self.identity, record, self._observed, now):
             return False
         transitions, epoch = election.epoch_after_acquiring(self.identity, record)
         stamp = datetime.now(timezone.utc)
-        spec = client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=int(self.timing.lease_duration),
-                                  renew_time=stamp, lease_transitions=transitions,
-                                  acquire_time=stamp if record is None or record.holder != self.identity else lease.spec.acquire_time)
+        duration = self.timing.lease_duration
         # Our leadership counts from the moment the write leaves (no replica can see it earlier),
         # not from the read before it: on a slow link the read alone takes a round trip.
         sent = time.monotonic()
         try:
-            if lease is None:
-                written = self.coordination.create_namespaced_lease(self.namespace, client.V1Lease(
-                    metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec),
-                    _request_timeout=self._timeout)
+            if current is None:
+                written = self.leases.create(self.identity, duration, transitions, stamp, self._timeout)
             else:
-                lease.spec = spec  # the PUT carries the resourceVersion we read: a racing taker wins or we do
-                written = self.coordination.replace_namespaced_lease(self.name, self.namespace, lease,
-                                                                     _request_timeout=self._timeout)
-        except ApiException as err:
-            if err.status not in (409, 404):
-                log.warning("renewing the leader Lease failed: %s", err.reason)
+                written = self.leases.replace(current, self.identity, duration, transitions, stamp, self._timeout)
+        except LeaseError as err:
+            _write_failed(err)
             return False
         self._held = written
         self.last_renewed = sent
@@ -181,19 +158,23 @@ class Leadership:
         """Renew the Lease we hold with one PUT of it as we last wrote it (its resourceVersion as
         precondition, so a Lease someone else changed since is never overwritten: 409, then the
         slow path reads it). One round trip instead of two."""
-        lease = self._held
-        lease.spec.renew_time = datetime.now(timezone.utc)
+        stamp = datetime.now(timezone.utc)
         now = time.monotonic()
         try:
-            self._held = self.coordination.replace_namespaced_lease(self.name, self.namespace, lease,
-                                                                    _request_timeout=self._timeout)
-        except ApiException as err:
-            if err.status not in (409, 404):
-                log.warning("renewing the leader Lease failed: %s", err.reason)
+            self._held = self.leases.renew(self._held, stamp, self._timeout)
+        except LeaseError as err:
+            _write_failed(err)
             return False
-        self._observed = election.observe(self._observed, _record(self._held), now)
+        self._observed = election.observe(self._observed, self._held.record, now)
         self.last_renewed = now
         return True
+
+
+def _write_failed(err: LeaseError) -> None:
+    """A conflict or a Lease gone is the election's ordinary business (read it again next
+    time); any other refusal is worth a line."""
+    if not isinstance(err, (LeaseConflict, LeaseNotFound)):
+        log.warning("renewing the leader Lease failed: %s", err.reason)
 
 
 def _failed_start(task: asyncio.Task[None], on_lost: Callable[[], None]) -> None:
