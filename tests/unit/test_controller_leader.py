@@ -175,3 +175,25 @@ def test_renewals_go_on_while_the_new_leader_waits_for_its_watches_to_list() -> 
     renewals = server.requests[server.requests.index("POST") + 1:]
     assert renewals.count("PUT") >= 10, server.requests  # 3 s of renewals every 0.1 s + a round trip
     assert leadership.valid()
+
+
+def test_a_released_lease_has_no_holder_and_the_releaser_stops_acting() -> None:
+    """release() on a clean stop: one read, one PUT of the Lease without holder, renewTime or
+    acquireTime (a standby takes it at once); the releaser itself is no longer valid."""
+    timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
+    server = SlowLeases(delay=0.0)
+
+    async def on_elected(epoch: int) -> None:
+        pass
+    leadership, lost = lead_for(server, timing, 0.5, on_elected)
+    assert leadership.valid() and not lost
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        before = len(server.requests)
+        leadership.release()
+    finally:
+        server.shutdown()
+    assert server.requests[before:] == ["GET", "PUT"], server.requests
+    spec = server.lease["spec"]
+    assert not spec.get("holderIdentity") and not spec.get("renewTime") and not spec.get("acquireTime"), spec
+    assert spec["leaseTransitions"] == 0 and not leadership.valid()
