@@ -697,6 +697,16 @@ def test_attempt_times_are_the_operators_sightings_within_the_kubelets_seconds()
     assert (attempt.started_at, attempt.finished_at, attempt.duration_ms) == (at(100), at(101), 1000)
 
 
+def test_an_attempt_never_starts_before_it_was_dispatched() -> None:
+    """Seen late, the start is the kubelet's second, truncated: 100 for a container the operator
+    dispatched at 100.5. Recorded as 100.5, so a dependent's start never precedes what it awaited."""
+    task = started(make_task().obj(), now=at(100.5))
+    job = attempt_job("t", 1).exited(0, "ok", started=at(100), finished=at(101))
+    late = replace(job, running_seen_at=at(103), ended_seen_at=at(103))
+    attempt = run(task, observe(late, now=at(104))).status.attempts[-1]
+    assert (attempt.started_at, attempt.finished_at, attempt.duration_ms) == (at(100.5), at(101), 500)
+
+
 # --- a task the models cannot read (issue 13) ------------------------------------------------------
 
 def test_a_refusal_is_written_with_this_replicas_own_epoch() -> None:

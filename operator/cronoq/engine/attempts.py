@@ -413,6 +413,10 @@ def _same_lease(job: AttemptJob, lease: str | None) -> bool:
 
 def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: datetime) -> Attempt:
     started = (job.start_estimate if job else None) or attempt.started_at
+    if started is not None and attempt.dispatched_at is not None:
+        # Nothing ran before its Job existed: a kubelet second truncated below the dispatch (the
+        # operator saw the container late) would put this start before what it waited for.
+        started = max(started, attempt.dispatched_at)
     finished = (job.end_estimate if job else None) or now
     duration = int(max((finished - started).total_seconds(), 0) * 1000) if started else None
     return attempt.model_copy(update={
