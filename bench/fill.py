@@ -126,14 +126,19 @@ class Builder:
 
 
 def fill(api: Api, namespace: str, n: int, *, pool: str = "bench", creators: int = DEFAULT_FILL_CREATORS,
-         prefix: str = "f", leases: str = "auto") -> dict[str, Any]:
+         prefix: str = "f", leases: str = "auto", jobs: int | None = None) -> dict[str, Any]:
     """Make `n` finished Tasks (with Lease, Job, pod) in `namespace`, which must hold pool `pool`
-    (created here if absent); return counts and times. Does not wait for the Jobs."""
+    (created here if absent); return counts and times. Does not wait for the Jobs.
+
+    Only the first `jobs` (default: all) get their Lease, Job and pod; the others are Tasks whose
+    attempt Job the TTL controller has already removed (finished longer ago than `jobRetention`,
+    1h by default): what most of a busy install's finished Tasks look like."""
     pool_body = api.get(f"{pools_path(namespace)}/{pool}")
     if pool_body is None:
         pool_body = api.create(pools_path(namespace), workload.pool(pool, 10_000, jobRetention=FILL_JOB_RETENTION))
     builder = Builder(pool_body, leases)
     names = workload.names(prefix, n)
+    with_jobs = set(names[:n if jobs is None else jobs])
     lock = threading.Lock()
     cursor = iter(names)
     errors: dict[str, str] = {}
@@ -144,9 +149,10 @@ def fill(api: Api, namespace: str, n: int, *, pool: str = "bench", creators: int
         created = api.create(tasks_path(namespace), workload.task(name, pool))
         dispatched = datetime.now(timezone.utc)
         lease, job = builder.objects(created)
-        if lease is not None:
-            api.create(leases_path(namespace), lease)
-        api.create(jobs_path(namespace), job)
+        if name in with_jobs:
+            if lease is not None:
+                api.create(leases_path(namespace), lease)
+            api.create(jobs_path(namespace), job)
         begun = datetime.now(timezone.utc)
         status = finished_status(created, job["metadata"]["name"], dispatched, begun,
                                  begun + timedelta(milliseconds=60))
@@ -187,4 +193,5 @@ def fill(api: Api, namespace: str, n: int, *, pool: str = "bench", creators: int
         log(f"fill {namespace}: {len(errors)} of {n} failed, e.g. {next(iter(errors.values()))}")
     return {"namespace": namespace, "n": n, "made": done[0], "errors": len(errors),
             "error_sample": list(errors.items())[:3], "create_seconds": seconds, "creators": creators,
+            "with_jobs": len(with_jobs),
             "lease": builder.leases and builder.pool.lease_ttl > timedelta(0)}

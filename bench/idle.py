@@ -20,7 +20,7 @@ from typing import Any
 from bench.audit import AuditLog, breakdown
 from bench.cluster import OPERATOR_USER, log
 from bench.footprint import per_task
-from bench.kubeapi import tasks_path
+from bench.kubeapi import jobs_path, tasks_path
 from bench.procstat import PeakRss, load_average
 from bench.fill import DEFAULT_FILL_CREATORS, fill
 from bench.observer import ObserverProcess
@@ -38,33 +38,47 @@ def count_tasks(ctx: Context, namespace: str) -> int:
     return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
 
 
+def count_jobs(ctx: Context, namespace: str) -> int:
+    listing = ctx.cluster.api.request("GET", f"{jobs_path(namespace)}?limit=1")
+    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
+
+
 def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seconds: float = IDLE_SECONDS,
-         fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto") -> list[dict[str, Any]]:
+         fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto",
+         jobs_kept: int | None = None) -> list[dict[str, Any]]:
     """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fast fill
     to each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller
-    to delete). One result per size."""
+    to delete). One result per size. With `jobs_kept`, no more than that many finished Tasks in all
+    have their Job and pod (the rest finished longer ago than `jobRetention`)."""
     present = {ns: count_tasks(ctx, ns) for ns in namespaces}
+    jobs = sum(count_jobs(ctx, ns) for ns in namespaces)
     runs = []
     for size in sorted(sizes):
         fill_result = None
         if sum(present.values()) < size:
             missing = size - sum(present.values())
+            with_jobs = missing if jobs_kept is None else max(0, min(missing, jobs_kept - jobs))
             ns = ctx.cluster.namespace(f"bench-tasks-fill-{size}")
             namespaces.append(ns)
-            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases)
+            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases, jobs=with_jobs)
             present[ns] = count_tasks(ctx, ns)
-        runs.append(measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs))
+            jobs += with_jobs
+        run = measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs)
+        run["jobs_present"] = jobs
+        runs.append(run)
     return runs
 
 
-def fill_finished(ctx: Context, namespace: str, n: int, creators: int, leases: str = "auto") -> dict[str, Any]:
-    """The fast fill, then the wait until every Job is Complete (its pod run by kwok)."""
-    log(f"idle: filling {namespace} with {n} finished tasks ({creators} creators)")
+def fill_finished(ctx: Context, namespace: str, n: int, creators: int, leases: str = "auto",
+                  jobs: int | None = None) -> dict[str, Any]:
+    """The fast fill, then the wait until every Job it made is Complete (its pod run by kwok)."""
+    jobs = n if jobs is None else jobs
+    log(f"idle: filling {namespace} with {n} finished tasks, {jobs} of them with Jobs ({creators} creators)")
     observer = ObserverProcess(ctx.cluster.kubeconfig, namespace, ctx.work / f"obs-{namespace}.json",
-                               until=f"jobs={n}", timeout=600 + n)
+                               until=f"jobs={jobs}", timeout=600 + n) if jobs else None
     started = time.monotonic()
-    made = fill(ctx.cluster.api, namespace, n, creators=creators, leases=leases)
-    seen = observer.result()
+    made = fill(ctx.cluster.api, namespace, n, creators=creators, leases=leases, jobs=jobs)
+    seen = observer.result() if observer else {"jobs": {}, "timed_out": False}
     made["jobs_complete"] = sum(1 for j in seen["jobs"].values() if j.get("Complete"))
     made["jobs_timed_out"] = seen["timed_out"]
     made["seconds"] = time.monotonic() - started

@@ -119,13 +119,14 @@ def markdown(r: dict[str, Any]) -> str:
     runs = idle_runs(r)
     if len(runs) > 1:
         out += ["## Idle with finished Tasks present, by size", "",
-                "| finished Tasks | filled in | start → /readyz | start → leading | quiet after | "
+                "| finished Tasks | with Jobs, pods | filled in | start → /readyz | start → leading | quiet after | "
                 "RSS peak while starting | RSS idle | per task | idle CPU | idle requests |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for idle in runs:
             f = idle.get("fill") or {}
             filled = f"{f['made']:,} in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f}/s)" if f.get("seconds") else "–"
-            out.append(f"| {idle['tasks_present']:,} | {filled} | {idle['startup_seconds']:.1f}s | "
+            jobs = idle.get("jobs_present")
+            out.append(f"| {idle['tasks_present']:,} | {'all' if jobs is None else f'{jobs:,}'} | {filled} | {idle['startup_seconds']:.1f}s | "
                        f"{_s(idle.get('listed_seconds'), 's', 1)} | {_s(idle.get('settled_seconds'), 's', 0)} | "
                        f"{idle.get('rss_peak_startup', 0) / MIB:.0f} MiB | {idle['rss_idle'] / MIB:.0f} MiB | "
                        f"{idle['rss_bytes_per_task'] / 1024:.1f} KiB | {idle['idle_cpu_fraction'] * 100:.1f}% | "
@@ -216,8 +217,10 @@ def _fill(idle: dict[str, Any]) -> str:
     f = idle.get("fill")
     if not f or not f.get("seconds"):
         return ""
-    return (f" The fast fill (bench/fill.py, {f['creators']} creators) made {f['made']:,} finished Tasks with their "
-            f"{'Leases, ' if f.get('lease') else ''}Jobs and pods in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f} "
+    jobs = f.get("with_jobs", f["made"])
+    whose = "with their " if jobs >= f["made"] else f"({jobs:,} of them with their "
+    return (f" The fast fill (bench/fill.py, {f['creators']} creators) made {f['made']:,} finished Tasks {whose}"
+            f"{'Leases, ' if f.get('lease') else ''}Jobs and pods{'' if jobs >= f['made'] else '; the others past jobRetention)'} in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f} "
             f"tasks/s; requests done after {f['create_seconds']:.0f}s, {f['jobs_complete']:,} Jobs Complete, "
             f"{f['errors']} errors).")
 

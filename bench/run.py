@@ -53,6 +53,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-sizes", default=None,
                    help="several idle sizes measured in one run, filled up incrementally, e.g. 10000,50000 "
                         "(default: --idle-tasks)")
+    p.add_argument("--idle-jobs-kept", type=int, default=None, metavar="N",
+                   help="at most N of the idle scenario's finished Tasks keep their Job and pod (the rest finished "
+                        "longer ago than jobRetention); default: all")
     p.add_argument("--fill-creators", type=int, default=DEFAULT_FILL_CREATORS,
                    help="concurrent creators of the idle scenario's fast fill")
     p.add_argument("--fill-leases", choices=("auto", "yes", "no"), default="auto",
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                "quick": args.quick, "idle_sizes": args.idle_sizes,
                                                                "soak_tasks": args.soak_tasks,
                                                                "fill_creators": args.fill_creators,
-                                                               "fill_leases": args.fill_leases},
+                                                               "fill_leases": args.fill_leases, "idle_jobs_kept": args.idle_jobs_kept},
                      "throughput": [], "paced": []}
     stamp = started.strftime("%Y%m%d-%H%M%S")
 
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             given = [ns for ns in args.idle_namespaces.split(",") if ns]
             namespaces = kept + given
             results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, fill_creators=args.fill_creators,
-                                  fill_leases=args.fill_leases)
+                                  fill_leases=args.fill_leases, jobs_kept=args.idle_jobs_kept)
             kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
             save()
         if "failover" in args.only:

@@ -52,7 +52,7 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
         rss, n = idle["rss_idle"] / MIB, idle["tasks_present"]
         scale, limit = (50_000, 300) if n >= 50_000 else (10_000, 150)
         out.append(Verdict(f"operator RSS idle < {limit} MiB over {scale:,} finished Tasks",
-                           f"{rss:.0f} MiB with {n:,} finished Tasks", _at_scale(rss < limit, n >= scale)))
+                           f"{rss:.0f} MiB with {n:,} finished Tasks{_with_jobs(idle)}", _at_scale(rss < limit, n >= scale)))
         peak = idle.get("rss_peak_startup")
         if peak and idle["rss_idle"]:
             ratio = peak / idle["rss_idle"]
@@ -93,6 +93,11 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
                            f"{bl['probe_dispatch_max']:.2f}s)" if d is not None else "never dispatched",
                            _at_scale(d is not None and d < 2.0, bl["n"] >= 5000)))
     return out
+
+
+def _with_jobs(idle: dict[str, Any]) -> str:
+    jobs = idle.get("jobs_present")
+    return "" if jobs is None or jobs >= idle["tasks_present"] else f" ({jobs:,} with their Jobs and pods)"
 
 
 def idle_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
