@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from cronoq.kube.watch import PAGE, Gone, Watch, _chunks
+from cronoq.kube.watch import PAGE, STALL_MARGIN, Gone, Stalled, Watch, _chunks
 
 
 class Answer:
@@ -20,7 +20,10 @@ class Answer:
         self._chunks = chunks or []
 
     def stream(self, amt=None, decode_content=True):
-        yield from self._chunks
+        for chunk in self._chunks:
+            if isinstance(chunk, Exception):
+                raise chunk
+            yield chunk
 
     def release_conn(self) -> None:
         pass
@@ -97,6 +100,22 @@ def test_a_watch_resumes_from_the_last_version_bookmarks_included() -> None:
     call = lister.calls[0]
     assert call["resource_version"] == "10" and call["allow_watch_bookmarks"] and call["watch"]
     assert call["label_selector"] == "cronoq.io/task-uid"
+
+
+def test_a_watch_silent_past_its_end_is_stalled_and_resumes_from_the_last_version_it_delivered() -> None:
+    """The read timeout is the watch's own length plus a margin: a healthy watch sends its closing
+    bookmark before then; a stalled one is given up and resumed, losing nothing it delivered."""
+    from urllib3.exceptions import ReadTimeoutError
+
+    fed = []
+    silence = ReadTimeoutError(None, "/apis/batch/v1/jobs", "Read timed out.")
+    lister = Recorded(Answer(chunks=[line("MODIFIED", obj("a", 12)), silence]))
+    watch = Watch("Job", "batch/v1", lister, lambda kind, o: fed.append(kind), seconds=20)
+    with pytest.raises(Stalled) as stalled:
+        run(watch, lambda loop: watch._watch(loop, "10"))
+    assert stalled.value.version == "12" and fed == ["MODIFIED"]
+    call = lister.calls[0]
+    assert call["timeout_seconds"] == 20 and call["_request_timeout"] == (10, 20 + STALL_MARGIN)
 
 
 def test_gone_410_asks_for_a_fresh_listing_after_handing_over_what_came_before() -> None:

@@ -43,6 +43,8 @@ def parser() -> Parser:
     op.add_argument("--metrics-port", type=int, default=9090, help="serve Prometheus /metrics here (0: off)")
     op.add_argument("--probe-port", type=int, default=8080, help="serve /healthz and /readyz here (0: off)")
     op.add_argument("--workers", type=int, default=8, help="tasks reconciled concurrently")
+    op.add_argument("--watch-seconds", type=int, default=60, metavar="N",
+                    help="length of one watch request; a watch silent for N+15 s is stalled and started again")
     op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
                     help="compete for a Lease so that only one replica acts (default: on)")
     op.add_argument("--lease-namespace", default=None,

@@ -21,7 +21,7 @@ from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
 from cronoq.kube.skew import SKEW
-from cronoq.kube.watch import Watch, listers
+from cronoq.kube.watch import WATCH_SECONDS, Watch, listers
 from cronoq.kube.writes import Writer
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ class Options:
     probe_port: int | None = 8080
     epoch: int = 0
     workers: int = 8
+    watch_seconds: int = WATCH_SECONDS
+    """Length of one watch request, and so the bound on a stalled watch going unnoticed."""
     leader_election: bool = True
     lease_namespace: str | None = None
     lease_name: str = "cronoq-leader"
@@ -48,14 +50,17 @@ class Options:
         return not self.namespaces or any(fnmatch.fnmatchcase(namespace, p) for p in self.namespaces)
 
 
-def api_client() -> client.ApiClient:
-    """In a pod, the pod's ServiceAccount; elsewhere, the current kubeconfig context."""
+def api_client(retries: bool = True) -> client.ApiClient:
+    """In a pod, the pod's ServiceAccount; elsewhere, the current kubeconfig context. Without
+    `retries`, a request that fails or times out raises at once (urllib3 would repeat it 3 times)."""
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = 32
+    if not retries:
+        configuration.retries = False
     return client.ApiClient(configuration)
 
 
@@ -85,7 +90,10 @@ class Runtime:
             metrics.serve(self.options.metrics_port)
         metrics.LEADER.set(0)
         loop = asyncio.get_running_loop()
-        self.watches = self._watches(api)
+        # The watches' own client and connections: a watch holds its connection for its length,
+        # and a request of theirs that times out is for the watch to resume from its last version
+        # (a stalled watch: kube/watch.py), not for urllib3 to repeat three times on others.
+        self.watches = self._watches(api_client(retries=False))
         for w in self.watches:
             w.start(loop)
         self._tasks.append(asyncio.create_task(self._after_listing(), name="cronoq-after-listing"))
@@ -115,7 +123,7 @@ class Runtime:
             for kind, (api_version, lister, selector) in listers(api, scope).items():
                 made.append(Watch(kind, api_version, lister, self._filtered(feeds[kind]),
                                   known=self._held_in(held[kind], scope), label_selector=selector,
-                                  answered=SKEW.observe))
+                                  answered=SKEW.observe, seconds=self.options.watch_seconds))
         return made
 
     def _filtered(self, feed):

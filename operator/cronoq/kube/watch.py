@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from urllib3.exceptions import ReadTimeoutError
+
 log = logging.getLogger(__name__)
 
 Feed = Callable[[str | None, dict[str, Any]], None]
@@ -33,10 +35,15 @@ Feed = Callable[[str | None, dict[str, Any]], None]
 Lister = Callable[..., Any]
 """A kubernetes client list call (`list_namespaced_job`, ...) bound to its scope."""
 
-WATCH_SECONDS = 300
-"""Server-side length of one watch request; it is resumed from where it ended."""
-READ_TIMEOUT = WATCH_SECONDS + 30
-"""A watch that says nothing (not even a bookmark) for this long is stalled: start another."""
+WATCH_SECONDS = 60
+"""Server-side length of one watch request (`timeoutSeconds`); it is resumed from where it ended.
+It also bounds how long a stalled watch goes unnoticed: see STALL_MARGIN."""
+STALL_MARGIN = 15
+"""A healthy watch says something at least once per WATCH_SECONDS: the API server sends a bookmark
+just before it ends the request, then ends it (measured: 1-2 s before; its periodic bookmarks are
+not to be relied on, the first came after 121 s). A watch silent for WATCH_SECONDS + STALL_MARGIN
+is stalled (a proxy or load balancer holding a connection it no longer forwards; TCP keepalive
+cannot tell, the proxy's end answers it): drop it and watch again from the last version."""
 PAGE = 250
 LIST_TIMEOUT = (10, 60)
 """(connect, read) seconds for one page of a listing."""
@@ -51,6 +58,15 @@ class Gone(Exception):
     """The resourceVersion we watch from is too old (410): list again."""
 
 
+class Stalled(Exception):
+    """The watch said nothing, not even its closing bookmark, past its end: watch again from
+    `version`, the last one it delivered."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        self.version = version
+
+
 @dataclass
 class Watch:
     kind: str
@@ -63,6 +79,8 @@ class Watch:
     label_selector: str | None = None
     answered: Callable[[float, float, str | None], None] | None = None
     """Told (sent, received, Date header) of every answer: the clock-skew estimate's samples."""
+    seconds: int = WATCH_SECONDS
+    """Length of one watch request; a watch silent for `seconds` + STALL_MARGIN is stalled."""
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the first listing has been handed over."""
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -89,6 +107,10 @@ class Watch:
             except Gone:
                 log.info("%s watch: resourceVersion %s is gone; listing again", self.kind, version)
                 version = None
+            except Stalled as stalled:
+                version = stalled.version
+                log.warning("%s watch stalled: nothing for %ds, not even its closing bookmark; watching again "
+                            "from resourceVersion %s", self.kind, self.seconds + STALL_MARGIN, version)
             except Exception as err:  # noqa: BLE001 - a network or server error: back off, resume
                 failures += 1
                 delay = min(0.5 * 2 ** min(failures, 6), 30.0)
@@ -140,11 +162,14 @@ class Watch:
 
     def _watch(self, loop: asyncio.AbstractEventLoop, version: str) -> str:
         kwargs: dict[str, Any] = {"watch": True, "resource_version": version, "allow_watch_bookmarks": True,
-                                  "timeout_seconds": WATCH_SECONDS, "_preload_content": False,
-                                  "_request_timeout": (10, READ_TIMEOUT)}
+                                  "timeout_seconds": self.seconds, "_preload_content": False,
+                                  "_request_timeout": (10, self.seconds + STALL_MARGIN)}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
-        response = self._request(**kwargs)
+        try:
+            response = self._request(**kwargs)
+        except ReadTimeoutError:  # not even the answer's headers within the watch's length
+            raise Stalled(version) from None
         try:
             for lines in _chunks(response):  # what arrived together is handed over together
                 if self._stop.is_set():
@@ -165,6 +190,8 @@ class Watch:
                     obj.setdefault("apiVersion", self.api_version)
                     batch.append((kind, obj))
                 self._hand(loop, batch)
+        except ReadTimeoutError:
+            raise Stalled(version) from None
         finally:
             response.release_conn()
         return version

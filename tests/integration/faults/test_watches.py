@@ -1,17 +1,27 @@
-"""Faults: the watches' resourceVersion is compacted away (410 Gone). etcd is compacted to its
+"""Faults of the watches. The resourceVersion compacted away (410 Gone): etcd is compacted to its
 current revision while attempts run, and the API server restarted, so every watch resumes from
-a version no longer there: the operator lists afresh, and no outcome is missed or doubled."""
+a version no longer there: the operator lists afresh, and no outcome is missed or doubled.
+Watches that stay open and deliver nothing (every connection the operator has open stalled by a
+proxy that lets new ones through): each is given up within its length and a margin, and watched
+again from its last version; nothing is lost."""
 from __future__ import annotations
 
 import base64
 import json
+import re
+import time
 import urllib.request
+from datetime import datetime
 
-from tests.support.faults import assert_nothing_lost, assert_one_at_a_time
+from cronoq.kube.watch import STALL_MARGIN
+from tests.support.blackhole import Blackhole
+from tests.support.faults import assert_nothing_lost, assert_one_at_a_time, running_burst
 from tests.support.podwatch import PodWatch
+from tests.support.toxiproxy import server_of, through
 from tests.support.waiting import wait_until
 
 RELISTED = "is gone; listing again"
+WATCHED = ("TaskPool", "Task", "TaskSchedule", "Job", "Pod", "Lease")
 
 
 def _etcd(devcluster, path: str, body: dict) -> dict:
@@ -58,3 +68,37 @@ def test_watches_relist_after_410_gone_and_miss_or_double_no_outcome(own, api, d
     for name in names:
         ended = [e for e in own.events(name) if e.reason == "AttemptEnded"]
         assert len(ended) <= len(statuses[name]["attempts"]), (name, [e.message for e in ended])  # never doubled
+
+
+def test_stalled_watches_are_given_up_within_their_length_and_watched_again(own, api, kubeconfig, tmp_path):
+    """The operator's every connection goes through a proxy that, mid-run, stalls all those open
+    (tests/support/blackhole.py): no byte more either way, no close, no reset, while new
+    connections pass. Each watch, silent past its length (10 s here) plus STALL_MARGIN, is given
+    up and resumed; writes stuck on stalled connections time out and are retried. Every task
+    succeeds once. Before watches had a stall bound, they waited out a 330 s read timeout."""
+    seconds = 10
+    # Without leader election: the leader's own connection stalls too, and a deposed replica exits
+    # and lists afresh, which would hide what is on test (the leader cut off is test_network's).
+    own.operator.extra_args = ("--no-leader-election", f"--watch-seconds={seconds}")
+    with Blackhole(upstream=server_of(kubeconfig)) as hole, PodWatch(api, own.namespace) as pods:
+        own.operator.kubeconfig = through(kubeconfig, hole, tmp_path / "blackholed.kubeconfig")
+        own.operator.start()
+        names = running_burst(own)
+        stalled_at = time.time()
+        assert hole.stall() >= len(WATCHED)
+        assert_nothing_lost(own, names, timeout=120)
+        started = time.monotonic()
+        own.task("after", delay="100ms", message="ok")  # the watches are back
+        assert_nothing_lost(own, ["after"], timeout=60)
+        after = time.monotonic() - started
+    assert_one_at_a_time(pods, names)
+
+    detected = {}
+    for line in own.operator.log_path.read_text(errors="replace").splitlines():
+        found = re.match(r"(\S+ \S+) WARNING \S+: (\w+) watch stalled", line)
+        if found and found.group(2) not in detected:
+            detected[found.group(2)] = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    assert set(detected) == set(WATCHED), f"every watch stalled and was given up: {detected}\n{own.operator.tail()}"
+    late = {kind: round(t - stalled_at, 1) for kind, t in detected.items()}
+    print(f"\nstall → given up, per watch (bound {seconds + STALL_MARGIN} s): {late}; a task after: {after:.1f} s")
+    assert all(0 < s <= seconds + STALL_MARGIN + 3 for s in late.values()), late
