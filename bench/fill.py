@@ -105,7 +105,10 @@ class Builder:
         self.pool = TaskPoolSpec.model_validate(pool_body["spec"])
         self.leases = operator_creates_leases() if leases == "auto" else leases == "yes"
         try:
-            from cronoq.engine.attempts import Effective
+            try:
+                from cronoq.engine.plan import Effective
+            except ImportError:  # before engine/plan.py
+                from cronoq.engine.attempts import Effective  # type: ignore[no-redef]
             self.effective = Effective.of
         except ImportError:  # an operator without it: DESIGN's defaults
             self.effective = None

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cronoq.api import Task, TaskPoolSpec, TaskStatus
-from cronoq.engine.attempts import Effective, Observation
+from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.naming import job_name
 from cronoq.engine.observed import AttemptJob, Termination
 

@@ -15,7 +15,8 @@ import pytest
 
 from cronoq.api import AttemptOutcome, AttemptTrigger, ConditionStatus, Task, TaskPhase, TaskStatus
 from cronoq.engine import reasons
-from cronoq.engine.attempts import HISTORY, Effective, Plan, is_ready, reconcile
+from cronoq.engine.attempts import HISTORY, is_ready, reconcile
+from cronoq.engine.plan import Effective, Plan
 from cronoq.engine.naming import job_name
 from cronoq.engine.observed import AttemptJob
 

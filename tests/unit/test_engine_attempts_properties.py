@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from cronoq.api import AttemptOutcome, Task, TaskPhase, TaskStatus
-from cronoq.engine.attempts import HISTORY, Effective, Observation, Plan, reconcile
+from cronoq.engine.attempts import HISTORY, reconcile
+from cronoq.engine.plan import Effective, Observation, Plan
 from cronoq.engine.naming import job_name
 from cronoq.engine.observed import AttemptJob, Termination
 

@@ -26,7 +26,8 @@ from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import reasons
 from cronoq.engine.admission import Candidate
-from cronoq.engine.attempts import Effective, Plan, refusal
+from cronoq.engine.attempts import refusal
+from cronoq.engine.plan import Effective, Plan
 from cronoq.engine.jobs import build_job
 from cronoq.engine.naming import lease_id
 from cronoq.kube.observe import job_facts

@@ -23,7 +23,8 @@ from cronoq.controller.store import Store, TaskEntry
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import dependencies, keys
-from cronoq.engine.attempts import Effective, Observation, reconcile, settle
+from cronoq.engine.attempts import reconcile, settle
+from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.gate import RUN, Gate
 from cronoq.kube.writes import NotLeader, Writer
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Mapping
 
 from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolStatus, snake_case
-from cronoq.engine.attempts import set_condition
+from cronoq.engine.conditions import set_condition
 
 
 def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, queued: int,

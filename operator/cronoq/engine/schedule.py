@@ -29,7 +29,7 @@ from cronsim import CronSim, CronSimError
 from cronoq.api import ConcurrencyPolicy, Condition, TaskSchedule, TaskScheduleStatus
 from cronoq.api import durations
 from cronoq.api.schedule import MACROS
-from cronoq.engine.attempts import set_condition
+from cronoq.engine.conditions import set_condition
 from cronoq.engine.naming import LABEL_PREFIX, MAX_NAME
 
 SCHEDULE = LABEL_PREFIX + "schedule"

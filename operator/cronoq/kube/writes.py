@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from cronoq.api import GROUP, VERSION
-from cronoq.engine.attempts import Event
+from cronoq.engine.plan import Event
 
 log = logging.getLogger(__name__)
 

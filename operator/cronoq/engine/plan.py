@@ -1,0 +1,89 @@
+"""What a decision reads and what it decides, in their own module because every layer above the
+engine speaks them: `Effective` settings of an attempt, the `Observation` a reconcile reads
+besides the Task, and the `Plan` it returns (status first, then Job, deletes and `Event`s)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from cronoq.api import Attempt, RetryPolicy, Task, TaskPoolSpec, TaskStatus
+from cronoq.api.limits import DEFAULT_START_TIMEOUT
+from cronoq.engine.gate import RUN, Gate
+from cronoq.engine.observed import AttemptJob
+
+DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
+
+
+@dataclass(frozen=True)
+class Effective:
+    """What an attempt runs with: the task's own settings, else its pool's, else DESIGN's."""
+
+    retry: RetryPolicy
+    timeout: timedelta | None
+    lease_ttl: timedelta
+    start_timeout: timedelta = DEFAULT_START_TIMEOUT
+    heartbeat_sidecar: bool = False
+    job_retention: timedelta = DEFAULT_JOB_RETENTION
+
+    @classmethod
+    def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
+        pool = pool or TaskPoolSpec()
+        spec = task.spec
+        return cls(retry=pool.retry.overlay(spec.retry), timeout=spec.timeout or pool.timeout,
+                   lease_ttl=spec.lease_ttl if spec.lease_ttl is not None else pool.lease_ttl,
+                   start_timeout=spec.start_timeout or pool.start_timeout,
+                   heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
+                   else pool.heartbeat_sidecar,
+                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention)
+
+
+@dataclass(frozen=True)
+class Event:
+    """An Event to post on the Task, after the status write succeeds."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one reconcile decided. The runtime writes `status` (if any) first, with a
+    precondition; only when that succeeds does it create, delete and post the rest."""
+
+    status: TaskStatus | None = None
+    create_job: int | None = None
+    """Attempt number whose Job to create (already recorded in `status` or the stored status)."""
+    delete_jobs: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
+    stale_jobs: tuple[str, ...] = ()
+    """uids of Jobs whose late reports were ignored (the runtime counts each uid once)."""
+    ended: tuple[Attempt, ...] = ()
+    """Attempts this plan records as ended (for metrics)."""
+    started: Attempt | None = None
+    wants_slot: bool = False
+    """Ready to start an attempt, waiting for the pool to admit it (or to exist: then every
+    waiting task is weighed at once when it appears)."""
+    requeue_after: float | None = None
+    """Seconds until a deadline or backoff expires and the task should be looked at again."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the decision reads besides the Task itself."""
+
+    now: datetime
+    """The operator's clock at the decision."""
+    jobs: Sequence[AttemptJob] = ()
+    epoch: int = 0
+    admit: bool = False
+    """The pool has a slot for this task, and it is this task's turn."""
+    pool_found: bool = True
+    pool_name: str = "default"
+    first_seen: datetime | None = None
+    """When the operator first saw the task (its submission time, to sub-second precision)."""
+    job_rejected: str | None = None
+    """The API server refused to create the current attempt's Job, with this message."""
+    gate: Gate = RUN
+    """What its key and dependencies say, for a task that has not started yet."""
