@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from kubernetes import client, config
+from kubernetes import client
 
 from cronoq import metrics
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
 from cronoq.kube.skew import SKEW
+from cronoq.kube.client import api_client
 from cronoq.kube.watch import WATCH_SECONDS, Watch, listers
 from cronoq.kube.writes import Writer
 
@@ -48,20 +49,6 @@ class Options:
 
     def watches(self, namespace: str) -> bool:
         return not self.namespaces or any(fnmatch.fnmatchcase(namespace, p) for p in self.namespaces)
-
-
-def api_client(retries: bool = True) -> client.ApiClient:
-    """In a pod, the pod's ServiceAccount; elsewhere, the current kubeconfig context. Without
-    `retries`, a request that fails or times out raises at once (urllib3 would repeat it 3 times)."""
-    configuration = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)
-    except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)
-    configuration.connection_pool_maxsize = 32
-    if not retries:
-        configuration.retries = False
-    return client.ApiClient(configuration)
 
 
 @dataclass
