@@ -166,11 +166,9 @@ class Watch:
                                   "_request_timeout": (10, self.seconds + STALL_MARGIN)}
         if self.label_selector:
             kwargs["label_selector"] = self.label_selector
+        response = None
         try:
             response = self._request(**kwargs)
-        except ReadTimeoutError:  # not even the answer's headers within the watch's length
-            raise Stalled(version) from None
-        try:
             for lines in _chunks(response):  # what arrived together is handed over together
                 if self._stop.is_set():
                     break
@@ -190,10 +188,11 @@ class Watch:
                     obj.setdefault("apiVersion", self.api_version)
                     batch.append((kind, obj))
                 self._hand(loop, batch)
-        except ReadTimeoutError:
+        except ReadTimeoutError:  # silent past its length: no answer's headers, or nothing more in the stream
             raise Stalled(version) from None
         finally:
-            response.release_conn()
+            if response is not None:
+                response.release_conn()
         return version
 
     def _request(self, **kwargs: Any) -> Any:
