@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from cronoq.api import GROUP, TERMINAL_PHASES, VERSION
 from cronoq.engine.schedule import EPOCH, FIRE_TIME, SCHEDULE, TRIGGER, Fired
-from cronoq.kube.writes import TIMEOUT, Rejected, Writer, api_message
+from cronoq.kube.writes import TIMEOUT, Rejected, Writer, api_message, custom_objects
 
 
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
@@ -45,8 +45,7 @@ class ScheduleWriter:
         """Create a fire's Task; False if it exists already (the fire happened: the create is the fence)."""
         self.writer.check()
         try:
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, task["metadata"]["namespace"], "tasks", task,
-                                                        _request_timeout=TIMEOUT)
+            self.writer.request("POST", custom_objects(task["metadata"]["namespace"]), task)
             return True
         except ApiException as err:
             if err.status == 409:
@@ -71,16 +70,14 @@ class ScheduleWriter:
     def delete_task(self, namespace: str, name: str) -> None:
         self.writer.check()
         try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name,
-                                                        propagation_policy="Background", _request_timeout=TIMEOUT)
+            self.writer.request("DELETE", f"{custom_objects(namespace)}/{name}", {"propagationPolicy": "Background"})
         except ApiException as err:
             if err.status != 404:
                 raise
 
     def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", name,
-                                                            _request_timeout=TIMEOUT)
+            return self.writer.request("GET", f"{custom_objects(namespace, 'taskschedules')}/{name}")
         except ApiException as err:
             if err.status == 404:
                 return None

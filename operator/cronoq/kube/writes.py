@@ -52,7 +52,8 @@ def api_message(err: ApiException) -> str:
         return str(err.reason)
 
 
-def _tasks(namespace: str, plural: str = "tasks") -> str:
+def custom_objects(namespace: str, plural: str = "tasks") -> str:
+    """Path of cronoq's objects of one kind in a namespace."""
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
 
 
@@ -98,7 +99,7 @@ class Writer:
         body = {"apiVersion": raw["apiVersion"], "kind": raw["kind"], "metadata": meta,
                 "spec": raw.get("spec", {}), "status": status}
         try:
-            return self.request("PUT", f"{_tasks(meta['namespace'], plural)}/{meta['name']}/status", body)
+            return self.request("PUT", f"{custom_objects(meta['namespace'], plural)}/{meta['name']}/status", body)
         except ApiException as err:
             if err.status == 409:
                 raise Conflict(api_message(err)) from None
@@ -108,7 +109,7 @@ class Writer:
 
     def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.request("GET", f"{_tasks(namespace)}/{name}")
+            return self.request("GET", f"{custom_objects(namespace)}/{name}")
         except ApiException as err:
             if err.status == 404:
                 return None
@@ -141,7 +142,7 @@ class Writer:
         took its name). Its Jobs, pods and Leases go with it (owner references)."""
         self.check()
         try:
-            self.request("DELETE", f"{_tasks(namespace)}/{name}",
+            self.request("DELETE", f"{custom_objects(namespace)}/{name}",
                          {"propagationPolicy": "Background", "preconditions": {"uid": uid}})
         except ApiException as err:
             if err.status not in (404, 409):  # gone already, or the name now holds another task
