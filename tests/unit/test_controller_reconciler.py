@@ -23,6 +23,7 @@ class FakeWriter:
         self.tasks: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
         self.fail: list[Exception] = []
+        self.events: list[tuple[str, str, str]] = []
         self.version = 100
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +56,7 @@ class FakeWriter:
 
     def post_event(self, raw: dict[str, Any], event: Any, now: datetime) -> None:
         self.calls.append(("event", event.reason))
+        self.events.append((raw["metadata"]["name"], event.reason, "Warning" if event.warning else "Normal"))
 
     def delete_task(self, namespace: str, name: str, uid: str) -> None:
         self.calls.append(("delete-task", name))
@@ -89,10 +91,11 @@ def pod(job: str, task_name: str, exit_code: int) -> dict[str, Any]:
 class World:
     """A Controller over the fake writer; watch events are fed by hand, work keys run to quiet."""
 
-    def __init__(self, concurrency: int = 1) -> None:
+    def __init__(self, concurrency: int = 1, warnings_only: bool = False) -> None:
         self.writer = FakeWriter()
         self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)  # type: ignore[arg-type]
+        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now,  # type: ignore[arg-type]
+                                     warnings_only=warnings_only)
         self.controller.intake.on_pool(None, pool(concurrency))
 
     def submit(self, name: str) -> None:
@@ -140,6 +143,21 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         assert counter("cronoq_tasks_total", pool="p", status="succeeded") == before + 1
         assert [c for c in world.writer.calls if c[0] == "job"] == [("job", "a-a1")]
     asyncio.run(scenario())
+
+
+def test_events_warnings_posts_no_event_for_a_succeeded_attempt_and_a_warning_for_a_failed_one() -> None:
+    async def scenario(warnings_only: bool) -> list[tuple[str, str, str]]:
+        world = World(concurrency=2, warnings_only=warnings_only)
+        world.submit("a")
+        world.submit("b")
+        await world.settle()
+        world.controller.intake.on_pod(None, pod("a-a1", "a", 0))
+        world.controller.intake.on_pod(None, pod("b-a1", "b", 1))
+        await world.settle()
+        assert world.status("a")["phase"] == "Succeeded" and world.status("b")["attempts"][0]["outcome"] == "Retryable"
+        return sorted(world.writer.events)
+    assert asyncio.run(scenario(False)) == [("a", "AttemptEnded", "Normal"), ("b", "AttemptEnded", "Warning")]
+    assert asyncio.run(scenario(True)) == [("b", "AttemptEnded", "Warning")]
 
 
 def test_a_conflicting_status_write_is_read_again_and_decided_again_with_one_job() -> None:

@@ -13,7 +13,7 @@ def run_operator(args: argparse.Namespace) -> int:
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     RUNTIME.options = Options(namespaces=tuple(args.namespaces), metrics_port=args.metrics_port or None,
                               probe_port=args.probe_port or None, workers=args.workers,
-                              watch_seconds=args.watch_seconds,
+                              watch_seconds=args.watch_seconds, events=args.events,
                               leader_election=args.leader_election, lease_namespace=args.lease_namespace,
                               lease_name=args.lease_name, sidecar_image=args.sidecar_image)
     asyncio.run(serve(RUNTIME))

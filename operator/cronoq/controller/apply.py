@@ -38,10 +38,13 @@ log = logging.getLogger(__name__)
 
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, term: Term, *,
-                 clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None) -> None:
+                 clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
+                 warnings_only: bool = False) -> None:
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
         self.sidecar_image = sidecar_image
+        self.warnings_only = warnings_only
+        """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
         self.stale_counted: set[str] = set()
         """uids of Jobs whose late reports were counted already: each is counted once."""
         self.rejected: dict[tuple[str, int], str] = {}
@@ -100,6 +103,8 @@ class Applier:
         for job_name in plan.delete_jobs:
             await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
         for event in plan.events:
+            if self.warnings_only and not event.warning:
+                continue
             await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)

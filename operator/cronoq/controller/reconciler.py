@@ -77,7 +77,8 @@ class Controller:
 
     def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
                  clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None,
-                 sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta) -> None:
+                 sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
+                 warnings_only: bool = False) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -89,7 +90,7 @@ class Controller:
         self.expiry = Expiry(writer, self.term, clock, busy=lambda: self.queue.urgent)
         self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=clock, skew=skew)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
-                               clock=clock, skew=skew, sidecar_image=sidecar_image)
+                               clock=clock, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=clock)
 
     async def run(self) -> None:

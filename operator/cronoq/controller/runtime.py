@@ -38,6 +38,8 @@ class Options:
     workers: int = 8
     watch_seconds: int = WATCH_SECONDS
     """Length of one watch request, and so the bound on a stalled watch going unnoticed."""
+    events: str = "all"
+    """Events posted on Tasks: "all", or "warnings" only (no Event for a succeeded attempt)."""
     leader_election: bool = True
     lease_namespace: str | None = None
     lease_name: str = "cronoq-leader"
@@ -69,7 +71,8 @@ class Runtime:
         api = self.api = api_client()
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
-                                     sidecar_image=self.options.sidecar_image, skew=SKEW.offset)
+                                     sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
+                                     warnings_only=self.options.events == "warnings")
         self.schedules = Schedules(writer)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
