@@ -104,6 +104,12 @@ def markdown(r: dict[str, Any]) -> str:
                 out.append(f"| {'**' + t['verb'] + '**' if t['write'] else t['verb']} | {t['resource']} | {t['agent']} | "
                            f"{t['count']} | {t['per_task']:.3f} | {codes} |")
             out.append("")
+            lean = r.get("lean")
+            if lean:
+                writes = [t for t in lean["api"]["table"] if t["write"]]
+                out += [f"Lean run (N={lean['n']}, pool `leaseTTL: 0s`, operator `--events=warnings`): "
+                        f"{lean['api']['writes_per_task']:.2f} writes per task: " +
+                        ", ".join(f"{t['verb']} {t['resource']} {t['per_task']:.3f}" for t in writes) + ".", ""]
             out += ["## Operator CPU and memory", "", "| Run | N | CPU s / task | CPU s total | RSS peak | RSS after |",
                     "|---|---|---|---|---|---|"]
             for c in burst + r.get("paced", []):

@@ -39,7 +39,7 @@ from bench.replica import has_flag  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
 from bench.throughput import Context, baseline, cronoq  # noqa: E402
 
-SCENARIOS = ("baseline", "cronoq", "paced", "backlog", "soak", "idle", "failover")
+SCENARIOS = ("baseline", "cronoq", "paced", "lean", "backlog", "soak", "idle", "failover")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -65,6 +65,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="max tasks/s when this run has no cronoq burst to take it from; the soak runs at a third")
     p.add_argument("--idle-namespaces", default="",
                    help="namespaces of finished Tasks (e.g. kept by --keep-cluster runs) to count for the idle scenario")
+    p.add_argument("--lean", type=int, default=300, metavar="N",
+                   help="tasks of the lean run: leaseTTL 0s and `--events=warnings`, for its writes per task")
     p.add_argument("--failover-rounds", type=int, default=3)
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
     p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round, idle 500, soak 1000")
@@ -185,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             if "paced" in args.only and n in args.paced_sizes and max_rate:
                 results["paced"].append(cronoq(ctx, n, rate=max_rate / 2, label="paced"))
                 save()
+        if "lean" in args.only and has_flag("--events", sys.executable, source):
+            results["lean"] = cronoq(ctx, args.lean, label="lean", operator_args=("--events=warnings",), leaseTTL="0s")
+            save()
         if "backlog" in args.only:
             results["backlog"] = backlog(ctx, args.backlog, keep="idle" in args.only, profile=True)
             if "idle" in args.only:

@@ -44,6 +44,13 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
         out.append(Verdict("≤ 4 operator API writes per task succeeding on its first attempt",
                            f"{writes:.2f} writes/task (N={c['n']}{'' if first else ', not all on attempt 1'})",
                            writes <= 4))
+    lean = results.get("lean")
+    if lean:
+        writes, first = lean["api"]["writes_per_task"], lean["succeeded_first_attempt"] == lean["n"]
+        out.append(Verdict("≤ 3 writes per task with leaseTTL 0s",
+                           f"{writes:.2f} writes/task with `--events=warnings` (N={lean['n']}"
+                           f"{'' if first else ', not all on attempt 1'}); default `--events=all`: one Event more",
+                           writes <= 3))
     for p in results.get("paced", []):
         p99 = p["latency"]["to_job"]["p99"]
         out.append(Verdict(f"dispatch p99 < 250 ms at half the max rate (N={p['n']}, {p['paced_rate']:.1f}/s)",

@@ -75,13 +75,14 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
 
 
 def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst", keep: bool = False,
-           profile: bool = False) -> dict[str, Any]:
-    """N Tasks in one pool of concurrency 10000, with the operator running; `rate`: paced."""
+           profile: bool = False, operator_args: tuple[str, ...] = (), **pool_spec: Any) -> dict[str, Any]:
+    """N Tasks in one pool of concurrency 10000, with the operator running; `rate`: paced;
+    `operator_args` and `pool_spec` (e.g. `leaseTTL="0s"`) change the defaults."""
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-tasks-{label}-{n}")
-    api.create(pools_path(ns), workload.pool(POOL, 10_000))
+    api.create(pools_path(ns), workload.pool(POOL, 10_000, **pool_spec))
     tasks = [workload.task(name, POOL) for name in workload.names("t", n)]
-    operator = ctx.replica(ns).start()
+    operator = ctx.replica(ns, extra=operator_args).start()
     audit = AuditLog(ctx.cluster.audit_log)
     mark = audit.mark()
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n}")
@@ -105,7 +106,7 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     succeeded = {name: s["phases"].get("Succeeded") for name, s in by_task.items()}
     first_attempt = sum(1 for s in by_task.values() if s.get("terminal") == "Succeeded" and s.get("attempt") == 1)
     result = {
-        "n": n, "label": label, "paced_rate": rate, "submitted": len(sub.sent), "submit_errors": len(sub.errors),
+        "n": n, "label": label, "paced_rate": rate, "operator_args": list(operator_args), "pool_spec": pool_spec, "submitted": len(sub.sent), "submit_errors": len(sub.errors),
         "submit_rate": sub.rate, "timed_out": seen["timed_out"],
         "succeeded": sum(1 for v in succeeded.values() if v), "succeeded_first_attempt": first_attempt,
         "other_terminal": {p: sum(1 for s in by_task.values() if s.get("terminal") == p)
