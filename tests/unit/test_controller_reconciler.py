@@ -31,7 +31,7 @@ class FakeWriter:
         obj["metadata"]["resourceVersion"] = str(self.version)
         return obj
 
-    def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         name = raw["metadata"]["name"]
         if self.fail:
             self.calls.append(("status-failed", name))
@@ -41,27 +41,27 @@ class FakeWriter:
         self.tasks[name] = written
         return copy.deepcopy(written)
 
-    def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append(("read", name))
         return copy.deepcopy(self.tasks.get(name))
 
-    def create_job(self, job: dict[str, Any]) -> dict[str, Any]:
+    async def create_job(self, job: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("job", job["metadata"]["name"]))
         created = copy.deepcopy(job)
         created["metadata"].update(uid=f"uid-{job['metadata']['name']}", creationTimestamp="2026-12-03T12:00:00Z")
         return self._bump(created)
 
-    def delete_job(self, namespace: str, name: str) -> None:
+    async def delete_job(self, namespace: str, name: str) -> None:
         self.calls.append(("delete-job", name))
 
-    def post_event(self, raw: dict[str, Any], event: Any, now: datetime) -> None:
+    async def post_event(self, raw: dict[str, Any], event: Any, now: datetime) -> None:
         self.calls.append(("event", event.reason))
         self.events.append((raw["metadata"]["name"], event.reason, "Warning" if event.warning else "Normal"))
 
-    def delete_task(self, namespace: str, name: str, uid: str) -> None:
+    async def delete_task(self, namespace: str, name: str, uid: str) -> None:
         self.calls.append(("delete-task", name))
 
-    def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    async def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         return {**raw, "status": status}
 
 

@@ -25,7 +25,7 @@ class FakeIO:
         if not self.leading:
             raise NotLeader()
 
-    def create_task(self, task):
+    async def create_task(self, task):
         self._guard()
         name = task["metadata"]["name"]
         self.calls.append(("create", name))
@@ -34,7 +34,7 @@ class FakeIO:
         self.existing.add(name)
         return True
 
-    def replace_status(self, raw, status):
+    async def replace_status(self, raw, status):
         self._guard()
         self.calls.append(("status", status.get("lastFireTime"), raw["metadata"]["resourceVersion"]))
         if self.conflicts:
@@ -44,16 +44,16 @@ class FakeIO:
         self.stored = {**raw, "metadata": {**raw["metadata"], "resourceVersion": str(self.rv)}, "status": status}
         return self.stored
 
-    def read_schedule(self, namespace, name):
+    async def read_schedule(self, namespace, name):
         self.calls.append(("read", name))
         self.rv += 1
         return {**(self.stored or RAW), "metadata": {**RAW["metadata"], "resourceVersion": str(self.rv)}}
 
-    def cancel_task(self, namespace, name):
+    async def cancel_task(self, namespace, name):
         self._guard()
         self.calls.append(("cancel", name))
 
-    def delete_task(self, namespace, name):
+    async def delete_task(self, namespace, name):
         self._guard()
         self.calls.append(("delete", name))
 

@@ -10,7 +10,6 @@ decision creates (same deterministic name), and never a Job the status does not 
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime, timedelta
 from typing import Callable
@@ -72,9 +71,9 @@ class Applier:
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         key = (namespace, name)
         try:
-            written = await asyncio.to_thread(self.writer.replace_task_status, entry.raw, status.to_dict())
+            written = await self.writer.replace_task_status(entry.raw, status.to_dict())
         except Conflict:
-            fresh = await asyncio.to_thread(self.writer.read_task, namespace, name)
+            fresh = await self.writer.read_task(namespace, name)
             if fresh is None:
                 self.store.drop_task(namespace, name)
             else:
@@ -101,11 +100,11 @@ class Applier:
         if plan.create_job is not None and task is not None and settings is not None:
             await self._create_job(entry, task, plan, pool_key, settings)
         for job_name in plan.delete_jobs:
-            await asyncio.to_thread(self.writer.delete_job, namespace, job_name)
+            await self.writer.delete_job(namespace, job_name)
         for event in plan.events:
             if self.warnings_only and not event.warning:
                 continue
-            await asyncio.to_thread(self.writer.post_event, entry.raw, event, now)
+            await self.writer.post_event(entry.raw, event, now)
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
 
@@ -153,7 +152,7 @@ class Applier:
                         sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
                         job_retention=settings.job_retention, push_image=self.sidecar_image)
         try:
-            created = await asyncio.to_thread(self.writer.create_job, job)
+            created = await self.writer.create_job(job)
         except Rejected as err:
             if err.status == 422:
                 self.rejected[(entry.uid, number)] = err.message
@@ -180,7 +179,7 @@ class Applier:
         if new is None:
             return
         try:
-            written = await asyncio.to_thread(self.writer.replace_task_status, raw, new.to_dict())
+            written = await self.writer.replace_task_status(raw, new.to_dict())
         except Conflict:
             self.queue.add(("task", raw["metadata"]["namespace"], raw["metadata"]["name"]))
             return

@@ -102,7 +102,7 @@ class Expiry:
         if not self._term.acting:
             return
         try:
-            await asyncio.to_thread(self._writer.delete_task, namespace, name, uid)
+            await self._writer.delete_task(namespace, name, uid)
         except NotLeader:
             self._term.acting = False
             return

@@ -49,7 +49,7 @@ class PoolStatuses:
         if new is None:
             return
         try:
-            written = await asyncio.to_thread(self.writer.replace_pool_status, pool.to_dict(), new.to_dict())
+            written = await self.writer.replace_pool_status(pool.to_dict(), new.to_dict())
         except Conflict:
             return  # the next round writes it from the newer pool
         self.store.pools[key] = TaskPool.model_validate(written)

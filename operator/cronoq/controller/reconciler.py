@@ -174,7 +174,7 @@ class Controller:
             original = self.store.tasks.get((namespace, verdict.duplicate_of or ""))
             if verdict.verdict == "end" and original is not None and original.finished is not None:
                 # Ending as a finished task's duplicate: read the original's output and message.
-                raw = await asyncio.to_thread(self.writer.read_task, namespace, original.name)
+                raw = await self.writer.read_task(namespace, original.name)
                 full = Task.model_validate(raw) if raw is not None else None
                 if full is not None and full.metadata.uid == original.uid:
                     others = [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]

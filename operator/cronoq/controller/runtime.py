@@ -158,6 +158,8 @@ class Runtime:
             self.controller.term.acting = False
         if self.leadership is not None:
             await asyncio.to_thread(self.leadership.release)
+        if self.controller is not None:
+            await self.controller.writer.close()
         if self._probe_runner is not None:
             await self._probe_runner.cleanup()
 

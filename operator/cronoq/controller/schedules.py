@@ -168,14 +168,14 @@ class Schedules:
         decision = decide(schedule, list(self.tasks[key].values()), now)
         status = decision.status
         for name in decision.cancel:
-            await asyncio.to_thread(self.io.cancel_task, key[0], name)
+            await self.io.cancel_task(key[0], name)
         if decision.create is not None:
             status = await self._fire(key, schedule, decision)
         if status is not None:
             try:
-                written = await asyncio.to_thread(self.io.replace_status, raw, status.to_dict())
+                written = await self.io.replace_status(raw, status.to_dict())
             except Conflict:
-                fresh = await asyncio.to_thread(self.io.read_schedule, *key)
+                fresh = await self.io.read_schedule(*key)
                 if fresh is None:
                     self.on_schedule("DELETED", raw)
                 else:
@@ -193,7 +193,7 @@ class Schedules:
             if decision.skipped:
                 metrics.SCHEDULE_FIRES.labels(name, "skipped").inc(decision.skipped)
         for task in decision.delete:
-            await asyncio.to_thread(self.io.delete_task, key[0], task)
+            await self.io.delete_task(key[0], task)
         self.due[key] = min(decision.wake_at or now + timedelta(seconds=IDLE_SECONDS),
                             now + timedelta(seconds=IDLE_SECONDS))
 
@@ -201,7 +201,7 @@ class Schedules:
         """Create the fire's Task; the status to write afterwards."""
         manifest = task_manifest(schedule, decision.create)
         try:
-            created = await asyncio.to_thread(self.io.create_task, manifest)
+            created = await self.io.create_task(manifest)
         except Rejected as err:
             log.error("the API server refused Task %s/%s of schedule %s: %s", key[0], manifest["metadata"]["name"],
                       key[1], err.message)

@@ -6,12 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from cronoq.api import GROUP, TERMINAL_PHASES, VERSION
+from cronoq.api import TERMINAL_PHASES
 from cronoq.engine.schedule import EPOCH, FIRE_TIME, SCHEDULE, TRIGGER, Fired
-from cronoq.kube.writes import TIMEOUT, Rejected, Writer, api_message, custom_objects
+from cronoq.kube.writes import MERGE_PATCH, Rejected, Writer, api_message, custom_objects
 
 
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
@@ -38,14 +37,11 @@ def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
 class ScheduleWriter:
     writer: Writer
 
-    def __post_init__(self) -> None:
-        self.custom = client.CustomObjectsApi(self.writer.api)
-
-    def create_task(self, task: dict[str, Any]) -> bool:
+    async def create_task(self, task: dict[str, Any]) -> bool:
         """Create a fire's Task; False if it exists already (the fire happened: the create is the fence)."""
         self.writer.check()
         try:
-            self.writer.request("POST", custom_objects(task["metadata"]["namespace"]), task)
+            await self.writer.request("POST", custom_objects(task["metadata"]["namespace"]), task)
             return True
         except ApiException as err:
             if err.status == 409:
@@ -54,30 +50,30 @@ class ScheduleWriter:
                 raise Rejected(err.status, api_message(err)) from None
             raise
 
-    def replace_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    async def replace_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT the status with the stored resourceVersion as precondition (Conflict if it changed)."""
-        return self.writer.replace_status("taskschedules", raw, status)
+        return await self.writer.replace_status("taskschedules", raw, status)
 
-    def cancel_task(self, namespace: str, name: str) -> None:
+    async def cancel_task(self, namespace: str, name: str) -> None:
         self.writer.check()
         try:
-            self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", name, {"spec": {"cancel": True}},
-                                                       _request_timeout=TIMEOUT)
+            await self.writer.request("PATCH", f"{custom_objects(namespace)}/{name}", {"spec": {"cancel": True}},
+                                      content_type=MERGE_PATCH)
         except ApiException as err:
             if err.status != 404:
                 raise
 
-    def delete_task(self, namespace: str, name: str) -> None:
+    async def delete_task(self, namespace: str, name: str) -> None:
         self.writer.check()
         try:
-            self.writer.request("DELETE", f"{custom_objects(namespace)}/{name}", {"propagationPolicy": "Background"})
+            await self.writer.request("DELETE", f"{custom_objects(namespace)}/{name}", {"propagationPolicy": "Background"})
         except ApiException as err:
             if err.status != 404:
                 raise
 
-    def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.writer.request("GET", f"{custom_objects(namespace, 'taskschedules')}/{name}")
+            return await self.writer.request("GET", f"{custom_objects(namespace, 'taskschedules')}/{name}")
         except ApiException as err:
             if err.status == 404:
                 return None
