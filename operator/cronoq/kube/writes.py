@@ -93,7 +93,8 @@ class Writer:
         if token:
             headers["Authorization"] = token
         data = None if body is None else orjson.dumps(body)
-        async with self._open().request(method, conf.host + path, data=data, headers=headers) as response:
+        async with self._open().request(method, conf.host + path, data=data, headers=headers,
+                                        server_hostname=conf.tls_server_name or None) as response:
             answer = await response.read()
         if not 200 <= response.status <= 299:
             raise ApiException(status=response.status, reason=response.reason, body=answer.decode("utf-8", "replace"))
@@ -108,6 +109,8 @@ class Writer:
                 tls = ssl.create_default_context(cafile=conf.ssl_ca_cert)
                 if conf.cert_file:
                     tls.load_cert_chain(conf.cert_file, conf.key_file)
+                if conf.assert_hostname is False:
+                    tls.check_hostname = False
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=tls, limit=CONNECTIONS),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT[0], sock_read=TIMEOUT[1]))
