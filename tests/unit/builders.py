@@ -127,6 +127,12 @@ class JobBuilder:
         self._job = replace(self._job, pod_phase="Pending", started_at=None)
         return self
 
+    def waiting(self, reason: str, message: str = "") -> JobBuilder:
+        """Pending, the kubelet (or the scheduler) holding the pod back with `reason`."""
+        self._job = replace(self._job, pod_phase="Pending", started_at=None, waiting_reason=reason,
+                            waiting_message=message)
+        return self
+
     def exited(self, code: int, message: str | None = None, *, reason: str | None = None,
                started: datetime | None = None, finished: datetime | None = None) -> AttemptJob:
         """The task container terminated (and the Job controller noticed)."""

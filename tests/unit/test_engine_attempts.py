@@ -354,6 +354,58 @@ def test_pending_longer_than_the_start_timeout_is_start_timeout() -> None:
     assert plan.delete_jobs == ("t-a1",)
 
 
+
+PULL = 'Back-off pulling image "localhost/x:1": ErrImagePull: failed to pull and unpack image'
+
+
+def test_a_pod_that_cannot_start_says_why_in_one_write() -> None:
+    task = started(make_task().obj())
+    stuck = attempt_job("t", 1).created(T0).waiting("ImagePullBackOff", PULL).obj()
+    plan = run(task, observe(stuck, now=at(2)))
+    running = next(c for c in plan.status.conditions if c.type == "Running")
+    assert plan.status.phase is TaskPhase.RUNNING and running.status == "True"
+    assert running.reason == reasons.POD_CANNOT_START
+    assert "ImagePullBackOff" in plan.status.message and "localhost/x:1" in plan.status.message
+    told = task.model_copy(update={"status": plan.status})
+    # Said once: the kubelet's next ErrImagePull (it alternates the two) writes nothing.
+    again = attempt_job("t", 1).created(T0).waiting("ErrImagePull", "failed to pull").obj()
+    assert run(told, observe(again, now=at(12))).status is None
+    # The pod heals (the image was loaded): the condition goes back to running, once.
+    healed = run(told, observe(attempt_job("t", 1).created(T0).running(at(20), seen=at(20)).obj(), now=at(21)))
+    assert _running_reason(healed.status) == reasons.ATTEMPT_RUNNING
+
+
+def test_a_different_reason_is_told_again() -> None:
+    task = started(make_task().obj())
+    first = run(task, observe(attempt_job("t", 1).created(T0).waiting("ImagePullBackOff", PULL).obj(), now=at(2)))
+    told = task.model_copy(update={"status": first.status})
+    other = attempt_job("t", 1).created(T0).waiting("CreateContainerConfigError", 'secret "s" not found').obj()
+    plan = run(told, observe(other, now=at(3)))
+    assert 'CreateContainerConfigError: secret "s" not found' in plan.status.message
+
+
+def test_the_start_timeout_names_why_the_pod_did_not_start() -> None:
+    task = started(make_task().obj())
+    limit = settings(task).start_timeout.total_seconds()
+    stuck = attempt_job("t", 1).created(T0).waiting("ImagePullBackOff", PULL).obj()
+    attempt = run(task, observe(stuck, now=at(limit))).status.attempts[-1]
+    assert attempt.reason == reasons.START_TIMEOUT
+    assert attempt.message.endswith(f"ImagePullBackOff: {PULL}")
+
+
+def test_an_invalid_image_name_ends_the_attempt_at_once() -> None:
+    task = started(make_task().obj())
+    invalid = attempt_job("t", 1).created(T0).waiting("InvalidImageName", 'couldn\'t parse image name "UPPER:x"').obj()
+    plan = run(task, observe(invalid, now=at(1)))
+    attempt = plan.status.attempts[-1]
+    assert (attempt.outcome, attempt.reason) == (AttemptOutcome.PERMANENT, reasons.INVALID_IMAGE_NAME)
+    assert plan.status.phase is TaskPhase.FAILED and "UPPER:x" in plan.status.message
+    assert plan.delete_jobs == ("t-a1",)
+
+
+def _running_reason(status) -> str:
+    return next(c.reason for c in status.conditions if c.type == "Running")
+
 def test_job_rejected_by_the_api_server_fails_the_task() -> None:
     task = started(make_task().retries(5).obj())
     plan = run(task, observe(now=at(1), admit=True, job_rejected='spec.template.spec.volumes[0]: Invalid value'))

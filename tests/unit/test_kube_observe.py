@@ -67,3 +67,32 @@ def test_a_deleting_pod_and_job_say_so() -> None:
     assert facts is not None and facts.deleting
     seen = pod_facts(pod)
     assert seen is not None and seen.deleting
+
+
+def _pending_pod(**status) -> dict:
+    return {"metadata": {"name": "t-a1-xyz", "labels": {"batch.kubernetes.io/job-name": "t-a1", "cronoq.io/attempt": "1"}},
+            "status": {"phase": "Pending", **status}}
+
+
+def test_a_pod_held_back_by_the_kubelet_says_why() -> None:
+    pull = {"name": "task", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image " + "x" * 900}}}
+    facts = pod_facts(_pending_pod(containerStatuses=[pull]))
+    assert facts.waiting[0] == "ImagePullBackOff"
+    assert len(facts.waiting[1]) == 512, "cut: kept in memory per pod"
+    job = combine(job_facts({"metadata": {"name": "t-a1", "labels": {"cronoq.io/attempt": "1"}}}), facts)
+    assert (job.waiting_reason, job.started_at) == ("ImagePullBackOff", None)
+
+
+def test_the_sidecar_is_looked_at_first_and_normal_starts_are_not_reasons() -> None:
+    sidecar = {"name": "heartbeat", "state": {"waiting": {"reason": "ErrImagePull", "message": "no such image"}}}
+    main = {"name": "task", "state": {"waiting": {"reason": "PodInitializing"}}}
+    assert pod_facts(_pending_pod(initContainerStatuses=[sidecar], containerStatuses=[main])).waiting == ("ErrImagePull", "no such image")
+    creating = {"name": "task", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    assert pod_facts(_pending_pod(containerStatuses=[creating])).waiting is None
+
+
+def test_an_unschedulable_pod_says_what_the_scheduler_said() -> None:
+    conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                   "message": "0/3 nodes are available: 3 Insufficient memory."}]
+    assert pod_facts(_pending_pod(conditions=conditions)).waiting == (
+        "Unschedulable", "0/3 nodes are available: 3 Insufficient memory.")

@@ -131,6 +131,10 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
         if job is None and seen.job_rejected is None:
             # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
             return draft.plan(create_job=n)
+        told = _tell_waiting(draft.status, job, settings, draft.task, now)
+        if told is not None:
+            draft.status = told
+            return draft.plan(draft.stamped())
         return draft.plan()
     closed = _close(open_attempt, verdict, job, now)
     draft.records[-1] = closed
@@ -276,15 +280,44 @@ def _judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: 
                            f"no heartbeat for {_secs(ttl)} (the attempt's lease TTL): the task process or its node "
                            f"is gone, or it does not heartbeat (use the cronoq SDK, or heartbeatSidecar: true)"), None, True
         deadlines.append(deadline)
+    if job.started_at is None and job.waiting_reason in NEVER_HEALS:
+        return Verdict(AttemptOutcome.PERMANENT, job.waiting_reason, truncate(job.waiting_message or "")), None, True
     if job.started_at is None and job.created_at is not None:
         deadline = job.created_at + settings.start_timeout
         if now >= deadline:
-            return Verdict(AttemptOutcome.RETRYABLE, reasons.START_TIMEOUT,
-                           f"the attempt's pod did not start within {_secs(settings.start_timeout)} "
-                           f"(unschedulable, or its image could not be pulled?)"), None, True
+            why = (f": {job.waiting_reason}: {job.waiting_message}" if job.waiting_reason
+                   else " (unschedulable, or its image could not be pulled?)")
+            return Verdict(AttemptOutcome.RETRYABLE, reasons.START_TIMEOUT, truncate(
+                f"the attempt's pod did not start within {_secs(settings.start_timeout)}{why}")), None, True
         deadlines.append(deadline)
     wait = min(((d - now).total_seconds() for d in deadlines), default=None)
     return None, wait, False
+
+
+# Reasons a pod cannot start that waiting does not cure: the attempt ends at once (Permanent).
+NEVER_HEALS = frozenset({reasons.INVALID_IMAGE_NAME})
+
+
+def _tell_waiting(status: TaskStatus, job: AttemptJob | None, settings: Effective, task: Task,
+                  now: datetime) -> TaskStatus | None:
+    """The status to write when the open attempt's pod starts being held back (or stops being):
+    the Running condition and the message say why, within a watch event of the kubelet saying it.
+    None when that is already said: one write per change of reason, never per event (the kubelet
+    alternates ErrImagePull and ImagePullBackOff: both are told as ImagePullBackOff)."""
+    if job is None:
+        return None
+    told = _reason(status)
+    n, most = status.attempt, settings.retry.max_attempts
+    if job.waiting_reason is None or job.started_at is not None:
+        if told != reasons.POD_CANNOT_START:
+            return None
+        return _say(status, reasons.ATTEMPT_RUNNING, f"attempt {n} of {most} running", task, now)
+    reason = "ImagePullBackOff" if job.waiting_reason == "ErrImagePull" else job.waiting_reason
+    message = (f"attempt {n} of {most}: its pod cannot start: {reason}: {job.waiting_message}; retried when its "
+               f"startTimeout ({_secs(settings.start_timeout)}) passes, unless it starts before")
+    if told == reasons.POD_CANNOT_START and (status.message or "").startswith(f"attempt {n} of {most}: its pod cannot start: {reason}:"):
+        return None
+    return _say(status, reasons.POD_CANNOT_START, message, task, now)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ class AttemptJob:
     pod_message: str | None = None
     disruption: str | None = None
     """Reason of the pod's DisruptionTarget condition (eviction, preemption, taint manager)."""
+    waiting_reason: str | None = None
+    """Why the pod cannot start, as the kubelet or the scheduler says it (ImagePullBackOff,
+    CreateContainerConfigError, Unschedulable, ...); None while it starts normally or runs."""
+    waiting_message: str | None = None
     started_at: datetime | None = None
     """When the task container started running; timeouts and lease TTLs count from here."""
     termination: Termination | None = None

@@ -30,6 +30,8 @@ class PodFacts:
     disruption: str | None
     started_at: datetime | None
     termination: Termination | None
+    waiting: tuple[str, str] | None = None
+    """(reason, message) of a pod that cannot start; see `waiting`."""
 
 
 def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:
@@ -78,12 +80,34 @@ def pod_facts(pod: dict[str, Any], skew: timedelta = NO_SKEW) -> PodFacts | None
                                       finished_at=parse_time(end.get("finishedAt"), skew))
     return PodFacts(job=job, phase=status.get("phase"), reason=status.get("reason"), message=status.get("message"),
                     deleting=bool(meta.get("deletionTimestamp")), disruption=disruption, started_at=started,
-                    termination=termination)
+                    termination=termination, waiting=None if started or termination else waiting(status))
+
+
+# Waiting reasons of a container that starts normally: nothing to tell the user.
+_STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+WAITING_MESSAGE_LIMIT = 512
+
+
+def waiting(status: dict[str, Any]) -> tuple[str, str] | None:
+    """Why a pod that has not started cannot start: the first container (init containers, the
+    native sidecar among them, first) the kubelet holds back with a reason, else the scheduler's
+    Unschedulable. Messages are cut to 512 characters: they are kept in memory per pod."""
+    for container in (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())):
+        held = (container.get("state") or {}).get("waiting") or {}
+        reason = held.get("reason")
+        if reason and reason not in _STARTING:
+            return reason, (held.get("message") or "")[:WAITING_MESSAGE_LIMIT]
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason"):
+            return cond["reason"], (cond.get("message") or "")[:WAITING_MESSAGE_LIMIT]
+    return None
 
 
 def combine(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
     """The Job's facts with its pod's folded in."""
     if pod is None:
         return job
+    waiting_reason, waiting_message = pod.waiting or (None, None)
     return replace(job, pod_phase=pod.phase, pod_reason=pod.reason, pod_message=pod.message,
-                   disruption=pod.disruption, started_at=pod.started_at, termination=pod.termination)
+                   disruption=pod.disruption, started_at=pod.started_at, termination=pod.termination,
+                   waiting_reason=waiting_reason, waiting_message=waiting_message)
