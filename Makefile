@@ -8,6 +8,10 @@ BIN    := $(VENV)/bin
 CLUSTER := $(PYTHON) hack/devcluster.py
 export KUBECONFIG := $(CURDIR)/.cluster/kubeconfig
 export PATH := $(CURDIR)/.cluster/bin:$(PATH)
+# REAL_NODE=1 (`make cluster-up REAL_NODE=1`, `make demo REAL_NODE=1`) adds a real node (kubelet,
+# containerd, runc) beside the kwok ones: hack/realnode.py.
+REAL_NODE ?= 0
+export CRONOQ_REAL_NODE := $(REAL_NODE)
 
 .PHONY: demo operator-up test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
@@ -60,10 +64,12 @@ $(ACTIONLINT):
 image:
 	$(PYTHON) hack/image.py build
 
-## go-tools: build (or find cached) the control plane and toxiproxy, and warm the Go cache of the PromQL checker,
+## go-tools: build (or find cached) the control plane, toxiproxy and the real node's kubelet and
+## containerd (with Debian's runc and CNI plugins), and warm the Go cache of the PromQL checker,
 ## before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
+	$(PYTHON) hack/realnode.py build
 	cd tests/chart/promql && go build -mod=readonly -o /dev/null .
 
 ## unit: the pure tests only, no cluster

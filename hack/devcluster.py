@@ -3,6 +3,7 @@
 
     python3 hack/devcluster.py build   # build (or reuse) the pinned binaries in ~/.cache/cronoq
     python3 hack/devcluster.py up      # start etcd, apiserver, controller-manager, scheduler, kwok
+    CRONOQ_REAL_NODE=1 python3 hack/devcluster.py up   # and a real node (hack/realnode.py)
     python3 hack/devcluster.py down    # stop everything it started, free the ports, wipe state
     python3 hack/devcluster.py status  # say what runs
     python3 hack/devcluster.py restart kube-apiserver   # stop one component, start it again (faults)
@@ -37,6 +38,8 @@ STATE = Path(os.environ.get("CRONOQ_CLUSTER_DIR", REPO / ".cluster"))
 CACHE = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq"))
 KUBECONFIG = STATE / "kubeconfig"
 NODES = int(os.environ.get("CRONOQ_KWOK_NODES", "2"))
+# CRONOQ_REAL_NODE=1 (`make cluster-up REAL_NODE=1`): `up` adds a real node (hack/realnode.py).
+REAL_NODE = int(os.environ.get("CRONOQ_REAL_NODE", "0") == "1")
 
 # Ports, all on loopback. Unusual numbers, so a developer's own cluster is left alone, and below
 # Linux's ephemeral range (32768+), so an outgoing connection never holds one we must bind.
@@ -62,6 +65,12 @@ def log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------- building the binaries
+
+
+# Build tags and version stamps some components need. containerd's btrfs snapshotter wants C
+# headers; the kubelet reports its version to the API server as its node's kubeletVersion.
+BUILD_TAGS = {"containerd": "no_btrfs"}
+STAMPED = {"kubelet": "k8s.io/kubernetes"}
 
 
 @dataclass(frozen=True)
@@ -94,10 +103,23 @@ class Component:
         return [next((b for suffix, b in renamed.items() if t.endswith(suffix)), t.rsplit("/", 1)[1])
                 for t in self.tools()]
 
+    def ldflags(self) -> str:
+        """-s -w, and for a stamped component the version of the module it is built from."""
+        flags = "-s -w"
+        if self.name in STAMPED:
+            module = STAMPED[self.name]
+            version = next(line.split()[1] for line in (self.module / "go.mod").read_text().splitlines()
+                           if line.split()[:1] == [module])
+            major, minor = version.lstrip("v").split(".")[:2]
+            base = "k8s.io/component-base/version"
+            flags += (f" -X {base}.gitVersion={version} -X {base}.gitMajor={major} -X {base}.gitMinor={minor}"
+                      f" -X {base}.gitTreeState=clean")
+        return flags
+
     @property
     def cache_dir(self) -> Path:
         digest = hashlib.sha256()
-        for f in ("go.mod", "go.sum"):
+        for f in ("go.mod", "go.sum", *sorted(p.name for p in self.module.glob("*.go"))):
             digest.update((self.module / f).read_bytes())
         digest.update(go_version().encode())
         return CACHE / f"{self.name}-{digest.hexdigest()[:12]}"
@@ -115,7 +137,8 @@ class Component:
         log(f"building {self.name} ({', '.join(self.binaries())}) into {out}; the first time takes minutes")
         started = time.monotonic()
         for tool, binary in zip(self.tools(), self.binaries()):
-            cmd = ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp / binary), tool]
+            tags = [f"-tags={BUILD_TAGS[self.name]}"] if self.name in BUILD_TAGS else []
+            cmd = ["go", "build", "-trimpath", f"-ldflags={self.ldflags()}", *tags, "-o", str(tmp / binary), tool]
             subprocess.run(cmd, cwd=self.module, check=True, env={**os.environ, "CGO_ENABLED": "0"})
         (tmp / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
         shutil.rmtree(out, ignore_errors=True)
@@ -175,6 +198,8 @@ def make_pki(pki: Path) -> None:
     issue(pki, "admin", "/O=system:masters/CN=cronoq-admin", client)
     issue(pki, "controller-manager", "/CN=system:kube-controller-manager", client)
     issue(pki, "scheduler", "/CN=system:kube-scheduler", client)
+    # The API server's identity toward kubelets (logs, exec): a real node authorizes it by webhook.
+    issue(pki, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client", client)
     (pki / ".complete").write_text("ok\n")
 
 
@@ -305,6 +330,15 @@ def api_get(path: str, timeout: float = 2.0) -> tuple[int, bytes]:
         return err.code, err.read()
 
 
+def api_delete(path: str, timeout: float = 5.0) -> int:
+    request = urllib.request.Request(f"https://127.0.0.1:{APISERVER}{path}", method="DELETE")
+    try:
+        with urllib.request.urlopen(request, context=api_context(), timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
 def http_ok(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=1) as resp:
         return resp.status == 200
@@ -323,12 +357,14 @@ def ready_nodes() -> int:
     return count
 
 
-def healthy() -> bool:
-    """Every process alive and the API answering: `up` then has nothing to do."""
+def healthy(real_node: bool = bool(REAL_NODE)) -> bool:
+    """Every process alive and the API answering (and the real node Ready, when asked for): `up`
+    then has nothing to do."""
     if not all(running(n) for n in PROCESSES):
         return False
     try:
-        return api_get("/readyz")[0] == 200 and ready_nodes() >= NODES
+        return (api_get("/readyz")[0] == 200 and ready_nodes() >= NODES
+                and (not real_node or realnode().healthy()))
     except (OSError, urllib.error.URLError, ssl.SSLError):
         return False
 
@@ -390,6 +426,8 @@ def up() -> Path:
         "--allow-privileged=true", "--profiling=false",
         # Logs and exec go to the node's InternalIP (kwok, on loopback), not its unresolvable hostname.
         "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
         "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
         *audit_flags(),
     ])
@@ -437,8 +475,19 @@ def up() -> Path:
     wait_for("the default ServiceAccount",
              lambda: api_get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 30,
              "kube-controller-manager")
+    if REAL_NODE:
+        realnode().up()
     log(f"up in {time.monotonic() - started:.1f}s; export KUBECONFIG={KUBECONFIG} PATH={STATE / 'bin'}:$PATH")
     return KUBECONFIG
+
+
+def realnode():
+    """hack/realnode.py, which builds on this module (and imports it by name: one copy of it)."""
+    sys.modules.setdefault("devcluster", sys.modules[__name__])
+    if str(HACK) not in sys.path:
+        sys.path.insert(0, str(HACK))
+    import realnode as module
+    return module
 
 
 POD_LOG_LINES = ("cronoq test cluster: a kwok pod runs no container;",
@@ -479,7 +528,9 @@ def kubectl(bins: dict[str, Path], *args: str) -> int:
 
 def down(quiet: bool = False) -> None:
     """Stop what `up` started (newest first; and an operator `make operator-up` started), then
-    wipe the cluster state but keep the binaries."""
+    wipe the cluster state but keep the binaries. A real node goes first, while the API server
+    can still tell its kubelet to tear its pods down."""
+    realnode().down(quiet=quiet)
     for name in ("operator", *reversed(PROCESSES)):
         was = running(name)
         stop(name)

@@ -27,6 +27,8 @@ class PodWatch:
     api: client.ApiClient
     namespace: str
     pods: dict[str, PodTimes] = field(default_factory=dict)
+    last: dict[str, client.V1Pod] = field(default_factory=dict)
+    """Each attempt's pod as last seen (a deleted pod: its final container statuses)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -65,8 +67,9 @@ class PodWatch:
 
     def _record(self, kind: str, pod: client.V1Pod) -> None:
         now = time.monotonic()
-        times = self.pods.setdefault(pod.metadata.labels.get("batch.kubernetes.io/job-name", pod.metadata.name),
-                                     PodTimes())
+        job = pod.metadata.labels.get("batch.kubernetes.io/job-name", pod.metadata.name)
+        times = self.pods.setdefault(job, PodTimes())
+        self.last[job] = pod
         if times.added is None:
             times.added = now
         if pod.metadata.deletion_timestamp is not None and times.deleting is None:

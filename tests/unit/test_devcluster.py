@@ -34,3 +34,39 @@ def test_namespace_names_are_valid_dns_labels(test_name):
     assert len(name) <= 63 and name == name.lower() and name[0].isalpha() and name[-1].isalnum()
     assert all(c.isalnum() or c == "-" for c in name)
     assert namespace_name(test_name) != name, "unique per call"
+
+
+def test_the_real_node_components_and_how_they_are_built():
+    realnode = devcluster.realnode()
+    binaries = {b for name in realnode.COMPONENTS for b in devcluster.Component(name).binaries()}
+    assert binaries == {"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause"}
+    kubelet = devcluster.Component("kubelet").ldflags()
+    assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in kubelet, "the node reports its real version"
+    assert "gitMinor=36" in kubelet
+    assert devcluster.BUILD_TAGS == {"containerd": "no_btrfs"}
+
+
+def test_the_kubelet_is_the_control_planes_release():
+    def kubernetes(module: str) -> str:
+        return next(line.split()[1] for line in (devcluster.HACK / module / "go.mod").read_text().splitlines()
+                    if line.split()[:1] == ["k8s.io/kubernetes"])
+    assert kubernetes("kubelet") == kubernetes("controlplane")
+
+
+def test_the_pause_image_is_an_archive_containerd_can_import(tmp_path):
+    import io
+    import json
+    import tarfile
+
+    binary = tmp_path / "pause"
+    binary.write_bytes(b"\x7fELF fake")
+    binary.chmod(0o755)
+    archive = devcluster.realnode().image_archive("localhost/cronoq/pause:1", {"/pause": binary}, ["/pause"])
+    with tarfile.open(fileobj=io.BytesIO(archive)) as outer:
+        manifest = json.loads(outer.extractfile("manifest.json").read())
+        assert manifest[0]["RepoTags"] == ["localhost/cronoq/pause:1"]
+        config = json.loads(outer.extractfile(manifest[0]["Config"]).read())
+        layer = tarfile.open(fileobj=io.BytesIO(outer.extractfile(manifest[0]["Layers"][0]).read()))
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    member = layer.getmember("pause")
+    assert member.mode & 0o111 and member.uid == 0
