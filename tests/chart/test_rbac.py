@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.chart.identity import as_service_account
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -153,8 +154,24 @@ def test_identity_kubeconfig_acts_as_the_service_account_with_a_real_token(kubec
     assert f"system:serviceaccounts:{namespace}" in review["status"]["userInfo"]["groups"]
     # Real requests, not can-i: allowed ones succeed, the rest are Forbidden.
     assert operator("get", "tasks.cronoq.io", "--all-namespaces").returncode == 0
-    operator("create", "job", "probe", "--image=example.invalid/x:1", "--dry-run=server", namespace=other)
+    # A Job only when a Task controls it (the chart's workload policy).
+    def unowned_refused() -> bool:
+        unowned = operator("create", "job", "probe", "--image=example.invalid/x:1", "--dry-run=server",
+                           namespace=other, check=False)
+        return unowned.returncode != 0 and "only Jobs controlled by a Task" in unowned.stderr
+
+    # A fresh policy takes a moment to be enforced.
+    wait_until(unowned_refused, timeout=30, what="the workload policy to refuse the operator a Job no Task controls")
     operator("create", "--dry-run=server", "-f", "-", namespace=other, input=json.dumps(
-        {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}, "spec": {}}))
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "ownerReferences": [
+            {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "name": "t", "uid": "4c1d2e3f-0000-4000-8000-00000000abcd",
+             "controller": True}]},
+         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "x", "image": "example.invalid/x:1"}]}}}}))
+    def lease(name: str) -> str:
+        return json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {}})
+
+    operator("create", "--dry-run=server", "-f", "-", namespace=namespace, input=lease("cronoq-leader"))
+    elsewhere = operator("create", "--dry-run=server", "-f", "-", namespace=other, input=lease("probe"), check=False)
+    assert elsewhere.returncode != 0 and "Forbidden" in elsewhere.stderr, elsewhere.stderr
     forbidden = operator("get", "secrets", namespace=namespace, check=False)
     assert forbidden.returncode != 0 and "Forbidden" in forbidden.stderr, forbidden.stderr

@@ -180,7 +180,10 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(render):
     binding = only(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
-    assert not find(objects, "Role") and not find(objects, "RoleBinding")
+    # The one Role: the leader Lease, in the release namespace.
+    assert [r["metadata"]["name"] for r in find(objects, "Role")] == [f"{FULLNAME}-leader-election"]
+    assert permissions(only(objects, "Role", f"{FULLNAME}-leader-election", NS)) == LEASE_PERMISSIONS
+    assert [b["metadata"]["name"] for b in find(objects, "RoleBinding")] == [f"{FULLNAME}-leader-election"]
 
 
 def test_no_role_grants_secrets_exec_escalation_or_wildcards(render):
@@ -222,7 +225,8 @@ def test_cluster_wide_leader_lease_is_a_role_in_the_lease_namespace(render):
         ("coordination.k8s.io", "leases", "create"),
         *{("coordination.k8s.io", "leases", v, "elect") for v in ("get", "update")}}
     assert "--lease-name=elect" in operator_container(objects)["args"]
-    assert not find(render(sets={"operator.leaderElection.enabled": "false"}), "Role", f"{FULLNAME}-leader-election")
+    assert not find(render(sets={"operator.leaderElection.enabled": "false", "replicaCount": "1"}), "Role",
+                    f"{FULLNAME}-leader-election")
 
 
 def test_rbac_create_false_renders_no_rbac(render):
@@ -242,7 +246,7 @@ def test_task_lease_role_cluster_wide_is_a_cluster_role_bound_only_where_asked(r
     objects = render()
     role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}-task-lease")
     assert permissions(role) == TASK_LEASE_PERMISSIONS
-    assert not find(objects, "RoleBinding"), "bound nowhere unless asked: a ClusterRoleBinding would reach every namespace"
+    assert not find(objects, "RoleBinding", f"{FULLNAME}-task-lease"), "bound nowhere unless asked: a ClusterRoleBinding would reach every namespace"
     assert not find(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}-task-lease")
     objects = render(set_json={"taskPods": {"leaseRole": {"namespaces": ["jobs"], "serviceAccounts": ["default", "worker"]}}})
     binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", "jobs")

@@ -17,12 +17,12 @@ pytestmark = pytest.mark.cluster
 
 RELEASE = "wlpolicy"
 RELEASE_NAMESPACE = "cronoq-system"
-OPERATOR = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}"
+OPERATOR = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}-cronoq"  # the chart's ServiceAccount
 REFUSED = "cronoq workload policy"
 
 
 @pytest.fixture(scope="module")
-def policy(devcluster, kubectl):
+def policy(devcluster, kubectl, cronoq_crds):
     """The user roles, the workload policy and its binding, rendered from the chart and applied."""
     helm = str(devcluster.STATE / "bin" / "helm")
     rendered = subprocess.run([helm, "template", RELEASE, str(CHART), f"--namespace={RELEASE_NAMESPACE}",
@@ -131,7 +131,7 @@ def test_pools_need_job_rights_and_secret_headers_need_the_secret(kubectl, names
     headers = [{"name": "X-Trace", "value": "1"},
                {"name": "Authorization", "secretKeyRef": {"name": "api-token", "key": "token"}}]
     push = task("push", http={"url": "https://example.invalid/hook", "headers": headers})
-    assert refused(create_as(kubectl, pusher, namespace, push), REFUSED, "get secret api-token")
+    assert refused(create_as(kubectl, pusher, namespace, push), REFUSED, "Secret the user may get", "secret api-token")
     push["metadata"]["name"] = "push-by-admin"
     admitted = create_as(kubectl, admin, namespace, push)
     assert admitted.returncode == 0, admitted.stderr
