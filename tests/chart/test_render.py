@@ -390,3 +390,12 @@ def test_workload_policy_exempts_the_operator_and_can_be_switched_off(render):
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
     assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
                     f"{NS}-{FULLNAME}-workloads")
+
+
+def test_task_lease_policy_judges_requests_by_the_task_service_accounts_not_by_label(render):
+    objects = render(set_json={"taskPods": {"leaseRole": {"serviceAccounts": ["cronoq-task"], "namespaces": ["jobs"]}}})
+    policy = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-task-lease")
+    assert "objectSelector" not in policy["spec"]["matchConstraints"]
+    requester = policy["spec"]["matchConditions"][0]["expression"]
+    assert "split(':')[3] in [\"cronoq-task\"]" in requester and "split(':')[2] in [\"jobs\"]" in requester
+    assert policy["spec"]["failurePolicy"] == "Fail"
