@@ -129,7 +129,7 @@ def test_task_pods_renew_leases_only_in_namespaces_they_are_bound_in(kubectl, in
     tasks, elsewhere = make_namespace("tasks"), make_namespace("elsewhere")
     install(RELEASE, namespace, f"--set-json=taskPods.leaseRole.namespaces={json.dumps([tasks])}",
             "--set-json=taskPods.leaseRole.serviceAccounts=[\"default\",\"worker\"]")
-    for account in ("default", "worker"):
+    for account in ("default", "worker", "cronoq-task"):  # cronoq-task: the chart's own
         user = f"system:serviceaccount:{tasks}:{account}"
         assert denied(kubectl, user, [("get", "leases.coordination.k8s.io", tasks),
                                       ("create", "leases.coordination.k8s.io", tasks),

@@ -251,7 +251,8 @@ def test_task_lease_role_cluster_wide_is_a_cluster_role_bound_only_where_asked(r
     objects = render(set_json={"taskPods": {"leaseRole": {"namespaces": ["jobs"], "serviceAccounts": ["default", "worker"]}}})
     binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", "jobs")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NS}-{FULLNAME}-task-lease"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": "jobs"} for n in ("default", "worker")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": "jobs"}
+                                   for n in ("default", "worker", "cronoq-task")]
 
 
 def test_task_lease_role_with_watch_namespaces_is_a_role_in_each(render):
@@ -261,7 +262,8 @@ def test_task_lease_role_with_watch_namespaces_is_a_role_in_each(render):
         assert permissions(only(objects, "Role", f"{FULLNAME}-task-lease", namespace)) == TASK_LEASE_PERMISSIONS
         binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", namespace)
         assert binding["roleRef"]["kind"] == "Role"
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": namespace}
+                                       for n in ("default", "cronoq-task")]
     objects = render(set_json={"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"enabled": False}}})
     # Only the admission policy remains: it narrows whatever lease access task pods are given.
     assert {o["kind"] for o in objects if o["metadata"]["name"].endswith("task-lease")} == {
@@ -399,3 +401,21 @@ def test_task_lease_policy_judges_requests_by_the_task_service_accounts_not_by_l
     requester = policy["spec"]["matchConditions"][0]["expression"]
     assert "split(':')[3] in [\"cronoq-task\"]" in requester and "split(':')[2] in [\"jobs\"]" in requester
     assert policy["spec"]["failurePolicy"] == "Fail"
+
+
+def test_task_pods_get_a_service_account_of_their_own_which_the_default_pool_runs_as(render):
+    objects = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True}})
+    account = only(objects, "ServiceAccount", "cronoq-task", "a")
+    assert account["metadata"]["labels"]["app.kubernetes.io/component"] == "task-pods"
+    assert only(objects, "TaskPool", "default", "a")["spec"]["template"] == {"serviceAccountName": "cronoq-task"}
+    # A pool that names its own keeps it; without the chart's account, nothing is set.
+    mine = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True,
+                                                                       "template": {"serviceAccountName": "mine"}}})
+    assert only(mine, "TaskPool", "default", "a")["spec"]["template"] == {"serviceAccountName": "mine"}
+    off = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True},
+                           "taskPods": {"serviceAccount": {"create": False}}})
+    assert not find(off, "ServiceAccount", "cronoq-task") and "template" not in only(off, "TaskPool")["spec"]
+    binding = only(off, "RoleBinding", f"{FULLNAME}-task-lease", "a")
+    assert [s["name"] for s in binding["subjects"]] == ["default"]
+    # Cluster-wide without leaseRole.namespaces the chart knows no task namespace: no account.
+    assert not find(render(), "ServiceAccount", "cronoq-task")

@@ -83,6 +83,15 @@ app.kubernetes.io/part-of: cronoq
 {{- toJson (uniq $ns) -}}
 {{- end -}}
 
+{{/* ServiceAccounts of task pods (names, a JSON list): those listed, and the chart's own. */}}
+{{- define "cronoq.taskServiceAccounts" -}}
+{{- $accounts := .Values.taskPods.leaseRole.serviceAccounts | default list -}}
+{{- if .Values.taskPods.serviceAccount.create -}}
+{{- $accounts = append $accounts .Values.taskPods.serviceAccount.name -}}
+{{- end -}}
+{{- toJson (uniq $accounts) -}}
+{{- end -}}
+
 {{/* Namespaces the default TaskPool is created in (a JSON list). */}}
 {{- define "cronoq.defaultPoolNamespaces" -}}
 {{- $ns := .Values.defaultPool.namespaces | default .Values.watchNamespaces | default (list .Release.Namespace) -}}
