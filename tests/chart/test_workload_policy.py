@@ -162,3 +162,28 @@ def test_the_operator_creates_only_jobs_a_task_controls(kubectl, namespace, poli
     assert refused(create([{**task_owner, "kind": "ConfigMap", "apiVersion": "v1"}]), REFUSED)
     admitted = create([task_owner])
     assert admitted.returncode == 0, admitted.stderr
+
+
+def test_built_in_roles_carry_cronoqs_view_edit_admin(kubectl, namespace, policy):
+    """Aggregation, asked of the authorizer: view reads, edit enqueues, only admin writes pools."""
+    for user, role in (("viewer@example.com", "view"), ("editor@example.com", "edit"), ("admin@example.com", "admin")):
+        bind(kubectl, namespace, user, role)
+
+    def can(user: str, verb: str, resource: str, *more: str) -> bool:
+        return kubectl("auth", "can-i", verb, resource, f"--as={user}", *more, namespace=namespace,
+                       check=False).stdout.strip() == "yes"
+
+    def grants(user: str) -> set[tuple[str, str]]:
+        checks = [(v, r) for r in ("tasks.cronoq.io", "taskschedules.cronoq.io", "taskpools.cronoq.io")
+                  for v in ("get", "list", "watch", "create", "update", "delete")]
+        return {c for c in checks if can(user, *c)}
+
+    reads = {(v, r) for r in ("tasks.cronoq.io", "taskschedules.cronoq.io", "taskpools.cronoq.io")
+             for v in ("get", "list", "watch")}
+    enqueue = {(v, r) for r in ("tasks.cronoq.io", "taskschedules.cronoq.io") for v in ("create", "update", "delete")}
+    pools = {(v, "taskpools.cronoq.io") for v in ("create", "update", "delete")}
+    wait_until(lambda: grants("admin@example.com") == reads | enqueue | pools, timeout=30,
+               what="the aggregated admin role to grant cronoq's kinds")
+    assert grants("editor@example.com") == reads | enqueue
+    assert grants("viewer@example.com") == reads
+    assert not can("admin@example.com", "update", "tasks.cronoq.io", "--subresource=status")  # the operator's alone
