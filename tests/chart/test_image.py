@@ -137,6 +137,9 @@ def test_image_runs_cronoq_operator_as_the_user_the_chart_expects():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["podSecurityContext"]["runAsUser"] == values["securityContext"]["runAsUser"] == 65532
     assert values["podSecurityContext"]["runAsGroup"] == 65532
+    # The push runner and the heartbeat sidecar run from this image as this user too.
+    from cronoq.engine.jobs import OPERATOR_IMAGE_USER
+    assert users[-1] == f"{OPERATOR_IMAGE_USER}:{OPERATOR_IMAGE_USER}"
 
 
 @pytest.mark.parametrize("values", [

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.chart.identity import as_service_account
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -36,21 +37,29 @@ def allowed(kubectl, user, checks) -> list[str]:
     return [" ".join(str(p) for p in c if p) for c in checks if can_i(kubectl, user, *c)]
 
 
+LEASES = "leases.coordination.k8s.io"
+LEADER = f"{LEASES}/cronoq-leader"
+
+
 def operator_does(namespace: str | None):
-    """What the operator needs in a namespace it watches (None: in all of them at once)."""
+    """What the operator needs in a namespace it watches (None: in all of them at once): the
+    calls of operator/cronoq/kube/, no more."""
     return [
         ("list", "tasks.cronoq.io", namespace), ("watch", "tasks.cronoq.io", namespace),
-        ("delete", "tasks.cronoq.io", namespace), ("patch", "tasks.cronoq.io", namespace, "status"),
+        ("get", "tasks.cronoq.io", namespace), ("delete", "tasks.cronoq.io", namespace),
         ("update", "tasks.cronoq.io", namespace, "status"), ("update", "tasks.cronoq.io", namespace, "finalizers"),
-        ("watch", "taskpools.cronoq.io", namespace), ("patch", "taskpools.cronoq.io", namespace, "status"),
+        ("watch", "taskpools.cronoq.io", namespace), ("update", "taskpools.cronoq.io", namespace, "status"),
         ("create", "jobs.batch", namespace), ("delete", "jobs.batch", namespace), ("watch", "jobs.batch", namespace),
-        ("watch", "pods", namespace), ("get", "pods", namespace),
-        ("create", "events", namespace), ("create", "events.events.k8s.io", namespace),
-        ("create", "leases.coordination.k8s.io", namespace), ("update", "leases.coordination.k8s.io", namespace),
-        ("delete", "leases.coordination.k8s.io", namespace),
-        ("watch", "taskschedules.cronoq.io", namespace), ("update", "taskschedules.cronoq.io", namespace, "status"),
+        ("get", "jobs.batch", namespace), ("watch", "pods", namespace), ("create", "events", namespace),
+        ("list", LEASES, namespace), ("watch", LEASES, namespace),
+        ("watch", "taskschedules.cronoq.io", namespace), ("get", "taskschedules.cronoq.io", namespace),
+        ("update", "taskschedules.cronoq.io", namespace, "status"),
         ("create", "tasks.cronoq.io", namespace), ("patch", "tasks.cronoq.io", namespace),
     ]
+
+
+def leader_election(namespace: str):
+    return [("create", LEASES, namespace), ("get", LEADER, namespace), ("update", LEADER, namespace)]
 
 
 def operator_never_does(namespace: str | None):
@@ -61,7 +70,12 @@ def operator_never_does(namespace: str | None):
         ("update", "tasks.cronoq.io", namespace), ("update", "taskpools.cronoq.io", namespace),
         ("delete", "taskpools.cronoq.io", namespace),
         ("update", "taskschedules.cronoq.io", namespace), ("delete", "taskschedules.cronoq.io", namespace),
-        ("update", "jobs.batch", namespace), ("create", "configmaps", namespace),
+        ("update", "jobs.batch", namespace), ("patch", "jobs.batch", namespace), ("create", "configmaps", namespace),
+        ("patch", "tasks.cronoq.io", namespace, "status"), ("patch", "events", namespace),
+        ("create", "events.events.k8s.io", namespace),
+        # Leases: watched, never written, but for the leader Lease in the lease namespace.
+        ("update", LEASES, namespace), ("patch", LEASES, namespace), ("delete", LEASES, namespace),
+        ("get", LEASES, namespace),
         ("create", "serviceaccounts", namespace, "token"), ("impersonate", "serviceaccounts", namespace),
         ("escalate", "roles.rbac.authorization.k8s.io", namespace), ("bind", "roles.rbac.authorization.k8s.io", namespace),
         ("create", "rolebindings.rbac.authorization.k8s.io", namespace),
@@ -73,30 +87,41 @@ def operator_never_does(namespace: str | None):
     ]
 
 
+# Other components' Leases: taking them would make the operator kube-scheduler's leader, or
+# forge node heartbeats.
+OTHERS_LEASES = [("update", f"{LEASES}/kube-scheduler", "kube-system"),
+                 ("update", f"{LEASES}/kube-controller-manager", "kube-system"),
+                 ("create", LEASES, "kube-system"), ("update", LEASES, "kube-node-lease"),
+                 ("create", LEASES, "kube-node-lease"), ("update", LEASES, None), ("create", LEASES, None)]
+
+
 def test_cluster_wide_operator_can_do_its_work_everywhere_and_nothing_more(kubectl, install, namespace, make_namespace):
     other = make_namespace("tasks")
     install(RELEASE, namespace)
     user = f"system:serviceaccount:{namespace}:{RELEASE}"
-    assert denied(kubectl, user, [*operator_does(other), *operator_does(namespace), *operator_does(None)]) == []
-    assert allowed(kubectl, user, [*operator_never_does(other), *operator_never_does(namespace)]) == []
+    assert denied(kubectl, user, [*operator_does(other), *operator_does(namespace), *operator_does(None),
+                                  *leader_election(namespace)]) == []
+    # The leader Lease by name only, in its own namespace; every other Lease only read.
+    assert allowed(kubectl, user, [*operator_never_does(other), ("get", f"{LEASES}/other", namespace),
+                                   ("update", f"{LEASES}/other", namespace), ("delete", LEADER, namespace),
+                                   ("create", LEASES, other), ("update", LEADER, other), *OTHERS_LEASES]) == []
 
 
 def test_watch_namespaces_confine_the_operator_to_them(kubectl, install, namespace, make_namespace):
     watched, unwatched = make_namespace("watched"), make_namespace("unwatched")
     install(RELEASE, namespace, f"--set-json=watchNamespaces={json.dumps([watched])}")
     user = f"system:serviceaccount:{namespace}:{RELEASE}"
-    assert denied(kubectl, user, [*operator_does(watched),
-                                  # Leader election in the release namespace, which is not watched.
-                                  ("create", "leases.coordination.k8s.io", namespace),
-                                  ("update", "leases.coordination.k8s.io", namespace)]) == []
+    # Leader election in the release namespace, which is not watched.
+    assert denied(kubectl, user, [*operator_does(watched), *leader_election(namespace)]) == []
     assert allowed(kubectl, user, [
-        ("list", "tasks.cronoq.io", unwatched), ("patch", "tasks.cronoq.io", unwatched, "status"),
+        ("list", "tasks.cronoq.io", unwatched), ("update", "tasks.cronoq.io", unwatched, "status"),
         ("create", "jobs.batch", unwatched), ("watch", "pods", unwatched), ("create", "events", unwatched),
-        ("create", "leases.coordination.k8s.io", unwatched),
-        ("list", "tasks.cronoq.io", None), ("create", "jobs.batch", None), ("list", "leases.coordination.k8s.io", None),
+        ("create", LEASES, unwatched), ("list", LEASES, unwatched),
+        ("list", "tasks.cronoq.io", None), ("create", "jobs.batch", None), ("list", LEASES, None),
         # The release namespace is only for the leader Lease.
         ("list", "tasks.cronoq.io", namespace), ("create", "jobs.batch", namespace), ("create", "events", namespace),
-        *operator_never_does(watched), *operator_never_does(namespace),
+        ("create", LEASES, watched), ("update", LEADER, watched),
+        *operator_never_does(watched), *OTHERS_LEASES,
     ]) == []
 
 
@@ -104,7 +129,7 @@ def test_task_pods_renew_leases_only_in_namespaces_they_are_bound_in(kubectl, in
     tasks, elsewhere = make_namespace("tasks"), make_namespace("elsewhere")
     install(RELEASE, namespace, f"--set-json=taskPods.leaseRole.namespaces={json.dumps([tasks])}",
             "--set-json=taskPods.leaseRole.serviceAccounts=[\"default\",\"worker\"]")
-    for account in ("default", "worker"):
+    for account in ("default", "worker", "cronoq-task"):  # cronoq-task: the chart's own
         user = f"system:serviceaccount:{tasks}:{account}"
         assert denied(kubectl, user, [("get", "leases.coordination.k8s.io", tasks),
                                       ("create", "leases.coordination.k8s.io", tasks),
@@ -129,8 +154,24 @@ def test_identity_kubeconfig_acts_as_the_service_account_with_a_real_token(kubec
     assert f"system:serviceaccounts:{namespace}" in review["status"]["userInfo"]["groups"]
     # Real requests, not can-i: allowed ones succeed, the rest are Forbidden.
     assert operator("get", "tasks.cronoq.io", "--all-namespaces").returncode == 0
-    operator("create", "job", "probe", "--image=example.invalid/x:1", "--dry-run=server", namespace=other)
+    # A Job only when a Task controls it (the chart's workload policy).
+    def unowned_refused() -> bool:
+        unowned = operator("create", "job", "probe", "--image=example.invalid/x:1", "--dry-run=server",
+                           namespace=other, check=False)
+        return unowned.returncode != 0 and "only Jobs controlled by a Task" in unowned.stderr
+
+    # A fresh policy takes a moment to be enforced.
+    wait_until(unowned_refused, timeout=30, what="the workload policy to refuse the operator a Job no Task controls")
     operator("create", "--dry-run=server", "-f", "-", namespace=other, input=json.dumps(
-        {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}, "spec": {}}))
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "ownerReferences": [
+            {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "name": "t", "uid": "4c1d2e3f-0000-4000-8000-00000000abcd",
+             "controller": True}]},
+         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "x", "image": "example.invalid/x:1"}]}}}}))
+    def lease(name: str) -> str:
+        return json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}, "spec": {}})
+
+    operator("create", "--dry-run=server", "-f", "-", namespace=namespace, input=lease("cronoq-leader"))
+    elsewhere = operator("create", "--dry-run=server", "-f", "-", namespace=other, input=lease("probe"), check=False)
+    assert elsewhere.returncode != 0 and "Forbidden" in elsewhere.stderr, elsewhere.stderr
     forbidden = operator("get", "secrets", namespace=namespace, check=False)
     assert forbidden.returncode != 0 and "Forbidden" in forbidden.stderr, forbidden.stderr

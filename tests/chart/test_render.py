@@ -17,29 +17,33 @@ DESIGN_METRICS = ("cronoq_tasks_total", "cronoq_attempts_total", "cronoq_stale_c
                   "cronoq_lease_expirations_total", "cronoq_queue_depth", "cronoq_running_attempts",
                   "cronoq_task_duration_seconds", "cronoq_dispatch_latency_seconds", "cronoq_leader")
 
-# The operator's contract with the API server, (apiGroup, resource, verb): the whole of it.
+# The operator's contract with the API server, (apiGroup, resource, verb): the whole of it, and
+# only the calls operator/cronoq/kube/ makes (issue 26: no Lease writes, no jobs patch, no
+# events.k8s.io, status written by PUT).
 NAMESPACED_PERMISSIONS = {
-    *{("cronoq.io", r, v) for r in ("tasks", "taskpools") for v in ("get", "list", "watch")},
-    ("cronoq.io", "tasks", "delete"),
-    *{("cronoq.io", r, v) for r in ("tasks/status", "taskpools/status") for v in ("get", "patch", "update")},
+    *{("cronoq.io", r, v) for r in ("tasks", "taskpools", "taskschedules") for v in ("get", "list", "watch")},
+    *{("cronoq.io", "tasks", v) for v in ("create", "patch", "delete")},  # fires, Replace's cancel, TTL
+    *{("cronoq.io", f"{r}/status", "update") for r in ("tasks", "taskpools", "taskschedules")},
     ("cronoq.io", "tasks/finalizers", "update"),
-    *{("cronoq.io", "taskschedules", v) for v in ("get", "list", "watch")},
-    *{("cronoq.io", "taskschedules/status", v) for v in ("get", "patch", "update")},
-    *{("cronoq.io", "tasks", v) for v in ("create", "patch")},  # TaskSchedule fires, Replace's cancel
-    *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete", "patch")},
+    *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")},
     *{("", "pods", v) for v in ("get", "list", "watch")},
-    *{(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")},
-    *{("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")},
+    ("", "events", "create"),
+    *{("coordination.k8s.io", "leases", v) for v in ("list", "watch")},
 }
-LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "list", "watch", "create", "update", "patch", "delete")}
+# The leader Lease: create (RBAC cannot name what is created), the rest by name only.
+LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", "create"),
+                     *{("coordination.k8s.io", "leases", v, "cronoq-leader") for v in ("get", "update")}}
 TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch")}
 
 
-def permissions(role: dict) -> set[tuple[str, str, str]]:
-    granted = set()
+def permissions(role: dict) -> set[tuple[str, ...]]:
+    """(group, resource, verb), with the object's name last when the rule names objects."""
+    granted: set[tuple[str, ...]] = set()
     for rule in role["rules"]:
-        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
-        granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        assert "nonResourceURLs" not in rule, rule
+        names = [(n,) for n in rule.get("resourceNames", [])] or [()]
+        granted |= {(g, r, v, *n) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+                    for n in names}
     return granted
 
 
@@ -176,13 +180,16 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(render):
     binding = only(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
-    assert not find(objects, "Role") and not find(objects, "RoleBinding")
+    # The one Role: the leader Lease, in the release namespace.
+    assert [r["metadata"]["name"] for r in find(objects, "Role")] == [f"{FULLNAME}-leader-election"]
+    assert permissions(only(objects, "Role", f"{FULLNAME}-leader-election", NS)) == LEASE_PERMISSIONS
+    assert [b["metadata"]["name"] for b in find(objects, "RoleBinding")] == [f"{FULLNAME}-leader-election"]
 
 
 def test_no_role_grants_secrets_exec_escalation_or_wildcards(render):
     for values in ({}, {"watchNamespaces": ["a", "b"]}):
         for role in find(render(set_json=values), "ClusterRole") + find(render(set_json=values), "Role"):
-            for group, resource, verb in permissions(role):
+            for group, resource, verb, *_ in permissions(role):
                 assert "*" not in (group, resource, verb), role["metadata"]["name"]
                 assert resource not in ("secrets", "pods/exec", "pods/attach", "pods/log", "serviceaccounts/token"), (resource, verb)
                 assert verb not in ("escalate", "bind", "impersonate"), (resource, verb)
@@ -204,10 +211,22 @@ def test_watch_namespaces_get_roles_and_nothing_cluster_wide(render):
     assert permissions(leader) == LEASE_PERMISSIONS
 
 
-def test_watching_the_release_namespace_needs_no_separate_leader_role(render):
+def test_watching_the_release_namespace_still_writes_only_the_leader_lease(render):
     objects = render(set_json={"watchNamespaces": [NS, "b"]})
-    assert not find(objects, "Role", f"{FULLNAME}-leader-election")
+    assert permissions(only(objects, "Role", f"{FULLNAME}-leader-election", NS)) == LEASE_PERMISSIONS
     assert sorted(r["metadata"]["namespace"] for r in find(objects, "Role", FULLNAME)) == sorted([NS, "b"])
+    assert permissions(only(objects, "Role", FULLNAME, NS)) == NAMESPACED_PERMISSIONS
+
+
+def test_cluster_wide_leader_lease_is_a_role_in_the_lease_namespace(render):
+    objects = render(sets={"operator.leaderElection.leaseName": "elect", "operator.leaderElection.leaseNamespace": "le"})
+    assert permissions(only(objects, "ClusterRole", f"{NS}-{FULLNAME}")) == NAMESPACED_PERMISSIONS
+    assert permissions(only(objects, "Role", f"{FULLNAME}-leader-election", "le")) == {
+        ("coordination.k8s.io", "leases", "create"),
+        *{("coordination.k8s.io", "leases", v, "elect") for v in ("get", "update")}}
+    assert "--lease-name=elect" in operator_container(objects)["args"]
+    assert not find(render(sets={"operator.leaderElection.enabled": "false", "replicaCount": "1"}), "Role",
+                    f"{FULLNAME}-leader-election")
 
 
 def test_rbac_create_false_renders_no_rbac(render):
@@ -219,19 +238,21 @@ def test_cluster_scoped_names_carry_the_release_namespace(render):
     # Two releases of the same name in different namespaces must not fight over a ClusterRole.
     names = {o["metadata"]["name"] for o in render(namespace="one") + render(namespace="two")
              if o["kind"] in ("ClusterRole", "ClusterRoleBinding")}
-    assert names == {"one-cronoq", "two-cronoq", "one-cronoq-task-lease", "two-cronoq-task-lease"}
+    assert names == {"one-cronoq", "two-cronoq", "one-cronoq-task-lease", "two-cronoq-task-lease",
+                     "cronoq-view", "cronoq-edit", "cronoq-admin"}  # users' roles: one set per cluster
 
 
 def test_task_lease_role_cluster_wide_is_a_cluster_role_bound_only_where_asked(render):
     objects = render()
     role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}-task-lease")
     assert permissions(role) == TASK_LEASE_PERMISSIONS
-    assert not find(objects, "RoleBinding"), "bound nowhere unless asked: a ClusterRoleBinding would reach every namespace"
+    assert not find(objects, "RoleBinding", f"{FULLNAME}-task-lease"), "bound nowhere unless asked: a ClusterRoleBinding would reach every namespace"
     assert not find(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}-task-lease")
     objects = render(set_json={"taskPods": {"leaseRole": {"namespaces": ["jobs"], "serviceAccounts": ["default", "worker"]}}})
     binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", "jobs")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NS}-{FULLNAME}-task-lease"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": "jobs"} for n in ("default", "worker")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": "jobs"}
+                                   for n in ("default", "worker", "cronoq-task")]
 
 
 def test_task_lease_role_with_watch_namespaces_is_a_role_in_each(render):
@@ -241,7 +262,8 @@ def test_task_lease_role_with_watch_namespaces_is_a_role_in_each(render):
         assert permissions(only(objects, "Role", f"{FULLNAME}-task-lease", namespace)) == TASK_LEASE_PERMISSIONS
         binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", namespace)
         assert binding["roleRef"]["kind"] == "Role"
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": namespace}
+                                       for n in ("default", "cronoq-task")]
     objects = render(set_json={"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"enabled": False}}})
     # Only the admission policy remains: it narrows whatever lease access task pods are given.
     assert {o["kind"] for o in objects if o["metadata"]["name"].endswith("task-lease")} == {
@@ -340,3 +362,60 @@ def test_every_feature_at_once(render):
             "ServiceMonitor", "PrometheusRule", "ConfigMap", "PodDisruptionBudget", "TaskPool"} <= kinds
     for o in objects:
         assert o["metadata"]["labels"]["app.kubernetes.io/instance"] == "cronoq", o["metadata"]["name"]
+
+
+# ---- users' roles and the workload policy (issue 26) ------------------------------------
+
+def test_user_roles_aggregate_into_view_edit_admin_with_pool_writes_in_admin_only(render):
+    objects = render()
+    roles = {level: only(objects, "ClusterRole", f"cronoq-{level}") for level in ("view", "edit", "admin")}
+    for level, role in roles.items():
+        assert role["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{level}"] == "true"
+    read = {("cronoq.io", r, v) for r in ("tasks", "taskschedules", "taskpools", "tasks/status",
+                                          "taskschedules/status", "taskpools/status") for v in ("get", "list", "watch")}
+    write = {"create", "update", "patch", "delete", "deletecollection"}
+    enqueue = {("cronoq.io", r, v) for r in ("tasks", "taskschedules") for v in write}
+    assert permissions(roles["view"]) == read
+    assert permissions(roles["edit"]) == read | enqueue
+    assert permissions(roles["admin"]) == read | enqueue | {("cronoq.io", "taskpools", v) for v in write}
+    assert not find(render(sets={"userRoles.create": "false"}), "ClusterRole", "cronoq-edit")
+    unaggregated = only(render(sets={"userRoles.aggregate": "false"}), "ClusterRole", "cronoq-edit")
+    assert not [k for k in unaggregated["metadata"]["labels"] if k.startswith("rbac.authorization.k8s.io/")]
+
+
+def test_workload_policy_exempts_the_operator_and_can_be_switched_off(render):
+    policy = only(render(), "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-workloads")
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (exempt,) = policy["spec"]["matchConditions"]
+    assert exempt["expression"] == f"request.userInfo.username != 'system:serviceaccount:{NS}:{FULLNAME}'"
+    binding = only(render(), "ValidatingAdmissionPolicyBinding", f"{NS}-{FULLNAME}-workloads")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
+                    f"{NS}-{FULLNAME}-workloads")
+
+
+def test_task_lease_policy_judges_requests_by_the_task_service_accounts_not_by_label(render):
+    objects = render(set_json={"taskPods": {"leaseRole": {"serviceAccounts": ["cronoq-task"], "namespaces": ["jobs"]}}})
+    policy = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-task-lease")
+    assert "objectSelector" not in policy["spec"]["matchConstraints"]
+    requester = policy["spec"]["matchConditions"][0]["expression"]
+    assert "split(':')[3] in [\"cronoq-task\"]" in requester and "split(':')[2] in [\"jobs\"]" in requester
+    assert policy["spec"]["failurePolicy"] == "Fail"
+
+
+def test_task_pods_get_a_service_account_of_their_own_which_the_default_pool_runs_as(render):
+    objects = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True}})
+    account = only(objects, "ServiceAccount", "cronoq-task", "a")
+    assert account["metadata"]["labels"]["app.kubernetes.io/component"] == "task-pods"
+    assert only(objects, "TaskPool", "default", "a")["spec"]["template"] == {"serviceAccountName": "cronoq-task"}
+    # A pool that names its own keeps it; without the chart's account, nothing is set.
+    mine = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True,
+                                                                       "template": {"serviceAccountName": "mine"}}})
+    assert only(mine, "TaskPool", "default", "a")["spec"]["template"] == {"serviceAccountName": "mine"}
+    off = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True},
+                           "taskPods": {"serviceAccount": {"create": False}}})
+    assert not find(off, "ServiceAccount", "cronoq-task") and "template" not in only(off, "TaskPool")["spec"]
+    binding = only(off, "RoleBinding", f"{FULLNAME}-task-lease", "a")
+    assert [s["name"] for s in binding["subjects"]] == ["default"]
+    # Cluster-wide without leaseRole.namespaces the chart knows no task namespace: no account.
+    assert not find(render(), "ServiceAccount", "cronoq-task")

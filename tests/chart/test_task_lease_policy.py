@@ -1,5 +1,7 @@
 """The chart's ValidatingAdmissionPolicy, with real bound ServiceAccount tokens: a task pod may
-renew its own attempt's Lease and nothing else (DESIGN §6, issue 6)."""
+renew its own attempt's Lease and nothing else (DESIGN §6, issue 6), and none of the bypasses of
+issue 26 (point 2) works: an unlabelled Lease, a crafted pod name, a token without the pod-name
+claim, an update of anything but renewTime; a task whose Job name is long still renews its own."""
 from __future__ import annotations
 
 import subprocess
@@ -10,6 +12,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from cronoq.engine.naming import job_name
 from tests.support.cluster import REPO
 from tests.support.waiting import wait_until
 
@@ -21,7 +24,8 @@ def policy(devcluster, kubectl):
     """Only the policy and its binding, rendered from the chart and applied."""
     helm = str(devcluster.STATE / "bin" / "helm")
     rendered = subprocess.run([helm, "template", "leasetest", str(CHART), "--namespace", "cronoq-system",
-                               "--show-only", "templates/task-lease-policy.yaml"],
+                               "--show-only", "templates/task-lease-policy.yaml",
+                               '--set-json=taskPods.leaseRole.serviceAccounts=["worker"]'],
                               check=True, capture_output=True, text=True).stdout
     kubectl("apply", "-f", "-", input=rendered)
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(rendered) if d]
@@ -35,6 +39,17 @@ def lease(name: str, holder: str, attempt: int = 1) -> dict:
             "metadata": {"name": name, "labels": {"cronoq.io/attempt": str(attempt), "cronoq.io/lease-id": holder,
                                                   "cronoq.io/task": name.rsplit("-a", 1)[0]}},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30}}
+
+
+def worker_with_lease_rights(api, namespace: str) -> None:
+    """The `worker` ServiceAccount with every verb on Leases: only the policy stands in the way."""
+    client.CoreV1Api(api).create_namespaced_service_account(namespace, {"metadata": {"name": "worker"}})
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "lease"}, "rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update", "patch", "create", "delete"]}]})
+    rbac.create_namespaced_role_binding(namespace, {"metadata": {"name": "lease"},
+                                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "lease"},
+                                        "subjects": [{"kind": "ServiceAccount", "name": "worker", "namespace": namespace}]})
 
 
 def pod_token(api, kubectl, namespace: str, pod_name: str) -> str:
@@ -119,3 +134,55 @@ def test_a_task_pod_creates_only_its_own_attempts_lease(api, kubectl, namespace,
     created = mine.create_namespaced_lease(namespace, lease("job-a2", "e1-a2", attempt=2))
     assert created.spec.holder_identity == "e1-a2"
     assert renew(mine, namespace, "job-a2").spec.renew_time is not None
+
+
+def refusal(call) -> str:
+    """The API server's refusal of `call()`, or '' when it was allowed."""
+    try:
+        call()
+    except ApiException as err:
+        assert err.status in (403, 422), err.body
+        return err.body
+    return ""
+
+
+def test_each_bypass_of_the_lease_policy_is_refused(api, kubectl, namespace, policy):
+    worker_with_lease_rights(api, namespace)
+    admin_leases = client.CoordinationV1Api(api)
+    admin_leases.create_namespaced_lease(namespace, lease("mine-a1", "e1-a1"))
+    victim = lease("victim-a1", "e1-a1")
+    unlabelled = {**victim, "metadata": {"name": "victim-a1"}}
+    mine = as_token(api, pod_token(api, kubectl, namespace, "mine-a1-x7k2p"))
+    # An unlabelled Lease named like another attempt's, made before that attempt's first renewal.
+    wait_until(lambda: "may renew only the Lease of its own attempt" in refusal(
+        lambda: mine.create_namespaced_lease(namespace, unlabelled)),
+        timeout=30, what="the policy to refuse an unlabelled Lease of another attempt")
+    # A pod named to pass for that attempt's under "the pod name up to its last dash".
+    crafted = as_token(api, pod_token(api, kubectl, namespace, "victim-a1-x"))
+    assert "may renew only the Lease of its own attempt" in refusal(lambda: crafted.create_namespaced_lease(namespace, victim))
+    # A token of the task ServiceAccount bound to no pod: no pod-name claim, refused (fail closed).
+    unbound = as_token(api, kubectl("create", "token", "worker", "--duration=10m", namespace=namespace).stdout.strip())
+    assert "pod-bound token" in refusal(lambda: unbound.create_namespaced_lease(namespace, unlabelled))
+    assert "pod-bound token" in refusal(lambda: renew(unbound, namespace, "mine-a1"))
+    # Updates of anything but renewTime.
+    for change in ({"metadata": {"annotations": {"x": "y"}}}, {"metadata": {"finalizers": ["example.com/keep"]}},
+                   {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                                                      "uid": "4c1d2e3f-0000-4000-8000-00000000abcd"}]}},
+                   {"spec": {"leaseTransitions": 3}}):
+        assert "only spec.renewTime" in refusal(lambda: mine.patch_namespaced_lease("mine-a1", namespace, change)), change
+    assert renew(mine, namespace, "mine-a1").spec.renew_time is not None
+    # Other identities' Leases, labelled like attempts or not, are none of the policy's business.
+    admin_leases.create_namespaced_lease(namespace, unlabelled)
+
+
+def test_a_task_with_a_long_name_renews_its_own_lease(api, kubectl, namespace, policy):
+    """A 56-character task: its Job name is cut (with a hash) to 57 characters, so the Job
+    controller's pod name <job>-xxxxx stays whole and maps to the attempt's Lease."""
+    worker_with_lease_rights(api, namespace)
+    job = job_name("t" * 56, 1)
+    assert len(job) == 57
+    mine = as_token(api, pod_token(api, kubectl, namespace, f"{job}-q8w3e"))
+    wait_until(lambda: "may renew only" in refusal(lambda: mine.create_namespaced_lease(namespace, lease("other-a1", "e1-a1"))),
+               timeout=30, what="the policy to be enforced")
+    assert mine.create_namespaced_lease(namespace, lease(job, "e1-a1")).spec.holder_identity == "e1-a1"
+    assert renew(mine, namespace, job).spec.renew_time is not None

@@ -119,3 +119,13 @@ def test_a_pool_of_push_tasks_gives_the_request_and_tasks_bring_payloads(cq, tmp
     assert container.command == ["cronoq", "push"] and job.spec.template.spec.service_account_name == "default"
     assert json.loads({e.name: e.value for e in container.env}["CRONOQ_HTTP"])["url"] == \
         "https://hooks.example.com/orders"
+
+
+def test_a_push_task_succeeds_in_a_namespace_enforcing_pod_security_restricted(cq, kubectl, tmp_path) -> None:
+    """The push runner's container passes `restricted` (issue 26, point 6): its pod is admitted."""
+    ok_code, ok = runner_says(tmp_path, "/ok")
+    kubectl("label", "namespace", cq.namespace, "pod-security.kubernetes.io/enforce=restricted")
+    cq.pool(retry={"maxAttempts": 1}, startTimeout="15s")
+    push_task(cq, "notify", {"url": "https://hooks.example.com/orders"}, plays(1, ok_code, ok))
+    status = cq.wait_phase("notify", "Succeeded", "Failed", "DeadLettered")
+    assert status["phase"] == "Succeeded", status

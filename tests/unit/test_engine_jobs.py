@@ -22,7 +22,7 @@ from hypothesis import given, strategies as st
 from cronoq.api import TaskPoolSpec
 from cronoq.engine import naming
 from cronoq.engine.jobs import build_job
-from cronoq.engine.naming import MAX_NAME, job_name, lease_id
+from cronoq.engine.naming import MAX_JOB_NAME, job_name, lease_id
 
 from tests.unit.builders import make_task
 
@@ -61,7 +61,7 @@ task_names = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True
 @given(name=task_names, attempt=st.integers(1, 100))
 def test_job_names_are_dns_labels_ending_in_the_attempt(name: str, attempt: int) -> None:
     job = job_name(name, attempt)
-    assert len(job) <= MAX_NAME and DNS_LABEL.match(job), job
+    assert len(job) <= MAX_JOB_NAME and DNS_LABEL.match(job), job
     assert job.endswith(f"-a{attempt}")
     assert job == job_name(name, attempt)  # deterministic
 
@@ -74,9 +74,11 @@ def test_attempts_of_one_task_get_different_job_names(name: str, a: int, b: int)
 def test_long_task_names_are_hashed_and_stay_distinct() -> None:
     one, two = "x" * 55 + "-one", "x" * 55 + "-two"
     assert job_name(one, 1) != job_name(two, 1)
-    assert len(job_name(one, 100)) <= MAX_NAME
+    assert len(job_name(one, 100)) <= MAX_JOB_NAME
     assert job_name("n" * 63, 1).startswith("n" * 20)  # a readable prefix survives
-    assert job_name("a" * 58, 1) == "a" * 58 + "-a1"  # fits: no hash
+    assert job_name("a" * 54, 1) == "a" * 54 + "-a1"  # fits: no hash
+    # The Job controller's pod name `<job>-xxxxx` must stay whole (63 characters at most).
+    assert len(job_name("a" * 55, 1)) == MAX_JOB_NAME and len(job_name("b" * 56, 100)) == MAX_JOB_NAME
 
 
 def test_a_prefix_cut_at_a_dash_does_not_end_in_a_double_dash() -> None:

@@ -83,6 +83,15 @@ app.kubernetes.io/part-of: cronoq
 {{- toJson (uniq $ns) -}}
 {{- end -}}
 
+{{/* ServiceAccounts of task pods (names, a JSON list): those listed, and the chart's own. */}}
+{{- define "cronoq.taskServiceAccounts" -}}
+{{- $accounts := .Values.taskPods.leaseRole.serviceAccounts | default list -}}
+{{- if .Values.taskPods.serviceAccount.create -}}
+{{- $accounts = append $accounts .Values.taskPods.serviceAccount.name -}}
+{{- end -}}
+{{- toJson (uniq $accounts) -}}
+{{- end -}}
+
 {{/* Namespaces the default TaskPool is created in (a JSON list). */}}
 {{- define "cronoq.defaultPoolNamespaces" -}}
 {{- $ns := .Values.defaultPool.namespaces | default .Values.watchNamespaces | default (list .Release.Namespace) -}}
@@ -90,59 +99,58 @@ app.kubernetes.io/part-of: cronoq
 {{- end -}}
 
 {{/*
-What the operator does in the namespaces it watches, and nothing more: no secrets, no
-pods/exec or pods/log, no escalate or bind. Tasks are created, and their spec patched (cancel),
-only for TaskSchedules.
+What the operator does in the namespaces it watches, and nothing more: only the calls its code
+makes (operator/cronoq/kube/). No secrets, no pods/exec or pods/log, no escalate or bind, no
+Lease writes (attempt Leases are created and renewed by task pods, deleted with their Task).
+Tasks are created, and their spec patched (cancel), only for TaskSchedules.
 */}}
 {{- define "cronoq.namespacedRules" -}}
 # Tasks and pools are read; finished tasks are deleted when their ttlAfterFinished passes.
-- apiGroups: ["cronoq.io"]
-  resources: ["tasks"]
-  verbs: ["get", "list", "watch", "delete"]
-- apiGroups: ["cronoq.io"]
-  resources: ["taskpools"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: ["cronoq.io"]
-  resources: ["tasks/status", "taskpools/status"]
-  verbs: ["get", "patch", "update"]
-- apiGroups: ["cronoq.io"]
-  resources: ["taskschedules"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: ["cronoq.io"]
-  resources: ["taskschedules/status"]
-  verbs: ["get", "patch", "update"]
 # Each fire of a TaskSchedule creates a Task (history limits delete finished ones, as above);
 # concurrencyPolicy Replace cancels the unfinished one with a patch of spec.cancel.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["cronoq.io"]
+  resources: ["taskpools", "taskschedules"]
+  verbs: ["get", "list", "watch"]
+# Status is written whole, with the read resourceVersion as precondition (PUT).
+- apiGroups: ["cronoq.io"]
+  resources: ["tasks/status", "taskpools/status", "taskschedules/status"]
+  verbs: ["update"]
 # Jobs are owned by their Task with blockOwnerDeletion, which clusters running the
 # OwnerReferencesPermissionEnforcement admission plugin allow only with update on tasks/finalizers.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks/finalizers"]
   verbs: ["update"]
-# One Job per attempt.
+# One Job per attempt: created, read back when it exists already, deleted to abort the attempt.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 # Attempt pods are only observed (start time, termination state); never exec'd or logged.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]
+# One core/v1 Event per attempt that ends.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
-{{ include "cronoq.leaseRules" . }}
+  verbs: ["create"]
+# Attempt Leases (renewed by task pods) are only watched.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["list", "watch"]
 {{- end -}}
 
-{{/* Leader election in the lease namespace, per-attempt heartbeat Leases in task namespaces. */}}
+{{/* Leader election: its one Lease, by name, in the lease namespace. RBAC cannot name the
+object of a create, so create is on leases there; the Lease name is fixed by the chart. */}}
 {{- define "cronoq.leaseRules" -}}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["create"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: [{{ .Values.operator.leaderElection.leaseName | quote }}]
+  verbs: ["get", "update"]
 {{- end -}}
 
 {{/* Task pods create their attempt's Lease at its first renewal, then renew it; never delete. */}}

@@ -26,6 +26,18 @@ from cronoq.engine import naming
 HEARTBEAT_CONTAINER = "cronoq-heartbeat"
 PUSH_COMMAND = ["cronoq", "push"]
 HTTP_ENV, HEADER_ENV, CA_ENV = "CRONOQ_HTTP", "CRONOQ_HTTP_HEADER_", "CRONOQ_HTTP_CA"
+OPERATOR_IMAGE_USER = 65532
+"""The unprivileged user of the operator image (Dockerfile), which runs the push runner and the sidecar."""
+RESTRICTED = {
+    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+    "runAsUser": OPERATOR_IMAGE_USER, "runAsGroup": OPERATOR_IMAGE_USER,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The security context of the containers cronoq adds: they pass Pod Security `restricted`, so a
+push task or a task with the sidecar runs in a namespace that enforces it."""
+PROXY_VARIABLES = frozenset(n for v in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY") for n in (v, v.lower()))
+"""The push runner honours these (corporate networks need them), but only from its pool: a proxy
+named by the task would receive the pool's secret headers."""
 
 
 def push_request(task: Task, pool: TaskPoolSpec | None) -> HTTPRequest | None:
@@ -86,9 +98,13 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     _apply(pod_spec, container, task.spec, only_unset=False)
     http = push_request(task, pool)
     if http is not None:
-        container.update(image=push_image, command=list(PUSH_COMMAND))
+        container.update(image=push_image, command=list(PUSH_COMMAND), securityContext=copy.deepcopy(RESTRICTED))
         container.pop("args", None)
+        container["env"] = _proxies_of_the_pool_only(container.get("env", []), pool)
         sidecar_image = None
+        if lease_ttl <= timedelta(0):
+            # Without heartbeats the runner makes no API call: no token to steal from its pod.
+            pod_spec["automountServiceAccountToken"] = False
     env = [e for e in container.get("env", []) if not e.get("name", "").startswith("CRONOQ_")]
     env += [
         {"name": "CRONOQ_TASK_ID", "value": task_uid},
@@ -109,6 +125,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
         inits.append({"name": HEARTBEAT_CONTAINER, "image": sidecar_image, "restartPolicy": "Always",
                       "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != "CRONOQ_PAYLOAD"],
+                      "securityContext": copy.deepcopy(RESTRICTED),
                       "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
         pod_spec["initContainers"] = inits
 
@@ -130,6 +147,13 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         },
         "spec": {**job_spec, "template": {"metadata": pod_meta, "spec": pod_spec}},
     }
+
+
+def _proxies_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | None) -> list[dict[str, Any]]:
+    """The push container's environment with proxy variables only as its pool sets them."""
+    pools = {e.name: e for e in pool.template.env} if pool and pool.template else {}
+    kept = [e for e in env if e.get("name") not in PROXY_VARIABLES]
+    return kept + [pools[n].to_dict() | {"value": pools[n].value} for n in sorted(PROXY_VARIABLES & pools.keys())]
 
 
 def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:

@@ -12,7 +12,12 @@ LEASE_ID = LABEL_PREFIX + "lease-id"
 POOL = LABEL_PREFIX + "pool"
 
 MAX_NAME = 63
-"""Job names end up in the `job-name` label of their pods, so they must fit a label value."""
+"""Names that end up in a label value (Job names in their pods' `job-name` label, Task names)."""
+
+MAX_JOB_NAME = 57
+"""The Job controller names a pod `<job>-<5 random characters>`, cutting `<job>-` to 58
+characters: a Job name of at most 57 keeps the pod name `<job>-xxxxx` whole, so the task-lease
+admission policy can tell a pod's attempt (its Lease shares the Job's name) from the pod name."""
 
 TASK_CONTAINER = "task"
 """The container that runs the task; others in a full template are sidecars."""
@@ -21,10 +26,10 @@ TASK_CONTAINER = "task"
 def job_name(task: str, attempt: int) -> str:
     """`<task>-a<n>`, or for names too long to fit, a prefix of the task name and a hash of it."""
     suffix = f"-a{attempt}"
-    if len(task) + len(suffix) <= MAX_NAME:
+    if len(task) + len(suffix) <= MAX_JOB_NAME:
         return task + suffix
     digest = hashlib.sha256(task.encode()).hexdigest()[:8]
-    keep = MAX_NAME - len(suffix) - len(digest) - 1
+    keep = MAX_JOB_NAME - len(suffix) - len(digest) - 1
     return f"{task[:keep].rstrip('-')}-{digest}{suffix}"
 
 
