@@ -107,9 +107,12 @@ def claims(rq, real_node, hook, api):
                     resources={"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}}),
         "missing-image": dict(pool="real", image="localhost/cronoq/missing:1", leaseTTL="0s",
                               startTimeout="30s", retry={"maxAttempts": 1}),
-        "missing-secret": dict(sh, pool="real", args=["true"], leaseTTL="0s", startTimeout="75s",
-                               retry={"maxAttempts": 1},
-                               env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "token"}}}]),
+        # `env` takes plain values; a Secret reference goes in the pod template.
+        "missing-secret": dict(pool="real", leaseTTL="0s", startTimeout="75s", retry={"maxAttempts": 1},
+                               template={"spec": {"containers": [{
+                                   "name": "task", **sh, "args": ["true"],
+                                   "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "token"}}}],
+                               }]}}),
         "push": dict(pool="real", http={"url": hook, "timeout": "5s"}, payload={"order": 1042}),
     }
     for name, spec in tasks.items():
