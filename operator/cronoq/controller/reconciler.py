@@ -59,17 +59,6 @@ def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
         duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
 
 
-class _Graph:
-    """The namespace's dependency graph, read from the store as the cycle search walks it."""
-
-    def __init__(self, store: Store, namespace: str) -> None:
-        self.store, self.namespace = store, namespace
-
-    def get(self, name: str, default=()):
-        entry = self.store.tasks.get((self.namespace, name))
-        return default if entry is None else list(entry.depends_on)
-
-
 class Controller:
     """Owns the store, the work queue and the slots, and wires the parts that share them:
     `intake` (watch events in), `applier` (plans out), `pool_statuses`, `expiry`. `term` is
@@ -187,7 +176,8 @@ class Controller:
                 return dependencies.MISSING if dep is None else dep.phase
 
             phases = {d.task: phase_of(d.task) for d in task.spec.depends_on}
-            return dependencies.gate(task.metadata.name, task.spec.depends_on, phases, _Graph(self.store, namespace))
+            return dependencies.gate(task.metadata.name, task.spec.depends_on, phases,
+                                     self.store.cycle_of(namespace, entry))
         return RUN
 
     # ------------------------------------------------------------------ one pool

@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
+from cronoq.engine import dependencies
+from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
 from cronoq.kube.observe import PodFacts, combine
 
@@ -148,6 +150,13 @@ class Store:
     """(namespace, Job name) → (uid, name) of its task."""
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container terminated."""
+    settled: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """namespace → tasks that can never be on a dependency cycle (engine.dependencies): the cycle
+    check stops there. Specs are immutable, so this holds until a task of the namespace is deleted."""
+    cycles: dict[Key, Component] = field(default_factory=dict)
+    """(namespace, task) → the tasks it shares dependency cycles with."""
+    cycle_checked: dict[Key, str] = field(default_factory=dict)
+    """(namespace, task) → uid of the task whose cycle check ended (each task is checked once)."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -172,6 +181,8 @@ class Store:
             entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
         if old is not None:
             self._unindex(key, old)
+            if old.uid != entry.uid:
+                self._forget_cycles(key)
         self.tasks[key] = entry
         self._index(key, entry)
         return entry
@@ -216,6 +227,7 @@ class Store:
         entry = self.tasks.pop((namespace, name), None)
         if entry is not None:
             self._unindex((namespace, name), entry)
+            self._forget_cycles((namespace, name))
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
                 self.running_seen.pop((namespace, job), None)
@@ -223,6 +235,32 @@ class Store:
                 self.job_owner.pop((namespace, job), None)
                 self.leases.pop((namespace, job), None)
         return entry
+
+    def _forget_cycles(self, key: Key) -> None:
+        """A task went (or came back as another): what the cycle checks of its namespace settled
+        may no longer hold."""
+        self.settled.pop(key[0], None)
+        self.cycles.pop(key, None)
+        self.cycle_checked.pop(key, None)
+
+    def cycle_of(self, namespace: str, entry: TaskEntry) -> tuple[str, ...] | None:
+        """The dependency cycle `entry` is on, if any. Its check runs once (specs are immutable),
+        iteratively and within a budget, and stops at tasks earlier checks settled; a cycle is
+        found by the check of whichever of its tasks came last."""
+        key = (namespace, entry.name)
+        if key not in self.cycles and self.cycle_checked.get(key) != entry.uid:
+            def depends_on(name: str) -> tuple[str, ...] | None:
+                dep = self.tasks.get((namespace, name))
+                return None if dep is None else dep.depends_on
+
+            settled = self.settled[namespace]
+            search = dependencies.search_cycles(entry.name, depends_on, settled)
+            settled |= search.settled
+            self.cycles.update(((namespace, member), found) for member, found in search.cycles.items())
+            if search.complete:
+                self.cycle_checked[key] = entry.uid
+        found = self.cycles.get(key)
+        return found.cycle_through(entry.name) if found is not None else None
 
     def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
         return [self.tasks[(namespace, name)] for name in self.in_pool.get((namespace, pool), ())]
