@@ -48,6 +48,10 @@ SCHEDULED = "Scheduled"
 SUSPENDED = "Suspended"
 INVALID_SCHEDULE = "InvalidSchedule"
 TASK_REJECTED = "TaskRejected"
+FIRE_CONFLICT = "FireConflict"
+"""Condition and reason: a fire's Task name was taken by a Task the schedule does not control."""
+FIRED = "Fired"
+"""Reason of FireConflict False: a later fire created its own Task."""
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -207,6 +211,9 @@ class Fired:
     succeeded: bool = False
     finished_at: datetime | None = None
     cancelling: bool = False
+    owner_uid: str | None = None
+    """uid of the TaskSchedule that controls the Task (its controller ownerReference): only the
+    schedule of that uid counts the Task as one of its fires."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +317,32 @@ def rejected(schedule: TaskSchedule, decision: Decision, message: str, now: date
         active=max(status.active - 1, 0), last_fire_time=old.last_fire_time, missed_fires=status.missed_fires + 1,
         conditions=_ready(status, now, schedule.metadata.generation, False, TASK_REJECTED,
                           f"the API server refused the Task of the fire at {decision.create.isoformat()}: {message}")))
+
+
+def conflicting(schedule: TaskSchedule, decision: Decision, task: str, controller: str | None,
+                now: datetime) -> TaskScheduleStatus:
+    """The status after a fire found its Task name taken by a Task the schedule does not control
+    (issue 26: a tenant may pre-create `<schedule>-<t>`): the fire is not taken as made, it is
+    counted as missed, and the FireConflict condition names the Task and who controls it."""
+    assert decision.create is not None  # only a decision to create a Task can conflict
+    status = decision.status or schedule.status or TaskScheduleStatus()
+    old = schedule.status or TaskScheduleStatus()
+    whose = f"controlled by {controller}" if controller else "controlled by nothing"
+    message = (f"the fire at {decision.create.isoformat()} found Task {task} already there, {whose}, not by this "
+               "schedule: the fire counts as missed")
+    conditions = set_condition(list(status.conditions), FIRE_CONFLICT, True, FIRE_CONFLICT, message, now,
+                               schedule.metadata.generation)
+    return status.model_copy(update=dict(active=max(status.active - 1, 0), last_fire_time=old.last_fire_time,
+                                         missed_fires=status.missed_fires + 1, conditions=tuple(conditions)))
+
+
+def fired_cleanly(status: TaskScheduleStatus, now: datetime, generation: int | None) -> TaskScheduleStatus:
+    """The status after a fire created its own Task: a FireConflict of an earlier fire no longer holds."""
+    if not any(c.type == FIRE_CONFLICT and c.status.value == "True" for c in status.conditions):
+        return status
+    conditions = set_condition(list(status.conditions), FIRE_CONFLICT, False, FIRED,
+                               "the newest fire created its own Task", now, generation)
+    return status.model_copy(update=dict(conditions=tuple(conditions)))
 
 
 def _changed(old: TaskScheduleStatus, new: TaskScheduleStatus) -> TaskScheduleStatus | None:
