@@ -130,7 +130,18 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     if verdict is None:
         if job is None and seen.job_rejected is None:
             # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
+            if seen.job_refused is not None and _reason(draft.status) != reasons.JOB_REFUSED:
+                # Said once (the quota's usage in the message changes on every refusal); the
+                # work queue's backoff, not this write, times the next creation.
+                draft.status = _say(draft.status, reasons.JOB_REFUSED,
+                                    f"attempt {n} waits: its Job was refused, and is created again with backoff: "
+                                    f"{seen.job_refused}", draft.task, now)
+                return draft.plan(draft.stamped())
             return draft.plan(create_job=n)
+        if job is not None and _reason(draft.status) == reasons.JOB_REFUSED:
+            draft.status = _say(draft.status, reasons.ATTEMPT_RUNNING,
+                                f"attempt {n} of {settings.retry.max_attempts} running", draft.task, now)
+            return draft.plan(draft.stamped())
         return draft.plan()
     closed = _close(open_attempt, verdict, job, now)
     draft.records[-1] = closed
