@@ -102,3 +102,14 @@ def test_a_deleted_task_forgets_what_the_checks_settled() -> None:
     assert "ns" not in store.settled
     store.put_task(raw("b", 1, dependsOn=[{"task": "a"}]), T0)
     assert store.cycle_of("ns", store.tasks[("ns", "b")]) == ("b", "a", "b")
+
+
+def test_a_task_too_big_to_read_is_kept_without_its_spec() -> None:
+    """Issue 26, point 4c: the operator holds unfinished tasks in memory; an oversized one is
+    refused (Failed, naming spec.template) and only what its refusal needs is kept."""
+    store = Store()
+    template = {"spec": {"containers": [{"name": "task", "args": ["x" * 200_000]}]}}
+    entry = store.put_task(raw("big", 1, pool="p", template=template), T0)
+    assert entry.task is None and "spec.template is" in (entry.error or "")
+    assert entry.raw["spec"] == {"pool": "p"} and entry.pool == "p"
+    assert len(str(entry.raw)) < 1000

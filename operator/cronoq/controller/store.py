@@ -73,6 +73,14 @@ def _slim(raw: dict[str, Any]) -> dict[str, Any]:
             "metadata": {k: meta[k] for k in keep if k in meta}}
 
 
+def _refusable(raw: dict[str, Any]) -> dict[str, Any]:
+    """What is kept of a task the models cannot read: its metadata and status (to write its
+    refusal, a status PUT, which ignores the spec) and its pool; never its (perhaps huge) spec."""
+    pool = (raw.get("spec") or {}).get("pool")
+    return {**_slim(raw), "spec": {"pool": pool} if isinstance(pool, str) else {},
+            **({"status": raw["status"]} if raw.get("status") else {})}
+
+
 @dataclass(slots=True)
 class TaskEntry:
     raw: dict[str, Any]
@@ -177,6 +185,8 @@ class Store:
         first_seen = old.first_seen if old is not None and old.uid == meta["uid"] else now
         if task is not None and task.phase is not None and task.phase.terminal:
             entry = TaskEntry(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
+        elif task is None:  # unreadable (e.g. oversized): kept no bigger than what its refusal needs
+            entry = TaskEntry(raw=_refusable(raw), task=None, error=error, first_seen=first_seen)
         else:
             entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
         if old is not None:
