@@ -1,0 +1,83 @@
+"""One tenant of a shared cluster cannot stall or fool the operator serving everyone (issue 26,
+points 4 and 5), against the real control plane: a fire's Task name taken by someone else, a Job
+refused by a ResourceQuota, a pod template too big to keep."""
+from __future__ import annotations
+
+import time
+
+from kubernetes import client
+
+from tests.support.schedules import FIRE_TIME_LABEL, SCHEDULE_LABEL, Schedules
+from tests.support.tasks import GROUP, VERSION
+from tests.support.waiting import wait_until
+
+
+def condition(status: dict, type_: str) -> dict | None:
+    return next((c for c in status.get("conditions") or () if c["type"] == type_), None)
+
+
+def owned(sc: Schedules, schedule: dict) -> list[str]:
+    """Names of the schedule's Tasks that it controls, oldest fire first."""
+    uid = schedule["metadata"]["uid"]
+    return sorted((t["metadata"]["name"] for t in sc.tasks(schedule["metadata"]["name"]) if any(
+        r["uid"] == uid and r.get("controller") for r in t["metadata"].get("ownerReferences") or ())),
+        key=lambda name: int(name.rsplit("-", 1)[1]))
+
+
+def test_a_task_pre_created_under_a_fires_name_is_a_fire_conflict_never_the_fire(cq):
+    """Point 5: a tenant pre-creates `<schedule>-<t>` for the next fires. Before: each fire took
+    it as made (AlreadyExists). Now: FireConflict, counted as missed; a later fire makes its own."""
+    sc = Schedules(cq)
+    now = int(time.time())
+    taken = range(now, now + 4)
+    for at in taken:
+        cq.task(f"hj-{at}")
+    schedule = sc.create("hj", every="1s")
+
+    status = wait_until(lambda: (s := sc.status("hj")) and (c := condition(s, "FireConflict")) and c["status"] == "True"
+                        and s, timeout=15, what="FireConflict")
+    assert "controlled by nothing" in condition(status, "FireConflict")["message"], status
+    status = wait_until(lambda: (s := sc.status("hj")).get("lastFireTime") and s, timeout=15, what="a fire of its own")
+    mine = owned(sc, schedule)
+    assert mine and mine[0] == f"hj-{taken[-1] + 1}", (mine, status)
+    assert status["missedFires"] >= 2, status
+    conflict = condition(status, "FireConflict")
+    assert conflict["status"] == "False" and conflict["reason"] == "Fired", status
+
+
+def test_a_task_with_forged_schedule_labels_makes_no_forbid_schedule_skip(cq):
+    """Point 5: labels alone made any Task one of the schedule's: an unfinished one with forged
+    labels made a Forbid schedule skip every fire."""
+    sc = Schedules(cq)
+    forged = cq.task("forged")
+    cq.custom.patch_namespaced_custom_object(GROUP, VERSION, cq.namespace, "tasks", forged["metadata"]["name"], {
+        "metadata": {"labels": {SCHEDULE_LABEL: "fb", FIRE_TIME_LABEL: str(int(time.time()) - 60),
+                                "cronoq.io/trigger": "schedule"}}})
+    schedule = sc.create("fb", every="1s", concurrencyPolicy="Forbid")
+    status = wait_until(lambda: (s := sc.status("fb")).get("lastFireTime") and s, timeout=15, what="a fire")
+    assert owned(sc, schedule), status
+
+
+def test_a_job_refused_by_a_quota_says_which_quota_and_runs_once_it_has_room(cq):
+    """Point 4e: before, the Job was tried again every 5 s forever and the task did not say why."""
+    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="tenant-jobs"),
+                                   spec=client.V1ResourceQuotaSpec(hard={"count/jobs.batch": "0"}))
+    cq.core.create_namespaced_resource_quota(cq.namespace, quota)
+    wait_until(lambda: (q := cq.core.read_namespaced_resource_quota("tenant-jobs", cq.namespace)).status
+               and q.status.hard, what="the quota's status")
+    cq.pool()
+    cq.task("q", delay="100ms")
+    status = cq.wait_status("q", lambda s: "ResourceQuota tenant-jobs" in (s.get("message") or "") and s,
+                            what="the message naming the quota")
+    assert condition(status, "Running")["reason"] == "JobRefused" and status["attempt"] == 1, status
+    cq.core.patch_namespaced_resource_quota("tenant-jobs", cq.namespace, {"spec": {"hard": {"count/jobs.batch": "5"}}})
+    done = cq.wait_phase("q", "Succeeded", timeout=60)
+    assert done["attempt"] == 1 and len(cq.jobs("q")) == 1
+
+
+def test_a_task_whose_pod_template_is_too_big_fails_naming_the_field(cq):
+    """Point 4c: the operator keeps unfinished tasks in memory, so a template is bounded."""
+    cq.pool()
+    cq.task("huge", template={"spec": {"containers": [{"name": "task", "args": ["x" * 70_000]}]}})
+    status = cq.wait_phase("huge", "Failed", timeout=30)
+    assert "spec.template is" in status["message"] and "65536" in status["message"], status
