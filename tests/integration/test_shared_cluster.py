@@ -81,3 +81,12 @@ def test_a_task_whose_pod_template_is_too_big_fails_naming_the_field(cq):
     cq.task("huge", template={"spec": {"containers": [{"name": "task", "args": ["x" * 70_000]}]}})
     status = cq.wait_phase("huge", "Failed", timeout=30)
     assert "spec.template is" in status["message"] and "65536" in status["message"], status
+
+
+def test_max_active_tasks_caps_a_schedules_unfinished_tasks(cq):
+    """Point 4d: `every: 1s` with Allow made a Task a second, however many were still unfinished."""
+    sc = Schedules(cq)
+    schedule = sc.create("cap", every="1s", maxActiveTasks=2)  # no pool: its Tasks never finish
+    status = wait_until(lambda: (s := sc.status("cap")).get("skippedFires", 0) >= 2 and s, timeout=15,
+                        what="fires skipped at the cap")
+    assert len(owned(sc, schedule)) == 2 and status["active"] == 2, status

@@ -51,9 +51,12 @@ def _rv(raw: dict[str, Any]) -> int:
 
 
 class Schedules:
-    def __init__(self, writer: Writer, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, writer: Writer, *, clock: Callable[[], datetime] = utcnow,
+                 min_interval: timedelta = timedelta()) -> None:
         self.io = ScheduleWriter(writer)
         self.clock = clock
+        self.min_interval = min_interval
+        """Least time between two fires of a schedule (--min-schedule-interval)."""
         self.schedules: dict[Key, dict[str, Any]] = {}
         self.tasks: dict[Key, dict[str, Fired]] = defaultdict(dict)
         """(namespace, schedule) → Task name → facts."""
@@ -168,7 +171,7 @@ class Schedules:
             return
         now = self.clock()
         own = [t for t in self.tasks[key].values() if t.owner_uid == schedule.metadata.uid]
-        decision = decide(schedule, own, now)
+        decision = decide(schedule, own, now, self.min_interval)
         status = decision.status
         for name in decision.cancel:
             await self.io.cancel_task(key[0], name)

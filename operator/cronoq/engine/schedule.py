@@ -47,6 +47,11 @@ READY = "Ready"
 SCHEDULED = "Scheduled"
 SUSPENDED = "Suspended"
 INVALID_SCHEDULE = "InvalidSchedule"
+INTERVAL_TOO_SHORT = "IntervalTooShort"
+ACTIVE_LIMIT = "ActiveLimit"
+"""Reason of a skip: the schedule has maxActiveTasks unfinished Tasks."""
+GAPS_CHECKED = 16
+"""Fire times after now a cron schedule's shortest gap is judged on (cron has no fixed interval)."""
 TASK_REJECTED = "TaskRejected"
 FIRE_CONFLICT = "FireConflict"
 """Condition and reason: a fire's Task name was taken by a Task the schedule does not control."""
@@ -150,6 +155,19 @@ def timetable(schedule: str | None, every: timedelta | None, zone: str = "UTC") 
     return Cron(expression, tz, schedule)
 
 
+def shortest_gap(table: Timetable, now: datetime) -> timedelta:
+    """The shortest time between two fires: the interval, or a cron schedule's smallest gap among
+    its next fire times."""
+    if isinstance(table, Every):
+        return timedelta(seconds=table.seconds)
+    times: list[datetime] = []
+    for at in table._iter(now):
+        times.append(at)
+        if len(times) > GAPS_CHECKED:
+            break
+    return min((b - a for a, b in zip(times, times[1:])), default=timedelta.max)
+
+
 def timetable_of(schedule: TaskSchedule) -> Timetable:
     spec = schedule.spec
     return timetable(spec.schedule, spec.every, spec.time_zone)
@@ -237,9 +255,12 @@ def _ready(status: TaskScheduleStatus, now: datetime, generation: int | None, ho
     return tuple(set_condition(list(status.conditions), READY, holds, reason, message, now, generation))
 
 
-def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Decision:
+def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
+           min_interval: timedelta = timedelta()) -> Decision:
     """What to do about `schedule` at `now`, given its Tasks. Running it twice on the same
-    observation decides the same; running it after a crash picks up from handledThrough."""
+    observation decides the same; running it after a crash picks up from handledThrough.
+    `min_interval` is the operator's least time between two fires (issue 26: `every: 1s` with
+    Allow makes 86,400 Tasks a day): a schedule that fires more often makes no fire at all."""
     spec, meta = schedule.spec, schedule.metadata
     old = schedule.status or TaskScheduleStatus()
     generation = meta.generation
@@ -256,12 +277,19 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
                              handled)
     base: dict[str, Any] = dict(last_successful_time=last_success, active=len(active), observed_generation=generation)
 
+    reason = INVALID_SCHEDULE
     try:
         table = timetable_of(schedule)
+        gap = shortest_gap(table, now)
+        if gap < min_interval:
+            reason = INTERVAL_TOO_SHORT
+            raise InvalidSchedule(f"{table.describe()} fires {durations.format(gap)} apart, more often than this "
+                                  f"operator allows (one fire per {durations.format(min_interval)} at most, "
+                                  "--min-schedule-interval): no fires until the schedule is changed")
     except InvalidSchedule as err:
         status = old.model_copy(update=dict(
             **base, schedule=spec.schedule or old.schedule, next_fire_time=None, last_fire_time=last_fire,
-            handled_through=old.handled_through, conditions=_ready(old, now, generation, False, INVALID_SCHEDULE, str(err))))
+            handled_through=old.handled_through, conditions=_ready(old, now, generation, False, reason, str(err))))
         return Decision(status=_changed(old, status), delete=prune)
 
     base["schedule"] = table.describe()
@@ -288,6 +316,9 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
             elif spec.starting_deadline is not None and now - latest > spec.starting_deadline:
                 missed += 1
             elif active and spec.concurrency_policy == ConcurrencyPolicy.FORBID:
+                skipped = 1
+            elif (spec.max_active_tasks is not None and len(active) >= spec.max_active_tasks
+                  and spec.concurrency_policy == ConcurrencyPolicy.ALLOW):
                 skipped = 1
             else:
                 if active and spec.concurrency_policy == ConcurrencyPolicy.REPLACE:
