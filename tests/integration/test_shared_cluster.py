@@ -4,8 +4,12 @@ refused by a ResourceQuota, a pod template too big to keep."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pytest
+import yaml
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from tests.support.schedules import FIRE_TIME_LABEL, SCHEDULE_LABEL, Schedules
 from tests.support.tasks import GROUP, VERSION
@@ -90,3 +94,31 @@ def test_max_active_tasks_caps_a_schedules_unfinished_tasks(cq):
     status = wait_until(lambda: (s := sc.status("cap")).get("skippedFires", 0) >= 2 and s, timeout=15,
                         what="fires skipped at the cap")
     assert len(owned(sc, schedule)) == 2 and status["active"] == 2, status
+
+
+def test_the_quota_docs_install_md_gives_bounds_a_tenants_tasks(cq):
+    """Point 4f: the ResourceQuota of "Sharing a cluster between tenants", as written (its Task
+    count lowered to 2 to keep the test short), refuses a tenant's third Task."""
+    doc = (Path(__file__).parents[2] / "docs" / "install.md").read_text()
+    block = next(b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:] if "count/tasks.cronoq.io" in b)
+    quota = yaml.safe_load(block)
+    quota["spec"]["hard"]["count/tasks.cronoq.io"] = "2"
+    cq.core.create_namespaced_resource_quota(cq.namespace, quota)
+
+    touches = iter(range(1_000_000))
+
+    def counted() -> bool:
+        q = cq.core.read_namespaced_resource_quota("cronoq", cq.namespace)
+        if "count/tasks.cronoq.io" in ((q.status and q.status.used) or {}):
+            return True
+        # The quota controller learns of CRDs by discovery every 30 s, and recounts a quota when
+        # its spec changes (or every 5 min): change it until it is counted.
+        cq.core.patch_namespaced_resource_quota("cronoq", cq.namespace, {
+            "spec": {"hard": {"count/configmaps": str(100 + next(touches) % 2)}}})
+        return False
+    wait_until(counted, timeout=60, interval=2, what="the quota's usage counted")
+    cq.task("one")
+    cq.task("two")
+    with pytest.raises(ApiException) as refused:
+        cq.task("three")
+    assert refused.value.status == 403 and "exceeded quota: cronoq" in refused.value.body
