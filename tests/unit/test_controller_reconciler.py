@@ -139,13 +139,13 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         assert world.status("a")["phase"] == "Running" and world.status("a")["attempt"] == 1
         assert calls.count(("job", "a-a1")) == 1
 
-        before = counter("cronoq_tasks_total", pool="p", status="succeeded")
+        before = counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded")
         world.controller.intake.on_pod(None, pod("a-a1", "a", 0))
         await world.settle()
         world.controller.queue.add(("task", NS, "a"))  # a resync: nothing left to do, nothing counted
         await world.settle()
         assert world.status("a")["phase"] == "Succeeded"
-        assert counter("cronoq_tasks_total", pool="p", status="succeeded") == before + 1
+        assert counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded") == before + 1
         assert [c for c in world.writer.calls if c[0] == "job"] == [("job", "a-a1")]
     asyncio.run(scenario())
 

@@ -117,7 +117,7 @@ class Applier:
         written (None for a finished task's settling)."""
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         self._book_slots(entry, task, plan, pool_key)
-        self._count(task, plan, pool_key[1])
+        self._count(task, plan, pool_key)
         refused = None
         if plan.create_job is not None and task is not None and settings is not None:
             try:
@@ -151,21 +151,21 @@ class Applier:
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
 
-    def _count(self, task: Task | None, plan: Plan, pool: str) -> None:
+    def _count(self, task: Task | None, plan: Plan, pool_key: Key) -> None:
         """Counted as soon as the status that records them has landed, before the slower side effects."""
         for uid in plan.stale_jobs:
             if uid not in self.stale_counted:
                 self.stale_counted.add(uid)
                 metrics.STALE_COMPLETIONS.inc()
         for attempt in plan.ended:
-            metrics.ATTEMPTS.labels(pool, metrics.label(attempt.outcome.value)).inc()
+            metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
         status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
-            metrics.TASKS.labels(pool, metrics.label(status.phase.value)).inc()
+            metrics.TASKS.labels(*pool_key, metrics.label(status.phase.value)).inc()
             if status.submitted_at and status.finished_at:
-                metrics.TASK_DURATION.labels(pool, metrics.label(status.phase.value)).observe(
+                metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
     async def _create_job(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, settings: Effective) -> None:
@@ -197,7 +197,7 @@ class Applier:
             self.store.put_job(namespace, entry.uid, name, facts)
         if plan.started is not None:
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
-            metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
+            metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
 
     async def refuse(self, entry: TaskEntry) -> None:
         """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""

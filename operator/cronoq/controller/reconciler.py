@@ -203,8 +203,8 @@ class Controller:
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         running = self.slots.running(pool_key)
-        metrics.RUNNING_ATTEMPTS.labels(name).set(running)
-        metrics.QUEUE_DEPTH.labels(name).set(len(self.slots.waiting[pool_key]))
+        metrics.RUNNING_ATTEMPTS.labels(namespace, name).set(running)
+        metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
         if pool is None:
             return
         for key in self.slots.admit(pool_key, pool.spec.concurrency, self.clock()):
