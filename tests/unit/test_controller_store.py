@@ -77,7 +77,7 @@ def test_a_resync_pass_over_3000_tasks_each_needing_32_predecessors_is_cheap() -
     for _ in range(3):  # the first pass checks, the later ones are resyncs
         for i in range(3000):
             assert store.cycle_of("ns", store.tasks[("ns", f"t{i}")]) is None
-    assert time.process_time() - started < 1.5  # was 11.6 s per pass before (issue 26)
+    assert time.process_time() - started < 0.5  # 0.1 s measured; was 11.6 s per pass before (issue 26)
     assert len(store.cycle_checked) == 3000
 
 

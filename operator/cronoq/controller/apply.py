@@ -84,6 +84,9 @@ class Applier:
 
     async def settle(self, entry: TaskEntry, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
         """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
+        for refusals in (self.refused, self.rejected):
+            for key in [k for k in refusals if k[0] == entry.uid]:
+                del refusals[key]
         self.expiry.schedule_finished(entry, pool)
         await self._carry_out(entry, None, plan, pool_key, now, None)
 
