@@ -12,23 +12,26 @@ disable_created_metrics()  # the *_created series double every counter's size an
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by pool and status (succeeded, failed, "
-                "dead_lettered, cancelled, skipped).",
-                ["pool", "status"], registry=REGISTRY)
-ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by pool and outcome "
-                   "(success, retryable, permanent, cancelled).", ["pool", "outcome"], registry=REGISTRY)
+TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by namespace, pool and status "
+                "(succeeded, failed, dead_lettered, cancelled, skipped).",
+                ["namespace", "pool", "status"], registry=REGISTRY)
+ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
+                   "(success, retryable, permanent, cancelled).", ["namespace", "pool", "outcome"], registry=REGISTRY)
 STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs of attempts that were not current "
                             "(ignored: they change nothing).", registry=REGISTRY)
 LEASE_EXPIRATIONS = Counter("cronoq_lease_expirations_total", "Attempts aborted because their heartbeat lease "
                             "was not renewed within its TTL.", registry=REGISTRY)
-QUEUE_DEPTH = Gauge("cronoq_queue_depth", "Tasks of the pool ready to run and waiting for a slot, by pool.",
-                    ["pool"], registry=REGISTRY)
-RUNNING_ATTEMPTS = Gauge("cronoq_running_attempts", "Attempts running now, by pool.", ["pool"], registry=REGISTRY)
+QUEUE_DEPTH = Gauge("cronoq_queue_depth", "Tasks of the pool ready to run and waiting for a slot, by namespace "
+                    "and pool.", ["namespace", "pool"], registry=REGISTRY)
+RUNNING_ATTEMPTS = Gauge("cronoq_running_attempts", "Attempts running now, by namespace and pool.",
+                         ["namespace", "pool"], registry=REGISTRY)
 TASK_DURATION = Histogram("cronoq_task_duration_seconds", "From submission to the terminal phase, per task "
-                          "(labels: pool, status as in cronoq_tasks_total).", ["pool", "status"], registry=REGISTRY,
+                          "(labels: namespace, pool, status as in cronoq_tasks_total).", ["namespace", "pool", "status"],
+                          registry=REGISTRY,
                           buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400))
 DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment an attempt could start (submission, "
-                             "or the end of its backoff) to its Job's creation (label: pool).", ["pool"],
+                             "or the end of its backoff) to its Job's creation (labels: namespace, pool).",
+                             ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
@@ -37,7 +40,8 @@ RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and 
                   "per-key exponential delay, by kind (task, pool).", ["kind"], registry=REGISTRY)
 SCHEDULE_FIRES = Counter("cronoq_schedule_fires_total", "Fire times of TaskSchedules, by schedule (namespace/name) "
                          "and result: created (its Task was created), skipped (concurrencyPolicy Forbid), missed "
-                         "(noticed too late, or passed during downtime).", ["schedule", "result"], registry=REGISTRY)
+                         "(noticed too late, or passed during downtime), conflict (its Task name was taken by a Task the "
+                         "schedule does not control).", ["schedule", "result"], registry=REGISTRY)
 SCHEDULE_LAG = Histogram("cronoq_schedule_lag_seconds", "From a fire time to the creation of its Task (no labels).",
                          registry=REGISTRY,
                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600))
@@ -56,13 +60,15 @@ def label(value: str) -> str:
     return snake_case(value)
 
 
-def start_series(pool: str) -> None:
-    """Create a pool's counter series at 0, so `increase()` sees its very first dead letter."""
+def start_series(namespace: str, pool: str) -> None:
+    """Create a pool's counter series at 0, so `increase()` sees its very first dead letter. A
+    pool is named within its namespace (the chart makes a `default` pool in each), so every
+    per-pool series carries the namespace too."""
     from cronoq.api import TERMINAL_PHASES, AttemptOutcome
 
     for phase in TERMINAL_PHASES:
-        TASKS.labels(pool, label(phase.value))
+        TASKS.labels(namespace, pool, label(phase.value))
     for outcome in AttemptOutcome:
-        ATTEMPTS.labels(pool, label(outcome.value))
-    QUEUE_DEPTH.labels(pool)
-    RUNNING_ATTEMPTS.labels(pool)
+        ATTEMPTS.labels(namespace, pool, label(outcome.value))
+    QUEUE_DEPTH.labels(namespace, pool)
+    RUNNING_ATTEMPTS.labels(namespace, pool)

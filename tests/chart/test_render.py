@@ -283,6 +283,7 @@ def test_metrics_service_and_service_monitor_find_the_operator(render):
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NS]}
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert endpoint["honorLabels"] is True  # per-pool series keep their pool's namespace (issue 26, point 7)
     assert not find(render(), "ServiceMonitor") and not find(render(), "PrometheusRule")
 
 
@@ -299,8 +300,10 @@ def alerts(objects: list[dict]) -> dict[str, dict]:
 def test_prometheus_rule_alerts_on_dead_letters_leadership_stale_completions_and_lease_expirations(render):
     rules = alerts(render(sets={"metrics.prometheusRule.enabled": "true"}))
     selector = f'job="{FULLNAME}-metrics",namespace="{NS}"'
+    # Per pool and namespace; the series' own namespace label is the pool's, so only the job picks them.
     assert rules["CronoqDeadLettersRising"]["expr"] == (
-        f'sum by (pool) (increase(cronoq_tasks_total{{status="dead_lettered",{selector}}}[15m])) > 0')
+        f'sum by (namespace, pool) (increase(cronoq_tasks_total{{status="dead_lettered",job="{FULLNAME}-metrics"}}[15m]))'
+        ' > 0')
     assert rules["CronoqNoLeader"]["expr"] == f"(max(cronoq_leader{{{selector}}}) == 0) or absent(cronoq_leader{{{selector}}})"
     assert rules["CronoqStaleCompletionsRising"]["expr"] == f"sum(increase(cronoq_stale_completions_total{{{selector}}}[15m])) > 0"
     assert rules["CronoqLeaseExpirationsRising"]["expr"] == f"sum(increase(cronoq_lease_expirations_total{{{selector}}}[15m])) > 0"
@@ -309,7 +312,7 @@ def test_prometheus_rule_alerts_on_dead_letters_leadership_stale_completions_and
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
         assert re.fullmatch(r"[0-9]+[smh]", rule["for"])
     # Alert templates reach Prometheus unexpanded.
-    assert "{{ $labels.pool }}" in rules["CronoqDeadLettersRising"]["annotations"]["summary"]
+    assert "{{ $labels.namespace }}/{{ $labels.pool }}" in rules["CronoqDeadLettersRising"]["annotations"]["summary"]
 
 
 def test_prometheus_rule_alerts_can_be_tuned_and_turned_off(render):
@@ -321,7 +324,7 @@ def test_prometheus_rule_alerts_can_be_tuned_and_turned_off(render):
         set_json={"metrics.prometheusRule.alertLabels": {"team": "platform"}}))
     assert set(rules) == {"CronoqDeadLettersRising", "CronoqNoLeader", "CronoqLeaseExpirationsRising"}
     assert rules["CronoqDeadLettersRising"]["expr"] == (
-        'sum by (pool) (increase(cronoq_tasks_total{status="dead_lettered",cluster="prod"}[1h])) > 5')
+        'sum by (namespace, pool) (increase(cronoq_tasks_total{status="dead_lettered",cluster="prod"}[1h])) > 5')
     assert all(rule["labels"]["team"] == "platform" for rule in rules.values())
 
 
@@ -334,6 +337,8 @@ def test_dashboard_config_map_has_a_panel_for_every_metric(render):
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     missing = [m for m in DESIGN_METRICS if not any(re.search(rf"\b{m}(_bucket)?\b", e) for e in exprs)]
     assert not missing, f"no panel shows {missing}"
+    per_pool = [e for e in exprs if re.search(r"cronoq_(queue_depth|running_attempts|tasks_total|attempts_total)", e)]
+    assert per_pool and all('namespace=~"$task_namespace"' in e for e in per_pool), per_pool
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     assert not find(render(), "ConfigMap")

@@ -94,10 +94,11 @@ def test_the_image_runs_as_the_charts_pod_leads_retries_a_task_and_releases_its_
     code, text = http_get(f"http://127.0.0.1:{ports['metricsPort']}/metrics")
     assert code == 200
     assert samples(text, "cronoq_leader") == {(): 1.0}
-    assert samples(text, "cronoq_tasks_total")[(("pool", "default"), ("status", "succeeded"))] == 2.0
+    ns = ("namespace", own_namespace)
+    assert samples(text, "cronoq_tasks_total")[(ns, ("pool", "default"), ("status", "succeeded"))] == 2.0
     attempts = samples(text, "cronoq_attempts_total")
-    assert attempts[(("outcome", "retryable"), ("pool", "default"))] == 1.0
-    assert attempts[(("outcome", "success"), ("pool", "default"))] == 2.0
+    assert attempts[(ns, ("outcome", "retryable"), ("pool", "default"))] == 1.0
+    assert attempts[(ns, ("outcome", "success"), ("pool", "default"))] == 2.0
 
     held = leases.read_namespaced_lease(lease_name, own_namespace).spec
     assert held.holder_identity.startswith(pod_name + "_")

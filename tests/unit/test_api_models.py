@@ -16,7 +16,7 @@ from cronoq.api import (
     TaskSpec, TaskStatus,
 )
 from cronoq.api.durations import format as format_duration
-from cronoq.api.task import PAYLOAD_LIMIT
+from cronoq.api.task import PAYLOAD_LIMIT, TEMPLATE_LIMIT
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MODELS = {"Task": Task, "TaskPool": TaskPool, "TaskSchedule": TaskSchedule}
@@ -137,6 +137,7 @@ def test_overlay_always_gives_a_valid_policy(pool_initial, pool_max, task_initia
     ({"env": [{"name": "CRONOQ_ATTEMPT", "value": "9"}]}, "reserved"),
     ({"env": [{"name": "1X"}]}, "name"),
     ({"payload": {"blob": "x" * PAYLOAD_LIMIT}}, "payload"),
+    ({"template": {"spec": {"containers": [{"name": "task", "args": ["x" * TEMPLATE_LIMIT]}]}}}, "spec.template is"),
     ({"podMetadata": {"labels": {"a": "v" * 64}}}, "labels"),
     ({"resources": {"limits": {"memory": "1 Gi"}}}, "memory"),
     ({"resources": {"limits": {"cpu": -1}}}, "cpu"),

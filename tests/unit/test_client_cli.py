@@ -108,3 +108,12 @@ def test_task_messages_are_not_read_as_markup():
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(render.task_table([task]))
     assert "[bold]not a style[/bold] [red]" in console.export_text()
+
+
+def test_the_operator_takes_a_minimum_schedule_interval_and_refuses_a_bad_one(capsys) -> None:
+    """Issue 26, point 4d."""
+    from cronoq.cli import UsageError, parser
+    assert parser().parse_args(["operator", "--min-schedule-interval", "1m"]).min_schedule_interval == timedelta(minutes=1)
+    assert parser().parse_args(["operator"]).min_schedule_interval == timedelta()
+    with pytest.raises(UsageError, match="--min-schedule-interval"):
+        parser().parse_args(["operator", "--min-schedule-interval", "often"])

@@ -23,6 +23,8 @@ class FakeWriter:
         self.tasks: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
         self.fail: list[Exception] = []
+        self.job_fail: list[Exception] = []
+        """Exceptions the next Job creations raise, in order."""
         self.events: list[tuple[str, str, str]] = []
         self.version = 100
 
@@ -46,6 +48,9 @@ class FakeWriter:
         return copy.deepcopy(self.tasks.get(name))
 
     async def create_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        if self.job_fail:
+            self.calls.append(("job-refused", job["metadata"]["name"]))
+            raise self.job_fail.pop(0)
         self.calls.append(("job", job["metadata"]["name"]))
         created = copy.deepcopy(job)
         created["metadata"].update(uid=f"uid-{job['metadata']['name']}", creationTimestamp="2026-12-03T12:00:00Z")
@@ -134,13 +139,13 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         assert world.status("a")["phase"] == "Running" and world.status("a")["attempt"] == 1
         assert calls.count(("job", "a-a1")) == 1
 
-        before = counter("cronoq_tasks_total", pool="p", status="succeeded")
+        before = counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded")
         world.controller.intake.on_pod(None, pod("a-a1", "a", 0))
         await world.settle()
         world.controller.queue.add(("task", NS, "a"))  # a resync: nothing left to do, nothing counted
         await world.settle()
         assert world.status("a")["phase"] == "Succeeded"
-        assert counter("cronoq_tasks_total", pool="p", status="succeeded") == before + 1
+        assert counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded") == before + 1
         assert [c for c in world.writer.calls if c[0] == "job"] == [("job", "a-a1")]
     asyncio.run(scenario())
 
@@ -230,4 +235,38 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
         raw_job["status"]["conditions"] = [{"type": "Complete", "status": "True"}]
         world.controller.intake.on_job(None, raw_job)
         assert len(world.controller.queue) == 1
+    asyncio.run(scenario())
+
+
+QUOTA_REFUSAL = ('jobs.batch "a-a1" is forbidden: exceeded quota: tenant-jobs, requested: count/jobs.batch=1, '
+                 'used: count/jobs.batch=5, limited: count/jobs.batch=5')
+
+
+def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_names_the_quota() -> None:
+    """Issue 26, point 4e: it was retried every 5 s forever, and the task did not say why."""
+    async def scenario() -> None:
+        world = World()
+        world.writer.job_fail = [Rejected(403, QUOTA_REFUSAL) for _ in range(3)]
+        world.submit("a")
+        await world.settle()
+        key = ("task", NS, "a")
+        queue = world.controller.queue
+        status = world.status("a")
+        running = next(c for c in status["conditions"] if c["type"] == "Running")
+        assert running["reason"] == "JobRefused" and "ResourceQuota tenant-jobs" in status["message"]
+        delays = [queue._timers[key].when() - asyncio.get_running_loop().time()]
+        writes = world.writer.calls.count(("status", "a"))
+        for _ in range(2):  # resyncs, or the retries' own timers: each refusal doubles the delay
+            queue._timers.pop(key).cancel()
+            queue.add(key)
+            await world.settle()
+            delays.append(queue._timers[key].when() - asyncio.get_running_loop().time())
+        assert queue._failures[key] == 3 and delays[0] < delays[1] / 1.5 < delays[2] / 3, delays
+        assert world.writer.calls.count(("status", "a")) == writes, "the refusal is written once, not per retry"
+        queue._timers.pop(key).cancel()
+        queue.add(key)  # the quota has room now
+        await world.settle()
+        assert world.writer.calls.count(("job", "a-a1")) == 1 and key not in queue._failures
+        running = next(c for c in world.status("a")["conditions"] if c["type"] == "Running")
+        assert running["reason"] == "AttemptRunning" and world.status("a")["attempt"] == 1
     asyncio.run(scenario())

@@ -58,3 +58,58 @@ def test_dependents_and_fresh_tasks_are_indexed() -> None:
     assert store.related("ns", "parent") == {"child"}
     store.put_task(raw("new", 2, {"phase": "Queued"}), T0)
     assert store.fresh[("ns", "default")] == set()
+
+
+# --- dependency cycles, checked once per task (issue 26, point 4a) ----------------------------------------------
+
+def chained(n: int, fan_in: int) -> Store:
+    store = Store()
+    for i in range(n):
+        deps = [{"task": f"t{j}"} for j in range(max(0, i - fan_in), i)]
+        store.put_task(raw(f"t{i}", 1, dependsOn=deps), T0)
+    return store
+
+
+def test_a_resync_pass_over_3000_tasks_each_needing_32_predecessors_is_cheap() -> None:
+    import time
+    store = chained(3000, 32)
+    started = time.process_time()
+    for _ in range(3):  # the first pass checks, the later ones are resyncs
+        for i in range(3000):
+            assert store.cycle_of("ns", store.tasks[("ns", f"t{i}")]) is None
+    assert time.process_time() - started < 0.5  # 0.1 s measured; was 11.6 s per pass before (issue 26)
+    assert len(store.cycle_checked) == 3000
+
+
+def test_a_cycle_closed_by_the_last_task_to_come_fails_every_task_on_it() -> None:
+    store = Store()
+    store.put_task(raw("a", 1, dependsOn=[{"task": "b"}]), T0)
+    store.put_task(raw("b", 1, dependsOn=[{"task": "c"}]), T0)
+    assert store.cycle_of("ns", store.tasks[("ns", "a")]) is None  # c does not exist yet
+    assert store.cycle_of("ns", store.tasks[("ns", "b")]) is None
+    store.put_task(raw("c", 1, dependsOn=[{"task": "a"}]), T0)
+    assert store.cycle_of("ns", store.tasks[("ns", "c")]) == ("c", "a", "b", "c")
+    assert store.cycle_of("ns", store.tasks[("ns", "a")]) == ("a", "b", "c", "a")
+    assert store.cycle_of("ns", store.tasks[("ns", "b")]) == ("b", "c", "a", "b")
+
+
+def test_a_deleted_task_forgets_what_the_checks_settled() -> None:
+    store = Store()
+    store.put_task(raw("a", 1, dependsOn=[{"task": "b"}]), T0)
+    store.put_task(raw("b", 1), T0)
+    assert store.cycle_of("ns", store.tasks[("ns", "a")]) is None and store.settled["ns"] == {"a", "b"}
+    store.drop_task("ns", "b")
+    assert "ns" not in store.settled
+    store.put_task(raw("b", 1, dependsOn=[{"task": "a"}]), T0)
+    assert store.cycle_of("ns", store.tasks[("ns", "b")]) == ("b", "a", "b")
+
+
+def test_a_task_too_big_to_read_is_kept_without_its_spec() -> None:
+    """Issue 26, point 4c: the operator holds unfinished tasks in memory; an oversized one is
+    refused (Failed, naming spec.template) and only what its refusal needs is kept."""
+    store = Store()
+    template = {"spec": {"containers": [{"name": "task", "args": ["x" * 200_000]}]}}
+    entry = store.put_task(raw("big", 1, pool="p", template=template), T0)
+    assert entry.task is None and "spec.template is" in (entry.error or "")
+    assert entry.raw["spec"] == {"pool": "p"} and entry.pool == "p"
+    assert len(str(entry.raw)) < 1000

@@ -7,10 +7,14 @@ from hypothesis import given, strategies as st
 
 from cronoq.api import Dependency, Edge, TaskPhase
 from cronoq.engine import reasons
-from cronoq.engine.dependencies import MISSING, edge_holds, find_cycle, gate
+from cronoq.engine.dependencies import MISSING, edge_holds, find_cycle, gate as gate_of, search_cycles
 
 P = TaskPhase
 SUCCESS, FAILURE, COMPLETE = Edge.SUCCESS, Edge.FAILURE, Edge.COMPLETE
+
+
+def gate(name, depends_on, phases, graph):
+    return gate_of(name, depends_on, phases, find_cycle(name, graph))
 
 
 def dep(task: str, on: Edge = SUCCESS) -> Dependency:
@@ -145,3 +149,62 @@ def test_find_cycle_terminates_on_a_wide_graph() -> None:
     assert find_cycle("n0", graph) is None
     graph["n59"] = ["n0"]
     assert find_cycle("n0", graph)[-1] == "n0"
+
+
+# --- bounded cost (issue 26, point 4a) -------------------------------------------------------------------
+
+def test_a_chain_far_longer_than_the_recursion_limit_is_searched() -> None:
+    graph = {f"t{i}": [f"t{i - 1}"] if i else [] for i in range(20_000)}
+    assert find_cycle("t19999", graph) is None
+    graph["t0"] = ["t19999"]
+    cycle = find_cycle("t19999", graph)
+    assert cycle is not None and len(cycle) == 20_001 and cycle[0] == cycle[-1] == "t19999"
+
+
+def test_one_search_settles_every_acyclic_task_it_reaches_so_later_searches_are_free() -> None:
+    # 3,000 tasks each depending on its 32 predecessors: one search walks the graph once; every later
+    # task's search stops at once on settled tasks.
+    graph = {f"t{i}": [f"t{j}" for j in range(max(0, i - 32), i)] for i in range(3000)}
+    walked: list[str] = []
+
+    def depends_on(name: str):
+        walked.append(name)
+        return graph.get(name)
+
+    first = search_cycles("t2999", depends_on)
+    assert first.complete and not first.cycles and first.settled == frozenset(graph)
+    walked.clear()
+    for name in graph:
+        assert search_cycles(name, depends_on, first.settled).complete
+    assert len(walked) == len(graph), "each later search reads only its own task"
+
+
+def test_a_task_reaching_a_missing_task_is_not_settled() -> None:
+    graph = {"a": ["b"], "b": ["missing"]}
+    found = search_cycles("a", graph.get)
+    assert found.complete and not found.cycles and found.settled == frozenset()
+
+
+def test_a_search_over_budget_stops_and_keeps_what_it_settled() -> None:
+    graph = {f"t{i}": [f"t{i - 1}"] if i else [] for i in range(1000)}
+    found = search_cycles("t999", graph.get, budget=100)
+    assert not found.complete and not found.cycles
+    assert found.settled == frozenset()  # nothing below the budget's reach ended yet
+    again = search_cycles("t50", graph.get, budget=100)
+    assert again.complete and again.settled == frozenset(f"t{i}" for i in range(51))
+    assert search_cycles("t999", graph.get, again.settled, budget=1000).complete
+
+
+@given(graph=graphs, start=nodes)
+def test_every_task_on_a_cycle_the_search_meets_gets_a_cycle_through_it(graph, start: str) -> None:
+    found = search_cycles(start, graph.get)
+    for name, component in found.cycles.items():
+        cycle = component.cycle_through(name)
+        assert reaches(graph, name, name)
+        assert cycle[0] == cycle[-1] == name and len(set(cycle[:-1])) == len(cycle) - 1
+        for here, there in zip(cycle, cycle[1:]):
+            assert there in graph.get(here, ()), (here, there)
+    for name in found.settled:
+        assert not reaches(graph, name, name)
+    if start in graph and reaches(graph, start, start):
+        assert start in found.cycles

@@ -295,3 +295,27 @@ def test_success_keeps_reason_completed_whatever_the_report_says() -> None:
 @pytest.mark.parametrize("code", [99, 600, "200", True, 200.0, None, -1])
 def test_a_response_code_outside_http_is_dropped(code) -> None:
     assert from_termination(end(1, sdk(outcome="retryable", responseCode=code)), POLICY).response_code is None
+
+
+# --- reports that cannot be parsed (issue 26, point 4b) ---------------------------------------------------
+
+NESTED = '{"outcome": "retryable", "x": ' + "[" * 2000 + "]" * 2000 + "}"
+"""Fits the kubelet's 4 KiB and nests deeper than the JSON parser's recursion limit."""
+DEEP_OUTPUT = '{"outcome": "success", "output": ' + "[" * 900 + "]" * 900 + "}"
+"""Parses, but re-encoding its output from deeper in the stack can exhaust the recursion limit."""
+
+
+@pytest.mark.parametrize("message", [NESTED, NESTED[:3000], "{" * 4096, '{"outcome": "success"' + "[" * 4000])
+def test_a_report_too_deep_or_broken_to_parse_is_plain_text(message: str) -> None:
+    failed = from_termination(end(1, message), POLICY)
+    assert failed.outcome is R and failed.reason == reasons.EXIT_CODE and message[:100] in failed.message
+    succeeded = from_termination(end(0, message), POLICY)
+    assert succeeded.outcome is S and succeeded.output == message
+
+
+def test_a_deep_output_is_kept_as_json_text_or_taken_as_plain_text_never_raising() -> None:
+    import sys
+    def nested(depth: int):  # parse and classify from deep in the stack, as a busy reconcile might
+        return nested(depth - 1) if depth else from_termination(end(0, DEEP_OUTPUT), POLICY)
+    verdict = nested(sys.getrecursionlimit() - 200)
+    assert verdict.outcome is S and verdict.output is not None and verdict.output.count("[") == 900

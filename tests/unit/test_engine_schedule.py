@@ -328,3 +328,41 @@ def test_the_engine_module_does_no_io():
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not {m for m in imported if m and m.split(".")[0] in ("kopf", "kubernetes", "aiohttp")}, imported
     assert not {m for m in imported if m and m.startswith(("cronoq.kube", "cronoq.controller"))}, imported
+
+
+# --------------------------------------------------------------------------- bounds (issue 26, point 4d)
+
+@pytest.mark.parametrize("spec, fires", [({"every": "1s"}, False), ({"every": "30s"}, False), ({"every": "1m"}, True),
+                                         ({"schedule": "* * * * *"}, True), ({"schedule": "0,1 * * * *"}, True),
+                                         ({"schedule": "*/5 * * * *"}, True)])
+def test_a_schedule_firing_more_often_than_the_operators_minimum_makes_no_fire(spec, fires) -> None:
+    s = make(**spec)
+    s = after(s, decide(s, [], T0, timedelta(minutes=1)))
+    d = decide(s, [], T0 + timedelta(minutes=10), timedelta(minutes=1))
+    status = after(s, d).status
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    if fires:
+        assert d.create is not None
+    else:
+        assert d.create is None and status.next_fire_time is None
+        assert ready.status.value == "False" and ready.reason == "IntervalTooShort"
+        assert "--min-schedule-interval" in ready.message and "1m" in ready.message
+
+
+def test_max_active_tasks_skips_fires_beyond_it_and_counts_them() -> None:
+    s = make(every="10s", maxActiveTasks=2)
+    s = after(s, decide(s, [], T0))
+    running = [Fired("s-1", T0 + timedelta(seconds=10))]
+    d = decide(s, running, T0 + timedelta(seconds=20))
+    assert d.create == T0 + timedelta(seconds=20)
+    running.append(Fired("s-2", T0 + timedelta(seconds=20)))
+    d = decide(after(s, d), running, T0 + timedelta(seconds=30))
+    assert d.create is None and d.skipped == 1 and d.status.skipped_fires == 1
+    running[0] = Fired("s-1", T0 + timedelta(seconds=10), finished=True, succeeded=True, finished_at=T0)
+    d = decide(after(s, d), running, T0 + timedelta(seconds=40))
+    assert d.create == T0 + timedelta(seconds=40)
+
+
+def test_max_active_tasks_is_bounded() -> None:
+    with pytest.raises(ValueError, match="maxActiveTasks|max_active_tasks"):
+        make(maxActiveTasks=0)

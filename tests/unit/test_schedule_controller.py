@@ -15,7 +15,8 @@ T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 class FakeIO:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
-        self.existing: set[str] = set()
+        self.existing: dict[str, str | None] = {}
+        """Task name → uid of the TaskSchedule controlling it (None: no controller)."""
         self.conflicts = 0
         self.leading = True
         self.rv = 10
@@ -30,9 +31,11 @@ class FakeIO:
         name = task["metadata"]["name"]
         self.calls.append(("create", name))
         if name in self.existing:
-            return False
-        self.existing.add(name)
-        return True
+            uid = self.existing[name]
+            refs = [{"kind": "TaskSchedule", "name": "s", "uid": uid, "controller": True}] if uid else []
+            return {"metadata": {"name": name, "ownerReferences": refs}}
+        self.existing[name] = task["metadata"]["ownerReferences"][0]["uid"]
+        return None
 
     async def replace_status(self, raw, status):
         self._guard()
@@ -88,7 +91,7 @@ def test_the_task_is_created_before_the_status_that_records_it():
 def test_already_exists_is_a_fire_that_happened_and_is_recorded_once():
     now = [T0 + timedelta(seconds=10, milliseconds=3)]
     s, io = controller(now)
-    io.existing.add(task_name("s", T0 + timedelta(seconds=10)))
+    io.existing[task_name("s", T0 + timedelta(seconds=10))] = "u"
     asyncio.run(s.sync(("ns", "s")))
     assert [c[0] for c in io.calls] == ["create", "status"]
     asyncio.run(s.sync(("ns", "s")))  # decided again on the written status: nothing more to do
@@ -143,3 +146,45 @@ def test_a_deleted_schedule_leaves_no_due_time_behind():
         return due
 
     assert asyncio.run(scenario()) == {}
+
+
+# --- fires whose Task name was taken (issue 26, point 5) -----------------------------------------------------
+
+def test_a_task_of_the_fires_name_the_schedule_does_not_control_is_a_fire_conflict_never_the_fire():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    name = task_name("s", T0 + timedelta(seconds=10))
+    io.existing[name] = None  # pre-created by someone else
+    asyncio.run(s.sync(("ns", "s")))
+    status = io.stored["status"]
+    assert status.get("lastFireTime") is None and status["missedFires"] == 1 and status["active"] == 0
+    conflict = next(c for c in status["conditions"] if c["type"] == "FireConflict")
+    assert conflict["status"] == "True" and conflict["reason"] == "FireConflict" and name in conflict["message"]
+    assert name not in s.tasks[("ns", "s")]
+    # The next fire creates its own Task, and the conflict no longer holds.
+    now[0] += timedelta(seconds=10)
+    asyncio.run(s.sync(("ns", "s")))
+    status = io.stored["status"]
+    assert status["lastFireTime"].startswith("2026-03-01T12:00:20") and status["missedFires"] == 1
+    assert next(c for c in status["conditions"] if c["type"] == "FireConflict")["status"] == "False"
+
+
+def test_a_task_controlled_by_another_schedule_of_the_same_name_is_a_conflict_too():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    io.existing[task_name("s", T0 + timedelta(seconds=10))] = "uid-of-an-earlier-s"
+    asyncio.run(s.sync(("ns", "s")))
+    assert io.stored["status"]["missedFires"] == 1
+
+
+def test_tasks_with_forged_labels_are_not_the_schedules():
+    now = [T0 + timedelta(seconds=10, milliseconds=3)]
+    s, io = controller(now)
+    labels = {"cronoq.io/schedule": "s", "cronoq.io/fire-time": str(int((T0 + timedelta(seconds=10)).timestamp()))}
+    s.on_task(None, {"metadata": {"namespace": "ns", "name": "forged", "labels": labels}, "spec": {}})
+    foreign = [{"kind": "TaskSchedule", "name": "s", "uid": "other", "controller": True}]
+    s.on_task(None, {"metadata": {"namespace": "ns", "name": "other", "labels": labels, "ownerReferences": foreign},
+                     "spec": {}})
+    asyncio.run(s.sync(("ns", "s")))
+    assert ("create", task_name("s", T0 + timedelta(seconds=10))) in io.calls
+    assert "forged" not in s.tasks[("ns", "s")]

@@ -77,6 +77,16 @@ app.kubernetes.io/part-of: cronoq
 {{- end -}}
 {{- end -}}
 
+{{/* Selector of the per-pool series (cronoq_tasks_total and the like) in alert rules: their own
+`namespace` label is the pool's (the ServiceMonitor honours it), so only the job picks them. */}}
+{{- define "cronoq.promPoolSelector" -}}
+{{- if .Values.metrics.prometheusRule.selector -}}
+{{- .Values.metrics.prometheusRule.selector -}}
+{{- else -}}
+{{- printf "job=%q" (include "cronoq.metricsServiceName" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Namespaces the task-pod lease role is bound in (a JSON list). */}}
 {{- define "cronoq.leaseRoleNamespaces" -}}
 {{- $ns := .Values.taskPods.leaseRole.namespaces | default .Values.watchNamespaces | default list -}}

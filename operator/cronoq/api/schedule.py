@@ -142,6 +142,9 @@ class TaskScheduleSpec(Model):
     """`Allow` (default): fires run side by side. `Forbid`: a fire while an earlier fire's Task
     is unfinished is skipped and counted in status.skippedFires. `Replace`: the unfinished Tasks
     are cancelled, then the new one is created."""
+    max_active_tasks: int | None = Field(None, ge=1, le=100_000)
+    """With `Allow`: most unfinished Tasks of this schedule at once (1 to 100000); a fire beyond
+    it is skipped and counted in status.skippedFires. Unset: no limit."""
     starting_deadline: StartingDeadline | None = None
     """A fire the operator notices later than this after its time is missed, not run (1s to
     8760h). Unset: a late fire always runs. After downtime at most one missed fire runs (the

@@ -96,6 +96,11 @@ PAYLOAD_LIMIT = 32768
 """Bytes of compact JSON a payload may take: it reaches the container as CRONOQ_PAYLOAD, and one
 environment string is limited to 128 KiB by Linux."""
 
+TEMPLATE_LIMIT = 65536
+"""Bytes of compact JSON a pod `template` may take. The operator holds every unfinished task's
+spec in memory, so one tenant's huge templates would grow it for all (issue 26); the other pod
+fields are bounded by the CRD itself."""
+
 MUTABLE_SPEC_FIELDS = ("cancel", "priority")
 
 
@@ -187,7 +192,8 @@ class TaskSpec(PodSettings):
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["task"]})
     """Tasks that must end a certain way before this one is queued (at most 32)."""
     template: PodTemplate | None = None
-    """A full pod template, for pod settings that have no field of their own here."""
+    """A full pod template, for pod settings that have no field of their own here. At most
+    64 KiB of JSON; the operator fails a task with a larger one."""
     http: HTTPRequest | None = None
     """Make this HTTP request instead of running a container: each attempt runs cronoq's push
     runner, and the answer decides the outcome. Excludes image, command, args and template; the
@@ -202,6 +208,10 @@ class TaskSpec(PodSettings):
             size = len(json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode())
             if size > PAYLOAD_LIMIT:
                 raise ValueError(f"payload is {size} bytes of JSON, more than {PAYLOAD_LIMIT}")
+        if self.template is not None:
+            size = len(json.dumps(self.template.to_dict(), separators=(",", ":"), ensure_ascii=False).encode())
+            if size > TEMPLATE_LIMIT:
+                raise ValueError(f"spec.template is {size} bytes of JSON, more than {TEMPLATE_LIMIT}")
         if self.http is not None and any(getattr(self, f) is not None for f in CONTAINER_FIELDS):
             raise ValueError("spec.http: a task gives either http or a container (image, command, args, template), "
                              "not both")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import timedelta
 
 from cronoq import __version__
 
@@ -55,6 +56,9 @@ def parser() -> Parser:
     op.add_argument("--lease-name", default="cronoq-leader", help="name of the leader Lease")
     op.add_argument("--sidecar-image", default=f"ghcr.io/cronoq/operator:{__version__}",
                     help="image of the heartbeat sidecar added to pods of tasks with heartbeatSidecar: true")
+    op.add_argument("--min-schedule-interval", type=_duration, default=timedelta(), metavar="DURATION",
+                    help="least time between two fires of a TaskSchedule, e.g. 1m; a schedule that fires more "
+                         "often makes no fire and says why (default 0s: any interval the API allows)")
     op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
                     choices=["debug", "info", "warning", "error"])
 
@@ -66,6 +70,14 @@ def parser() -> Parser:
     tasks.add_verbs(sub, common)
     schedules.add_verb(sub, common)
     return p
+
+
+def _duration(text: str) -> timedelta:
+    from cronoq.api import durations
+    try:
+        return durations.parse(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _common() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ def run_operator(args: argparse.Namespace) -> int:
                               probe_port=args.probe_port or None, workers=args.workers,
                               watch_seconds=args.watch_seconds, events=args.events,
                               leader_election=args.leader_election, lease_namespace=args.lease_namespace,
-                              lease_name=args.lease_name, sidecar_image=args.sidecar_image)
+                              lease_name=args.lease_name, sidecar_image=args.sidecar_image,
+                              min_schedule_interval=args.min_schedule_interval)
     asyncio.run(serve(RUNTIME))
     return 0

@@ -11,6 +11,7 @@ decision creates (same deterministic name), and never a Job the status does not 
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -35,6 +36,24 @@ from cronoq.kube.writes import Conflict, Rejected, Writer
 log = logging.getLogger(__name__)
 
 
+class JobRefused(Exception):
+    """The API server refused an attempt's Job for now: the reconcile is retried with backoff."""
+
+    def __init__(self, message: str, first: bool) -> None:
+        super().__init__(message)
+        self.first = first
+        """The attempt's first refusal: the task's message has yet to say it."""
+
+
+QUOTA = re.compile(r"exceeded quota: ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
+
+
+def refusal_of(message: str) -> str:
+    """The API server's refusal, naming the ResourceQuota first when one refused."""
+    quota = QUOTA.search(message)
+    return f"ResourceQuota {quota.group(1)} refused it ({message})" if quota else message
+
+
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, term: Term, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
@@ -48,6 +67,8 @@ class Applier:
         """uids of Jobs whose late reports were counted already: each is counted once."""
         self.rejected: dict[tuple[str, int], str] = {}
         """(task uid, attempt) → why the API server refused its Job (422); the next decision reads it."""
+        self.refused: dict[tuple[str, int], str] = {}
+        """(task uid, attempt) → why the API server refused its Job for now (403: a ResourceQuota)."""
 
     async def apply(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
                     now: datetime, settings: Effective) -> None:
@@ -63,6 +84,9 @@ class Applier:
 
     async def settle(self, entry: TaskEntry, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
         """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
+        for refusals in (self.refused, self.rejected):
+            for key in [k for k in refusals if k[0] == entry.uid]:
+                del refusals[key]
         self.expiry.schedule_finished(entry, pool)
         await self._carry_out(entry, None, plan, pool_key, now, None)
 
@@ -96,9 +120,13 @@ class Applier:
         written (None for a finished task's settling)."""
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         self._book_slots(entry, task, plan, pool_key)
-        self._count(task, plan, pool_key[1])
+        self._count(task, plan, pool_key)
+        refused = None
         if plan.create_job is not None and task is not None and settings is not None:
-            await self._create_job(entry, task, plan, pool_key, settings)
+            try:
+                await self._create_job(entry, task, plan, pool_key, settings)
+            except JobRefused as err:
+                refused = err
         for job_name in plan.delete_jobs:
             await self.writer.delete_job(namespace, job_name)
         for event in plan.events:
@@ -107,6 +135,8 @@ class Applier:
             await self.writer.post_event(entry.raw, event, now)
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+        if refused is not None:
+            raise refused
 
     def _book_slots(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key) -> None:
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
@@ -124,21 +154,21 @@ class Applier:
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
 
-    def _count(self, task: Task | None, plan: Plan, pool: str) -> None:
+    def _count(self, task: Task | None, plan: Plan, pool_key: Key) -> None:
         """Counted as soon as the status that records them has landed, before the slower side effects."""
         for uid in plan.stale_jobs:
             if uid not in self.stale_counted:
                 self.stale_counted.add(uid)
                 metrics.STALE_COMPLETIONS.inc()
         for attempt in plan.ended:
-            metrics.ATTEMPTS.labels(pool, metrics.label(attempt.outcome.value)).inc()
+            metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
         status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
-            metrics.TASKS.labels(pool, metrics.label(status.phase.value)).inc()
+            metrics.TASKS.labels(*pool_key, metrics.label(status.phase.value)).inc()
             if status.submitted_at and status.finished_at:
-                metrics.TASK_DURATION.labels(pool, metrics.label(status.phase.value)).observe(
+                metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
     async def _create_job(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, settings: Effective) -> None:
@@ -157,16 +187,20 @@ class Applier:
             if err.status == 422:
                 self.rejected[(entry.uid, number)] = err.message
                 self.queue.add(("task", namespace, name))
-            else:  # forbidden: a quota, a terminating namespace; try again later
-                log.warning("creating Job %s/%s refused: %s", namespace, job["metadata"]["name"], err.message)
-                self.queue.add_after(("task", namespace, name), 5.0)
-            return
+                return
+            # Forbidden: a quota, a terminating namespace. The work queue retries the task with a
+            # per-key exponential delay (JobRefused), and the task's message says who refused.
+            first = (entry.uid, number) not in self.refused
+            self.refused[(entry.uid, number)] = refusal_of(err.message)
+            raise JobRefused(err.message, first) from None
+        if self.refused.pop((entry.uid, number), None) is not None:
+            self.queue.add(("task", namespace, name))  # to say that the attempt runs now
         facts = job_facts(created, self.skew()) if created is not None else None
         if facts is not None:  # known before its watch event: never taken for a lost Job
             self.store.put_job(namespace, entry.uid, name, facts)
         if plan.started is not None:
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
-            metrics.DISPATCH_LATENCY.labels(pool_key[1]).observe(max((self.clock() - since).total_seconds(), 0))
+            metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
 
     async def refuse(self, entry: TaskEntry) -> None:
         """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""

@@ -58,7 +58,7 @@ class Intake:
             pool = TaskPool.model_validate(raw)
             self.store.pools[key] = pool
             if old is None:
-                metrics.start_series(key[1])
+                metrics.start_series(*key)
             if old is not None and old.spec == pool.spec:
                 return
         # A pool appearing, going or changing matters to every task in it.

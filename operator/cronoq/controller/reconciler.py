@@ -14,7 +14,7 @@ from typing import Callable, Hashable
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskPoolSpec
-from cronoq.controller.apply import Applier
+from cronoq.controller.apply import Applier, JobRefused
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
@@ -59,17 +59,6 @@ def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
         duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
 
 
-class _Graph:
-    """The namespace's dependency graph, read from the store as the cycle search walks it."""
-
-    def __init__(self, store: Store, namespace: str) -> None:
-        self.store, self.namespace = store, namespace
-
-    def get(self, name: str, default=()):
-        entry = self.store.tasks.get((self.namespace, name))
-        return default if entry is None else list(entry.depends_on)
-
-
 class Controller:
     """Owns the store, the work queue and the slots, and wires the parts that share them:
     `intake` (watch events in), `applier` (plans out), `pool_statuses`, `expiry`. `term` is
@@ -108,6 +97,13 @@ class Controller:
                 await self.dispatch(namespace, name)
         except NotLeader:
             self.term.acting = False
+        except JobRefused as err:
+            delay, failures = self.queue.retry(key)
+            metrics.RETRIES.labels(kind).inc()
+            log.warning("the Job of task %s/%s was refused (%d in a row): %s; trying again in %.1fs",
+                        namespace, name, failures, err, delay)
+            if err.first:
+                self.queue.add(key)  # now, to say so in the task's status (no Job created then)
         except Exception as err:  # noqa: BLE001 - one task's trouble must not stop the others
             delay, failures = self.queue.retry(key)
             metrics.RETRIES.labels(kind).inc()
@@ -117,7 +113,15 @@ class Controller:
                 log.warning("reconciling %s %s/%s failed %d times in a row (%s); retrying in %.1fs",
                             kind, namespace, name, failures, err, delay)
         else:
-            self.queue.forget(key)
+            if not (kind == "task" and self._refused(namespace, name)):
+                self.queue.forget(key)
+
+    def _refused(self, namespace: str, name: str) -> bool:
+        """Whether the task's current attempt waits on a refused Job (its backoff goes on)."""
+        entry = self.store.tasks.get((namespace, name))
+        task = entry.task if entry is not None else None
+        attempt = task.status.attempt if task is not None and task.status else 0
+        return entry is not None and (entry.uid, attempt) in self.applier.refused
 
     async def _resync(self) -> None:
         while True:
@@ -151,6 +155,7 @@ class Controller:
             jobs=self.store.attempt_jobs(entry), now=now, epoch=self.term.epoch, admit=key in self.slots.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
             job_rejected=self.applier.rejected.get((entry.uid, attempt_n)),
+            job_refused=self.applier.refused.get((entry.uid, attempt_n)),
             gate=await self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
         plan = reconcile(task, settings, seen, self.rng)
         await self.applier.apply(entry, task, plan, pool_key, pool, now, settings)
@@ -187,7 +192,8 @@ class Controller:
                 return dependencies.MISSING if dep is None else dep.phase
 
             phases = {d.task: phase_of(d.task) for d in task.spec.depends_on}
-            return dependencies.gate(task.metadata.name, task.spec.depends_on, phases, _Graph(self.store, namespace))
+            return dependencies.gate(task.metadata.name, task.spec.depends_on, phases,
+                                     self.store.cycle_of(namespace, entry))
         return RUN
 
     # ------------------------------------------------------------------ one pool
@@ -197,8 +203,8 @@ class Controller:
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         running = self.slots.running(pool_key)
-        metrics.RUNNING_ATTEMPTS.labels(name).set(running)
-        metrics.QUEUE_DEPTH.labels(name).set(len(self.slots.waiting[pool_key]))
+        metrics.RUNNING_ATTEMPTS.labels(namespace, name).set(running)
+        metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
         if pool is None:
             return
         for key in self.slots.admit(pool_key, pool.spec.concurrency, self.clock()):

@@ -11,6 +11,7 @@ import logging
 import signal
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
@@ -44,6 +45,8 @@ class Options:
     lease_namespace: str | None = None
     lease_name: str = "cronoq-leader"
     sidecar_image: str | None = None
+    min_schedule_interval: timedelta = timedelta()
+    """Least time between two fires of any TaskSchedule; one that fires more often makes none."""
 
     @property
     def globs(self) -> bool:
@@ -73,7 +76,7 @@ class Runtime:
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings")
-        self.schedules = Schedules(writer)
+        self.schedules = Schedules(writer, min_interval=self.options.min_schedule_interval)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:

@@ -2,8 +2,9 @@
 replica leads, fires them. Each fire is applied in the order that makes it happen exactly once:
 
 1. cancel the unfinished Tasks (concurrencyPolicy Replace);
-2. create the fire's Task, named from the schedule and the fire time: AlreadyExists means the
-   fire happened (a crash, or an older leader, got there first), which is fine;
+2. create the fire's Task, named from the schedule and the fire time: AlreadyExists of a Task
+   this schedule controls means the fire happened (a crash, or an older leader, got there
+   first), which is fine; any other Task of that name is a FireConflict, never taken as the fire;
 3. only then write the status (lastFireTime, handledThrough, counters) with the stored
    resourceVersion as precondition; a conflict re-reads and decides again;
 4. prune history, count metrics.
@@ -23,8 +24,9 @@ from pydantic import ValidationError
 
 from cronoq import metrics
 from cronoq.api import TaskSchedule
-from cronoq.engine.schedule import Decision, Fired, decide, lag, rejected, task_manifest
-from cronoq.kube.schedules import ScheduleWriter, fired
+from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, rejected,
+                                    task_manifest)
+from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
 from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
 
 log = logging.getLogger(__name__)
@@ -49,9 +51,12 @@ def _rv(raw: dict[str, Any]) -> int:
 
 
 class Schedules:
-    def __init__(self, writer: Writer, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, writer: Writer, *, clock: Callable[[], datetime] = utcnow,
+                 min_interval: timedelta = timedelta()) -> None:
         self.io = ScheduleWriter(writer)
         self.clock = clock
+        self.min_interval = min_interval
+        """Least time between two fires of a schedule (--min-schedule-interval)."""
         self.schedules: dict[Key, dict[str, Any]] = {}
         self.tasks: dict[Key, dict[str, Fired]] = defaultdict(dict)
         """(namespace, schedule) → Task name → facts."""
@@ -165,7 +170,8 @@ class Schedules:
             self.due.pop(key, None)
             return
         now = self.clock()
-        decision = decide(schedule, list(self.tasks[key].values()), now)
+        own = [t for t in self.tasks[key].values() if t.owner_uid == schedule.metadata.uid]
+        decision = decide(schedule, own, now, self.min_interval)
         status = decision.status
         for name in decision.cancel:
             await self.io.cancel_task(key[0], name)
@@ -201,18 +207,27 @@ class Schedules:
         """Create the fire's Task; the status to write afterwards."""
         manifest = task_manifest(schedule, decision.create)
         try:
-            created = await self.io.create_task(manifest)
+            existing = await self.io.create_task(manifest)
         except Rejected as err:
             log.error("the API server refused Task %s/%s of schedule %s: %s", key[0], manifest["metadata"]["name"],
                       key[1], err.message)
             return rejected(schedule, decision, err.message, self.clock())
         name = manifest["metadata"]["name"]
+        uid = schedule.metadata.uid
+        if existing is not None:
+            controller = controller_of(existing)
+            if controller is None or controller.get("uid") != uid:
+                holder = f"{controller.get('kind')} {controller.get('name')}" if controller else None
+                log.warning("Task %s/%s, the name of a fire of schedule %s, is not the schedule's (%s): FireConflict",
+                            key[0], name, key[1], holder or "no controller")
+                metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "conflict").inc()
+                return conflicting(schedule, decision, name, holder, self.clock())
+            log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
         # Known at once, so a decision before the watch event sees the fire as made.
-        self.tasks[key].setdefault(name, Fired(name=name, fire_time=decision.create))
+        self.tasks[key].setdefault(name, Fired(name=name, fire_time=decision.create, owner_uid=uid))
         self.owner[(key[0], name)] = key
-        if created:
+        if existing is None:
             metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "created").inc()
             metrics.SCHEDULE_LAG.observe(lag(decision.create, self.clock()))
-        else:
-            log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
-        return decision.status
+        status = decision.status or schedule.status
+        return fired_cleanly(status, self.clock(), schedule.metadata.generation) if status is not None else None

@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
+from cronoq.engine import dependencies
+from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
 from cronoq.kube.observe import PodFacts, combine
 
@@ -69,6 +71,14 @@ def _slim(raw: dict[str, Any]) -> dict[str, Any]:
     keep = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp")
     return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
             "metadata": {k: meta[k] for k in keep if k in meta}}
+
+
+def _refusable(raw: dict[str, Any]) -> dict[str, Any]:
+    """What is kept of a task the models cannot read: its metadata and status (to write its
+    refusal, a status PUT, which ignores the spec) and its pool; never its (perhaps huge) spec."""
+    pool = (raw.get("spec") or {}).get("pool")
+    return {**_slim(raw), "spec": {"pool": pool} if isinstance(pool, str) else {},
+            **({"status": raw["status"]} if raw.get("status") else {})}
 
 
 @dataclass(slots=True)
@@ -148,6 +158,13 @@ class Store:
     """(namespace, Job name) → (uid, name) of its task."""
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container terminated."""
+    settled: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """namespace → tasks that can never be on a dependency cycle (engine.dependencies): the cycle
+    check stops there. Specs are immutable, so this holds until a task of the namespace is deleted."""
+    cycles: dict[Key, Component] = field(default_factory=dict)
+    """(namespace, task) → the tasks it shares dependency cycles with."""
+    cycle_checked: dict[Key, str] = field(default_factory=dict)
+    """(namespace, task) → uid of the task whose cycle check ended (each task is checked once)."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -168,10 +185,14 @@ class Store:
         first_seen = old.first_seen if old is not None and old.uid == meta["uid"] else now
         if task is not None and task.phase is not None and task.phase.terminal:
             entry = TaskEntry(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
+        elif task is None:  # unreadable (e.g. oversized): kept no bigger than what its refusal needs
+            entry = TaskEntry(raw=_refusable(raw), task=None, error=error, first_seen=first_seen)
         else:
             entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
         if old is not None:
             self._unindex(key, old)
+            if old.uid != entry.uid:
+                self._forget_cycles(key)
         self.tasks[key] = entry
         self._index(key, entry)
         return entry
@@ -216,6 +237,7 @@ class Store:
         entry = self.tasks.pop((namespace, name), None)
         if entry is not None:
             self._unindex((namespace, name), entry)
+            self._forget_cycles((namespace, name))
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
                 self.running_seen.pop((namespace, job), None)
@@ -223,6 +245,32 @@ class Store:
                 self.job_owner.pop((namespace, job), None)
                 self.leases.pop((namespace, job), None)
         return entry
+
+    def _forget_cycles(self, key: Key) -> None:
+        """A task went (or came back as another): what the cycle checks of its namespace settled
+        may no longer hold."""
+        self.settled.pop(key[0], None)
+        self.cycles.pop(key, None)
+        self.cycle_checked.pop(key, None)
+
+    def cycle_of(self, namespace: str, entry: TaskEntry) -> tuple[str, ...] | None:
+        """The dependency cycle `entry` is on, if any. Its check runs once (specs are immutable),
+        iteratively and within a budget, and stops at tasks earlier checks settled; a cycle is
+        found by the check of whichever of its tasks came last."""
+        key = (namespace, entry.name)
+        if key not in self.cycles and self.cycle_checked.get(key) != entry.uid:
+            def depends_on(name: str) -> tuple[str, ...] | None:
+                dep = self.tasks.get((namespace, name))
+                return None if dep is None else dep.depends_on
+
+            settled = self.settled[namespace]
+            search = dependencies.search_cycles(entry.name, depends_on, settled)
+            settled |= search.settled
+            self.cycles.update(((namespace, member), found) for member, found in search.cycles.items())
+            if search.complete:
+                self.cycle_checked[key] = entry.uid
+        found = self.cycles.get(key)
+        return found.cycle_through(entry.name) if found is not None else None
 
     def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
         return [self.tasks[(namespace, name)] for name in self.in_pool.get((namespace, pool), ())]

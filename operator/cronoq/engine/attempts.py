@@ -130,10 +130,21 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     if verdict is None:
         if job is None and seen.job_rejected is None:
             # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
+            if seen.job_refused is not None and _reason(draft.status) != reasons.JOB_REFUSED:
+                # Said once (the quota's usage in the message changes on every refusal); the
+                # work queue's backoff, not this write, times the next creation.
+                draft.status = _say(draft.status, reasons.JOB_REFUSED,
+                                    f"attempt {n} waits: its Job was refused, and is created again with backoff: "
+                                    f"{seen.job_refused}", draft.task, now)
+                return draft.plan(draft.stamped())
             return draft.plan(create_job=n)
+        refused = job is not None and _reason(draft.status) == reasons.JOB_REFUSED
+        if refused:  # its Job exists at last: say so
+            draft.status = _say(draft.status, reasons.ATTEMPT_RUNNING,
+                                f"attempt {n} of {settings.retry.max_attempts} running", draft.task, now)
         told = _tell_waiting(draft.status, job, settings, draft.task, now)
-        if told is not None:
-            draft.status = told
+        if told is not None or refused:
+            draft.status = told or draft.status
             return draft.plan(draft.stamped())
         return draft.plan()
     closed = _close(open_attempt, verdict, job, now)

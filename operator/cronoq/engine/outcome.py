@@ -58,12 +58,15 @@ runner's. Any other word is ignored, so a container cannot pose as the operator'
 
 
 def sdk_report(message: str | None) -> dict[str, Any] | None:
-    """The SDK's structured termination message, if `message` is one."""
+    """The SDK's structured termination message, if `message` is one. Anything else, however it
+    fails to parse (nesting deep enough to exhaust the parser's recursion included), is plain text."""
     if not message or not message.lstrip().startswith("{"):
         return None
     try:
         report = json.loads(message)
-    except ValueError:
+        if isinstance(report, dict) and not isinstance(report.get("output"), (str, type(None))):
+            report["output"] = json.dumps(report["output"], separators=(",", ":"))
+    except (ValueError, RecursionError):
         return None
     if isinstance(report, dict) and str(report.get("outcome", "")).lower() in _SDK_OUTCOMES:
         return report
@@ -75,8 +78,6 @@ def from_termination(end: Termination, policy: RetryPolicy) -> Verdict:
     if report is not None:
         outcome = _SDK_OUTCOMES[str(report["outcome"]).lower()]
         output = report.get("output")
-        if output is not None and not isinstance(output, str):
-            output = json.dumps(output, separators=(",", ":"))
         retry_after = report.get("retryAfterSeconds")
         retry_after = (float(min(retry_after, MAX_RETRY_AFTER)) if isinstance(retry_after, (int, float))
                        and not isinstance(retry_after, bool) and retry_after > 0 else None)

@@ -85,5 +85,8 @@ class Observation:
     """When the operator first saw the task (its submission time, to sub-second precision)."""
     job_rejected: str | None = None
     """The API server refused to create the current attempt's Job, with this message."""
+    job_refused: str | None = None
+    """The API server refused the current attempt's Job for now (a ResourceQuota, a terminating
+    namespace), with this message: it is created again, with backoff."""
     gate: Gate = RUN
     """What its key and dependencies say, for a task that has not started yet."""

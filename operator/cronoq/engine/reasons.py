@@ -15,6 +15,7 @@ POD_FAILED = "PodFailed"
 POD_DELETED = "PodDeleted"
 JOB_DELETED = "JobDeleted"
 JOB_REJECTED = "JobRejected"     # the API server refused the attempt's Job (bad pod template)
+JOB_REFUSED = "JobRefused"       # the API server refused the Job for now (a ResourceQuota): retried with backoff
 TIMEOUT = "Timeout"
 START_TIMEOUT = "StartTimeout"   # stuck Pending (unschedulable, image pull) longer than allowed
 INVALID_IMAGE_NAME = "InvalidImageName"  # the kubelet cannot parse the image reference: never heals

@@ -47,7 +47,16 @@ READY = "Ready"
 SCHEDULED = "Scheduled"
 SUSPENDED = "Suspended"
 INVALID_SCHEDULE = "InvalidSchedule"
+INTERVAL_TOO_SHORT = "IntervalTooShort"
+ACTIVE_LIMIT = "ActiveLimit"
+"""Reason of a skip: the schedule has maxActiveTasks unfinished Tasks."""
+GAPS_CHECKED = 16
+"""Fire times after now a cron schedule's shortest gap is judged on (cron has no fixed interval)."""
 TASK_REJECTED = "TaskRejected"
+FIRE_CONFLICT = "FireConflict"
+"""Condition and reason: a fire's Task name was taken by a Task the schedule does not control."""
+FIRED = "Fired"
+"""Reason of FireConflict False: a later fire created its own Task."""
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -146,6 +155,19 @@ def timetable(schedule: str | None, every: timedelta | None, zone: str = "UTC") 
     return Cron(expression, tz, schedule)
 
 
+def shortest_gap(table: Timetable, now: datetime) -> timedelta:
+    """The shortest time between two fires: the interval, or a cron schedule's smallest gap among
+    its next fire times."""
+    if isinstance(table, Every):
+        return timedelta(seconds=table.seconds)
+    times: list[datetime] = []
+    for at in table._iter(now):
+        times.append(at)
+        if len(times) > GAPS_CHECKED:
+            break
+    return min((b - a for a, b in zip(times, times[1:])), default=timedelta.max)
+
+
 def timetable_of(schedule: TaskSchedule) -> Timetable:
     spec = schedule.spec
     return timetable(spec.schedule, spec.every, spec.time_zone)
@@ -207,6 +229,9 @@ class Fired:
     succeeded: bool = False
     finished_at: datetime | None = None
     cancelling: bool = False
+    owner_uid: str | None = None
+    """uid of the TaskSchedule that controls the Task (its controller ownerReference): only the
+    schedule of that uid counts the Task as one of its fires."""
 
 
 @dataclass(frozen=True)
@@ -230,9 +255,12 @@ def _ready(status: TaskScheduleStatus, now: datetime, generation: int | None, ho
     return tuple(set_condition(list(status.conditions), READY, holds, reason, message, now, generation))
 
 
-def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Decision:
+def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
+           min_interval: timedelta = timedelta()) -> Decision:
     """What to do about `schedule` at `now`, given its Tasks. Running it twice on the same
-    observation decides the same; running it after a crash picks up from handledThrough."""
+    observation decides the same; running it after a crash picks up from handledThrough.
+    `min_interval` is the operator's least time between two fires (issue 26: `every: 1s` with
+    Allow makes 86,400 Tasks a day): a schedule that fires more often makes no fire at all."""
     spec, meta = schedule.spec, schedule.metadata
     old = schedule.status or TaskScheduleStatus()
     generation = meta.generation
@@ -249,12 +277,19 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
                              handled)
     base: dict[str, Any] = dict(last_successful_time=last_success, active=len(active), observed_generation=generation)
 
+    reason = INVALID_SCHEDULE
     try:
         table = timetable_of(schedule)
+        gap = shortest_gap(table, now)
+        if gap < min_interval:
+            reason = INTERVAL_TOO_SHORT
+            raise InvalidSchedule(f"{table.describe()} fires {durations.format(gap)} apart, more often than this "
+                                  f"operator allows (one fire per {durations.format(min_interval)} at most, "
+                                  "--min-schedule-interval): no fires until the schedule is changed")
     except InvalidSchedule as err:
         status = old.model_copy(update=dict(
             **base, schedule=spec.schedule or old.schedule, next_fire_time=None, last_fire_time=last_fire,
-            handled_through=old.handled_through, conditions=_ready(old, now, generation, False, INVALID_SCHEDULE, str(err))))
+            handled_through=old.handled_through, conditions=_ready(old, now, generation, False, reason, str(err))))
         return Decision(status=_changed(old, status), delete=prune)
 
     base["schedule"] = table.describe()
@@ -281,6 +316,9 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Dec
             elif spec.starting_deadline is not None and now - latest > spec.starting_deadline:
                 missed += 1
             elif active and spec.concurrency_policy == ConcurrencyPolicy.FORBID:
+                skipped = 1
+            elif (spec.max_active_tasks is not None and len(active) >= spec.max_active_tasks
+                  and spec.concurrency_policy == ConcurrencyPolicy.ALLOW):
                 skipped = 1
             else:
                 if active and spec.concurrency_policy == ConcurrencyPolicy.REPLACE:
@@ -310,6 +348,32 @@ def rejected(schedule: TaskSchedule, decision: Decision, message: str, now: date
         active=max(status.active - 1, 0), last_fire_time=old.last_fire_time, missed_fires=status.missed_fires + 1,
         conditions=_ready(status, now, schedule.metadata.generation, False, TASK_REJECTED,
                           f"the API server refused the Task of the fire at {decision.create.isoformat()}: {message}")))
+
+
+def conflicting(schedule: TaskSchedule, decision: Decision, task: str, controller: str | None,
+                now: datetime) -> TaskScheduleStatus:
+    """The status after a fire found its Task name taken by a Task the schedule does not control
+    (issue 26: a tenant may pre-create `<schedule>-<t>`): the fire is not taken as made, it is
+    counted as missed, and the FireConflict condition names the Task and who controls it."""
+    assert decision.create is not None  # only a decision to create a Task can conflict
+    status = decision.status or schedule.status or TaskScheduleStatus()
+    old = schedule.status or TaskScheduleStatus()
+    whose = f"controlled by {controller}" if controller else "controlled by nothing"
+    message = (f"the fire at {decision.create.isoformat()} found Task {task} already there, {whose}, not by this "
+               "schedule: the fire counts as missed")
+    conditions = set_condition(list(status.conditions), FIRE_CONFLICT, True, FIRE_CONFLICT, message, now,
+                               schedule.metadata.generation)
+    return status.model_copy(update=dict(active=max(status.active - 1, 0), last_fire_time=old.last_fire_time,
+                                         missed_fires=status.missed_fires + 1, conditions=tuple(conditions)))
+
+
+def fired_cleanly(status: TaskScheduleStatus, now: datetime, generation: int | None) -> TaskScheduleStatus:
+    """The status after a fire created its own Task: a FireConflict of an earlier fire no longer holds."""
+    if not any(c.type == FIRE_CONFLICT and c.status.value == "True" for c in status.conditions):
+        return status
+    conditions = set_condition(list(status.conditions), FIRE_CONFLICT, False, FIRED,
+                               "the newest fire created its own Task", now, generation)
+    return status.model_copy(update=dict(conditions=tuple(conditions)))
 
 
 def _changed(old: TaskScheduleStatus, new: TaskScheduleStatus) -> TaskScheduleStatus | None:

@@ -16,12 +16,23 @@ from cronoq.kube.writes import MERGE_PATCH, Rejected, Writer, api_message, custo
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
 
 
+def controller_of(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The controller ownerReference of an object, if any."""
+    return next((ref for ref in (raw.get("metadata") or {}).get("ownerReferences") or () if ref.get("controller")),
+                None)
+
+
 def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
-    """(schedule name, facts) of a Task a schedule created; None for any other Task."""
+    """(schedule name, facts) of a Task a schedule created; None for any other Task. Only a Task
+    that a TaskSchedule controls (ownerReference) counts: labels alone may be forged by anyone
+    who may create Tasks."""
     meta = raw.get("metadata") or {}
     labels = meta.get("labels") or {}
     schedule, at = labels.get(SCHEDULE), labels.get(FIRE_TIME)
-    if not schedule or not at or not at.isdigit():
+    owner = controller_of(raw)
+    if not schedule or not at or not at.isdigit() or owner is None:
+        return None
+    if owner.get("kind") != "TaskSchedule" or owner.get("name") != schedule:
         return None
     status = raw.get("status") or {}
     phase = status.get("phase")
@@ -30,22 +41,25 @@ def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
         name=meta["name"], fire_time=EPOCH + timedelta(seconds=int(at)), manual=labels.get(TRIGGER) == "manual",
         finished=phase in _TERMINAL, succeeded=phase == "Succeeded",
         finished_at=datetime.fromisoformat(finished_at.replace("Z", "+00:00")) if finished_at else None,
-        cancelling=bool((raw.get("spec") or {}).get("cancel")))
+        cancelling=bool((raw.get("spec") or {}).get("cancel")), owner_uid=owner.get("uid"))
 
 
 @dataclass
 class ScheduleWriter:
     writer: Writer
 
-    async def create_task(self, task: dict[str, Any]) -> bool:
-        """Create a fire's Task; False if it exists already (the fire happened: the create is the fence)."""
+    async def create_task(self, task: dict[str, Any]) -> dict[str, Any] | None:
+        """Create a fire's Task: None once created, or the Task that exists already under its name
+        (the create is the fence: whether that Task is the schedule's own decides if the fire happened)."""
         self.writer.check()
+        namespace, name = task["metadata"]["namespace"], task["metadata"]["name"]
         try:
-            await self.writer.request("POST", custom_objects(task["metadata"]["namespace"]), task)
-            return True
+            await self.writer.request("POST", custom_objects(namespace), task)
+            return None
         except ApiException as err:
             if err.status == 409:
-                return False
+                existing = await self.writer.request("GET", f"{custom_objects(namespace)}/{name}")
+                return existing or {"metadata": {"name": name}}
             if err.status in (403, 422):
                 raise Rejected(err.status, api_message(err)) from None
             raise

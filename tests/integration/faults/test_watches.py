@@ -62,7 +62,7 @@ def test_watches_relist_after_410_gone_and_miss_or_double_no_outcome(own, api, d
     assert log.count(RELISTED) >= 1, own.operator.tail()
     recorded = sum(len(s["attempts"]) for s in statuses.values()) + 1
     counted = wait_until(lambda: (lambda n: n if n >= recorded else None)(sum(
-        own.operator.metric("cronoq_attempts_total", pool="default", outcome=o)
+        own.operator.metric("cronoq_attempts_total", namespace=own.namespace, pool="default", outcome=o)
         for o in ("success", "retryable", "permanent", "cancelled"))), timeout=10, what="every attempt counted")
     assert counted == recorded, "every attempt's end counted once"
     for name in names:
