@@ -91,7 +91,7 @@ COLUMNS = ("NAME", "POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE")
 WIDE = ("PRIORITY", "KEY", "DURATION", "NEXT ATTEMPT", "DUPLICATE OF", "RETRY OF")
 
 
-def row(task: Task, wide: bool = False) -> list[Text]:
+def row(task: Task, wide: bool = False, namespaces: bool = False) -> list[Text]:
     s = task.status
     cells = [Text(task.metadata.name or ""), Text(task.spec.pool), phase_text(task.phase),
              Text(str(s.attempt if s else 0)), Text(age(task.metadata.creation_timestamp)), Text(_summary(task))]
@@ -103,25 +103,39 @@ def row(task: Task, wide: bool = False) -> list[Text]:
                       Text(s.next_attempt_at.isoformat() if s and s.next_attempt_at else "-"),
                       Text(s.duplicate_of if s and s.duplicate_of else "-"),
                       Text(task.metadata.labels.get("cronoq.io/retry-of", "-"))]
+    if namespaces:
+        cells.insert(0, Text(task.metadata.namespace or ""))
     return cells
 
 
-def task_table(tasks: list[Task], wide: bool = False) -> Table:
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="", padding=(0, 3, 0, 0))
-    headers = list(COLUMNS)
+def headers(wide: bool = False, namespaces: bool = False) -> list[str]:
+    cols = list(COLUMNS)
     if wide:
-        headers[5:5] = WIDE
-    for h in headers:
-        table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
-    for task in tasks:
-        table.add_row(*row(task, wide))
-    return table
+        cols[5:5] = WIDE
+    return ["NAMESPACE", *cols] if namespaces else cols
 
 
-def watch_line(task: Task, wide: bool = False) -> Text:
+def table(columns: list[str], rows: list[list[Text]], show_header: bool = True) -> Table:
+    """kubectl's plain table: no box, three spaces between columns; the last column wraps."""
+    out = Table(box=None, show_edge=False, pad_edge=False, header_style="", padding=(0, 3, 0, 0),
+                show_header=show_header)
+    for i, h in enumerate(columns):
+        out.add_column(h, no_wrap=i < len(columns) - 1, overflow="fold")
+    for cells in rows:
+        out.add_row(*cells)
+    return out
+
+
+def task_table(tasks: list[Task], wide: bool = False, namespaces: bool = False, show_header: bool = True) -> Table:
+    return table(headers(wide, namespaces), [row(t, wide, namespaces) for t in tasks], show_header)
+
+
+WATCH_WIDTHS = (32, 12, 14, 9, 7)
+
+
+def watch_line(cells: list[Text], namespaces: bool = False) -> Text:
     """One row of `get -w`: fixed widths, since rows arrive one at a time."""
-    widths = (32, 12, 14, 9, 7)
-    cells = row(task, wide)
+    widths = ((20,) if namespaces else ()) + WATCH_WIDTHS
     line = Text()
     for i, cell in enumerate(cells):
         if i < len(widths):

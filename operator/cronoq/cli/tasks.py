@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,15 +16,15 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.config import ConfigException
 
-from cronoq.api import DurationError, Task, TaskPhase
+from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase
 from cronoq.api.durations import parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
 from cronoq.cli import render
 from cronoq.client import (
-    Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound,
-    WaitTimeout, status_of,
+    Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
+    TaskNotFound, WaitTimeout, status_of,
 )
-from cronoq.client.client import check_manifest
+from cronoq.client.client import RETRYABLE_PHASES, check_manifest
 
 RESOURCE = "task.cronoq.io"
 
@@ -43,15 +44,19 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     s.add_argument("--key", "-k", help="idempotency key: a task holding it is returned instead of a new one")
     s.add_argument("--payload", help="JSON handed to the container as CRONOQ_PAYLOAD")
     s.add_argument("--payload-file", help="file holding the JSON payload")
-    s.add_argument("--timeout", help="per-attempt timeout, e.g. 10m")
+    s.add_argument("--attempt-timeout", help="each attempt's time limit (spec.timeout), e.g. 10m: "
+                                             "an attempt still running then is killed")
+    # `--timeout` would say neither which limit it is: refused with a line naming both.
+    s.add_argument("--timeout", dest="ambiguous_timeout", help=argparse.SUPPRESS)
     s.add_argument("--max-attempts", type=int, help="attempts, counting the first")
     s.add_argument("--depends-on", action="append", default=[], metavar="TASK[:Success|Failure|Complete]",
                    help="wait for this task first (repeatable)")
     s.add_argument("--label", "-l", action="append", default=[], metavar="KEY=VALUE", help="task label (repeatable)")
     s.add_argument("--pod-annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="annotation of the attempt pods (repeatable)")
-    s.add_argument("--wait", "-w", action="store_true", help="wait for the task and print its output")
-    s.add_argument("--wait-timeout", help="with --wait: give up after this long (e.g. 5m)")
+    s.add_argument("--wait", action="store_true", help="wait for the task and print its output")
+    s.add_argument("--wait-timeout", help="with --wait: stop waiting after this long (e.g. 5m), exit code 3; "
+                                          "the task goes on")
     s.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the task in this format")
 
     for verb, helptext in (("get", "show tasks (all, or the ones named)"), ("list", "list the tasks")):
@@ -59,27 +64,38 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
         if verb == "get":
             g.add_argument("names", nargs="*", metavar="NAME")
         g.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"])
-        g.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
-        g.add_argument("--pool", "-p", help="only tasks of this pool")
-        g.add_argument("--key", "-k", help="only tasks with this key")
-        g.add_argument("--selector", "-l", help="label selector")
+        add_filters(g)
+        g.add_argument("--no-headers", action="store_true", help="tables without their header line")
         g.add_argument("--watch", "-w", action="store_true", help="after listing, print each change")
 
     w = sub.add_parser("wait", parents=[common], help="wait until the tasks end; print their output")
     w.add_argument("names", nargs="+", metavar="NAME")
-    w.add_argument("--timeout", help="give up after this long (e.g. 30s, 5m); exit code 3")
+    w.add_argument("--timeout", help="stop waiting after this long (e.g. 30s, 5m), exit code 3; the tasks go on")
     w.add_argument("-o", "--output", choices=["json"], help="print every result as JSON")
 
-    c = sub.add_parser("cancel", parents=[common], help="cancel tasks (sets spec.cancel: true), by name or key")
+    c = sub.add_parser("cancel", parents=[common], help="cancel tasks (sets spec.cancel: true): named, or selected",
+                       description="Cancel the tasks named, or every unfinished task the filters select "
+                                   "(--all: every one). --dry-run lists them and changes nothing.")
     c.add_argument("names", nargs="*", metavar="NAME")
-    c.add_argument("--key", "-k", help="cancel every unfinished task holding this key")
-    c.add_argument("--pool", "-p", help="with --key: only in this pool")
+    add_filters(c, bulk=True)
 
-    r = sub.add_parser("retry", parents=[common], help="re-drive a Failed or DeadLettered task as a new task")
-    r.add_argument("name", metavar="NAME")
+    r = sub.add_parser("retry", parents=[common],
+                       help="re-drive Failed or DeadLettered tasks as new tasks: named, or selected",
+                       description="Re-drive the tasks named, or every Failed or DeadLettered task the filters "
+                                   "select (--all: every one) that was not retried yet, each as a new task "
+                                   "<name>-r-xxxxx. --dry-run lists them and creates nothing.")
+    r.add_argument("names", nargs="*", metavar="NAME")
+    add_filters(r, bulk=True)
     r.add_argument("--max-attempts", type=int, help="attempts of the new task (default: as the original)")
-    r.add_argument("--wait", "-w", action="store_true", help="wait for the new task")
-    r.add_argument("--wait-timeout", help="with --wait: give up after this long")
+    r.add_argument("--wait", action="store_true", help="wait for the new task(s)")
+    r.add_argument("--wait-timeout", help="with --wait: stop waiting after this long, exit code 3")
+
+    x = sub.add_parser("delete", parents=[common], help="delete tasks (their Jobs and pods go with them)",
+                       description="Delete the tasks named, or every task the filters select (--all: every "
+                                   "one). An unfinished task's running attempt is stopped with it. --dry-run "
+                                   "lists them and deletes nothing.")
+    x.add_argument("names", nargs="*", metavar="NAME")
+    add_filters(x, bulk=True)
 
     d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
     d.add_argument("name", metavar="NAME")
@@ -93,14 +109,29 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     t.add_argument("names", nargs="+", metavar="NAME")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run a verb; turn the client's errors into one line and an exit code."""
-    verb: Callable[[argparse.Namespace, Client], int] = VERBS[args.command]
+def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
+    """The flags that select tasks: those of the listing verbs, and of the bulk actions."""
+    p.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
+    p.add_argument("--pool", "-p", help="only tasks of this pool")
+    p.add_argument("--key", "-k", help="only tasks with this key")
+    p.add_argument("--selector", "-l", help="label selector, e.g. app=etl,tier!=web")
+    p.add_argument("--all-namespaces", "-A", action="store_true", help="tasks of every namespace")
+    if bulk:
+        p.add_argument("--older-than", metavar="DURATION",
+                       help="only tasks finished (unfinished: created) more than this long ago, e.g. 24h")
+        p.add_argument("--all", action="store_true", help="every task of the namespace (when no filter is given)")
+        p.add_argument("--dry-run", action="store_true", help="list what would be touched; change nothing")
+
+
+def run(args: argparse.Namespace, verb: Callable[[argparse.Namespace, Client], int] | None = None) -> int:
+    """Run a verb (default: the task verb named by the command); turn the client's errors into
+    one line and an exit code."""
+    verb = verb or VERBS[args.command]
     try:
         _check_input(args)  # bad input is reported before any cluster is contacted
-        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig)
+        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context)
         return verb(args, client)
-    except (UsageError, InvalidTask, TaskNotFound, NotRetryable) as err:
+    except (UsageError, InvalidTask, TaskNotFound, ObjectNotFound, NotRetryable) as err:
         return _fail(str(err), EXIT_USAGE)
     except (LogsUnavailable, ClientError) as err:
         return _fail(str(err), EXIT_FAILED)
@@ -113,18 +144,39 @@ def run(args: argparse.Namespace) -> int:
 def _check_input(args: argparse.Namespace) -> None:
     """Parse what can be parsed offline, so that bad input never waits on the cluster."""
     if args.command == "submit":
+        if args.ambiguous_timeout is not None:
+            raise UsageError("submit: --timeout is ambiguous: --attempt-timeout limits each attempt (the task's "
+                             "spec.timeout), --wait-timeout limits how long --wait waits")
         flags = any(getattr(args, f) for f in (
-            "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "timeout",
+            "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
             "max_attempts", "depends_on", "label", "pod_annotation", "name", "generate_name")) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
         args.manifests = [check_manifest(m) for m in manifests]
         _seconds(args.wait_timeout, "--wait-timeout")
-    elif args.command in ("get", "list"):
+    if "phase" in args:
         args.phase = _phases(args.phase)
-    elif args.command in ("wait", "retry"):
-        _seconds(args.timeout if args.command == "wait" else args.wait_timeout, "--timeout")
+    if "dry_run" in args:
+        _check_selection(args)
+    if args.command == "wait":
+        _seconds(args.timeout, "--timeout")
+    if args.command == "retry":
+        _seconds(args.wait_timeout, "--wait-timeout")
+
+
+def _check_selection(args: argparse.Namespace) -> None:
+    """A bulk verb takes names or filters (or --all), never neither: `cronoq delete` alone
+    deletes nothing, as `kubectl delete tasks` does."""
+    filters = [f for f, given in (("--phase", args.phase), ("--pool", args.pool), ("--key", args.key),
+                                  ("-l", args.selector), ("--older-than", args.older_than)) if given]
+    args.older_than_seconds = _seconds(args.older_than, "--older-than")
+    if args.names and (filters or args.all or args.all_namespaces):
+        raise UsageError(f"{args.command}: give task names or filters ({', '.join(filters or ['--all', '-A'])}), "
+                         "not both")
+    if not args.names and not filters and not args.all:
+        raise UsageError(f"{args.command}: give task names, filters (--phase, --pool, --key, -l, --older-than) "
+                         "or --all")
 
 
 def _fail(message: str, code: int) -> int:
@@ -249,8 +301,8 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
             raise UsageError(f"{flag}: {err.strerror}") from None
         except ValueError as err:
             raise UsageError(f"{flag} is not JSON: {err}") from None
-    if args.timeout:
-        spec["timeout"] = args.timeout
+    if args.attempt_timeout:
+        spec["timeout"] = args.attempt_timeout
     if args.max_attempts is not None:
         spec["retry"] = {"maxAttempts": args.max_attempts}
     if args.depends_on:
@@ -269,46 +321,51 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
 
 def get(args: argparse.Namespace, client: Client) -> int:
     names = [_bare(n) for n in getattr(args, "names", [])]
-    phases = args.phase
+    if names and args.all_namespaces:
+        raise UsageError(f"{args.command}: a task is named in one namespace: give names or -A, not both")
+    if args.watch:
+        return _watch(args, client, names)
     if names:
         tasks = [client.get(n) for n in names]
     else:
-        tasks = client.list(phase=phases or None, pool=args.pool, key=args.key, label_selector=args.selector)
-    out = render.console()
-    wide = args.output == "wide"
+        tasks = client.list(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
+                            all_namespaces=args.all_namespaces)
     if args.output in ("json", "yaml"):
-        print(render.dump([t.to_dict() for t in tasks], args.output, single=bool(names) and len(names) == 1))
+        print(render.dump([t.to_dict() for t in tasks], args.output, single=len(names) == 1))
     elif args.output == "name":
         for t in tasks:
             print(f"{RESOURCE}/{t.metadata.name}")
-    elif args.watch:
-        out.print(_watch_header(wide), markup=False)
     elif tasks:
-        render.show(out, render.task_table(tasks, wide))
+        render.show(render.console(), render.task_table(tasks, args.output == "wide", args.all_namespaces,
+                                                        show_header=not args.no_headers))
     else:
-        print(f"No tasks found in {client.namespace} namespace.", file=sys.stderr)
-    if not args.watch:
-        return EXIT_OK
+        where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+        print(f"No tasks found in {where}.", file=sys.stderr)
+    return EXIT_OK
+
+
+def _watch(args: argparse.Namespace, client: Client, names: list[str]) -> int:
+    """`get -w`: every task the filters select, then each change, in the format asked for
+    (a table row, a name, or a whole JSON/YAML document each)."""
+    wide, everywhere = args.output == "wide", args.all_namespaces
+    out = render.console()
+    if args.output in (None, "wide") and not args.no_headers:
+        out.print(render.watch_line([render.Text(h) for h in render.headers(wide, everywhere)], everywhere))
+    phases = args.phase
     wanted = set(names)
-    for _, task in client.watch(phase=phases[0] if len(phases) == 1 else None, pool=args.pool, key=args.key):
+    for _, task in client.watch(phase=phases[0] if len(phases) == 1 else None, pool=args.pool, key=args.key,
+                                label_selector=args.selector, all_namespaces=everywhere):
         if wanted and task.metadata.name not in wanted:
             continue
         if phases and str(task.phase) not in phases:
             continue
         if args.output in ("json", "yaml"):
             print(render.dump([task.to_dict()], args.output, single=True), flush=True)
+        elif args.output == "name":
+            print(f"{RESOURCE}/{task.metadata.name}", flush=True)
         else:
-            render.show(out, render.watch_line(task, wide))
+            render.show(out, render.watch_line(render.row(task, wide, everywhere), everywhere))
     return EXIT_OK
-
-
-def _watch_header(wide: bool) -> str:
-    cols = list(render.COLUMNS)
-    if wide:
-        cols[5:5] = render.WIDE
-    widths = (32, 12, 14, 9, 7)
-    return "".join(c.ljust(widths[i]) if i < len(widths) else c + ("   " if i < len(cols) - 1 else "")
-                   for i, c in enumerate(cols))
 
 
 # ---------------------------------------------------------------------- wait
@@ -384,38 +441,118 @@ def _report(names: list[str], finished: dict[str, Task], as_json: bool, many: bo
 # ---------------------------------------------------------------------- cancel / retry
 
 
+def select(tasks: list[Task], older_than: float | None, now: datetime) -> list[Task]:
+    """The tasks `--older-than` keeps: finished more than that long ago, or (unfinished)
+    created more than that long ago. Without it, all of them."""
+    if older_than is None:
+        return tasks
+    cutoff = now - timedelta(seconds=older_than)
+
+    def since(task: Task) -> datetime | None:
+        finished = task.status.finished_at if task.status else None
+        return finished or task.metadata.creation_timestamp
+
+    return [t for t in tasks if (at := since(t)) is not None and at <= cutoff]
+
+
+def _targets(args: argparse.Namespace, client: Client) -> list[Task]:
+    """The tasks a bulk verb acts on: the ones named (a missing one is an error), or the ones
+    its filters select."""
+    if args.names:
+        return [client.get(_bare(n)) for n in args.names]
+    tasks = client.list(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
+                        all_namespaces=args.all_namespaces)
+    return select(tasks, args.older_than_seconds, datetime.now(timezone.utc))
+
+
+def _ref(task: Task, everywhere: bool) -> str:
+    """How a bulk verb names a task: kubectl's `-o name`, with the namespace across namespaces."""
+    name = f"{RESOURCE}/{task.metadata.name}"
+    return f"{task.metadata.namespace}/{name}" if everywhere else name
+
+
+def _count(n: int, done: str, dry_run: bool) -> None:
+    """The line that ends a bulk verb, on stderr (stdout stays one line per task)."""
+    print(f"{n} task{'' if n == 1 else 's'} {'would be ' + done + ' (dry run)' if dry_run else done}",
+          file=sys.stderr)
+
+
 def cancel(args: argparse.Namespace, client: Client) -> int:
-    if bool(args.names) == bool(args.key):
-        raise UsageError("cancel: give task names or --key, not both")
-    if args.pool and not args.key:
-        raise UsageError("cancel: --pool goes with --key")
-    if args.key:
-        names = client.cancel(key=args.key, pool=args.pool)
-        for name in names:
-            print(f"{RESOURCE}/{name} cancel requested")
-        if not names:
-            print(f"no unfinished task holds key {args.key!r}", file=sys.stderr)
-        return EXIT_OK
-    code = EXIT_OK
-    for name in (_bare(n) for n in args.names):
-        try:
-            if client.cancel(name):
-                print(f"{RESOURCE}/{name} cancel requested")
-            else:
-                task = client.get(name)
-                print(f"{RESOURCE}/{name} not cancelled: already {task.phase}")
-        except TaskNotFound as err:
-            print(f"error: {err}", file=sys.stderr)
-            code = EXIT_USAGE
-    return code
+    everywhere = args.all_namespaces
+    acted = 0
+    for task in _targets(args, client):
+        ref = _ref(task, everywhere)
+        if task.phase in TERMINAL_PHASES:
+            if args.names:
+                print(f"{ref} not cancelled: already {task.phase}")
+            continue
+        if task.spec.cancel:
+            if args.names:
+                print(f"{ref} not cancelled: cancel already requested")
+            continue
+        if args.dry_run:
+            print(f"{ref} would be cancelled ({task.phase or 'Pending'})")
+        elif client.in_namespace(task.metadata.namespace or client.namespace).cancel(task.metadata.name):
+            print(f"{ref} cancel requested")
+        else:
+            continue
+        acted += 1
+    if not args.names:
+        _count(acted, "cancelled", args.dry_run)
+    return EXIT_OK
 
 
 def retry(args: argparse.Namespace, client: Client) -> int:
-    task = client.retry(_bare(args.name), max_attempts=args.max_attempts)
-    print(f"{RESOURCE}/{task.metadata.name} created (retry of {_bare(args.name)})")
-    if args.wait:
-        args.names, args.timeout, args.output = [task.metadata.name], args.wait_timeout, None
-        return wait(args, client)
+    everywhere = args.all_namespaces
+    created: list[Task] = []
+    targets = _targets(args, client)
+    for task in targets if args.names else ():  # named: all of them retryable, or none is retried
+        if task.phase not in RETRYABLE_PHASES:
+            raise NotRetryable(f"task {task.metadata.name} is {task.phase or 'not started'}; only Failed or "
+                               "DeadLettered tasks can be retried")
+    for task in targets:
+        ref, name = _ref(task, everywhere), task.metadata.name or ""
+        where = client.in_namespace(task.metadata.namespace or client.namespace)
+        if not args.names:  # selected: only what can be retried, and only once
+            if task.phase not in RETRYABLE_PHASES:
+                continue
+            retried = where.retries_of(name)
+            if retried:
+                print(f"{ref} skipped: retried already as {', '.join(r.metadata.name or '' for r in retried)}")
+                continue
+        if args.dry_run:
+            print(f"{ref} would be retried ({task.phase})")
+            created.append(task)
+            continue
+        new = where.retry(name, max_attempts=args.max_attempts)
+        print(f"{_ref(new, everywhere)} created (retry of {name})")
+        created.append(new)
+    if not args.names:
+        _count(len(created), "retried", args.dry_run)
+    if args.wait and created and not args.dry_run:
+        if everywhere and len({t.metadata.namespace for t in created}) > 1:
+            raise UsageError("retry --wait: the new tasks are in several namespaces; wait for them one namespace "
+                             "at a time")
+        waiter = client.in_namespace(created[0].metadata.namespace or client.namespace)
+        args.names, args.timeout, args.output = [t.metadata.name for t in created], args.wait_timeout, None
+        return wait(args, waiter)
+    return EXIT_OK
+
+
+def delete(args: argparse.Namespace, client: Client) -> int:
+    everywhere = args.all_namespaces
+    acted = 0
+    for task in _targets(args, client):
+        ref = _ref(task, everywhere)
+        if args.dry_run:
+            print(f"{ref} would be deleted ({task.phase or 'Pending'})")
+        elif client.in_namespace(task.metadata.namespace or client.namespace).delete(task.metadata.name or ""):
+            print(f"{ref} deleted")
+        else:
+            continue
+        acted += 1
+    if not args.names:
+        _count(acted, "deleted", args.dry_run)
     return EXIT_OK
 
 
@@ -503,6 +640,6 @@ def tree(args: argparse.Namespace, client: Client) -> int:
 
 
 VERBS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
-    "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry,
+    "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry, "delete": delete,
     "describe": describe, "logs": logs, "tree": tree,
 }

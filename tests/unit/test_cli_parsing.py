@@ -1,0 +1,150 @@
+"""The CLI's command line, without a cluster: no flag taken from a prefix, one meaning per flag,
+bulk verbs that need a selection, internal verbs out of the help, and the README's CLI table
+true to the parser (issue 27)."""
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from cronoq.cli import main, parser
+from cronoq.cli.tasks import select
+from tests.unit.builders import T0, make_task
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(autouse=True)
+def no_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # any cluster access would fail differently
+
+
+def error_of(argv: list[str], capsys) -> str:
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+@pytest.mark.parametrize("argv, flag, meant", [
+    (["submit", "--name", "report", "--image", "x"], "--name", "--namespace"),
+    (["get", "--name", "foo"], "--name", "--namespace"),
+    (["wait", "t", "--time", "30s"], "--time", "--timeout"),
+    (["submit", "t", "--image", "x", "--max", "3"], "--max", "--max-attempts"),
+    (["retry", "t", "--max", "3"], "--max", "--max-attempts"),
+    (["operator", "--name", "ns"], "--name", "--namespace"),
+    (["submit", "t", "--image", "x", "--wait-time=5m"], "--wait-time", "--wait-timeout"),
+    (["pool", "drain", "p", "--time", "1m"], "--time", "--timeout"),
+])
+def test_no_flag_is_taken_from_a_prefix(argv, flag, meant, capsys):
+    err = error_of(argv, capsys)
+    assert f"unrecognized arguments: {flag}" in err
+    assert f"{flag} is not short for {meant}" in err and "never abbreviated" in err
+
+
+def test_every_parser_refuses_abbreviations():
+    def parsers(p: argparse.ArgumentParser):
+        yield p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from parsers(child)
+
+    found = list(parsers(parser()))
+    assert len(found) > 15 and all(not p.allow_abbrev for p in found)
+
+
+def test_submit_timeout_says_which_limit_it_would_be(capsys):
+    err = error_of(["submit", "t", "--image", "x", "--wait", "--timeout", "30s"], capsys)
+    assert "--timeout is ambiguous" in err and "--attempt-timeout" in err and "--wait-timeout" in err
+
+
+@pytest.mark.parametrize("argv", [["submit", "t", "--image", "x", "-w"], ["retry", "t", "-w"]])
+def test_w_means_watch_only(argv, capsys):
+    assert "unrecognized arguments: -w" in error_of(argv, capsys)
+    args = parser().parse_args(["get", "-w"])
+    assert args.watch
+
+
+def test_submit_attempt_timeout_is_the_task_timeout(capsys):
+    # Offline checks pass, then the missing cluster is reported: the flag parsed.
+    assert main(["submit", "t", "--image", "x", "--attempt-timeout", "soon"]) == 2
+    assert "timeout" in capsys.readouterr().err
+    assert main(["submit", "t", "--image", "x", "--attempt-timeout", "10m"]) == 1
+    assert "no cluster to talk to" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["delete"], "delete: give task names, filters (--phase, --pool, --key, -l, --older-than) or --all"),
+    (["cancel", "-A"], "cancel: give task names, filters"),
+    (["retry", "a", "--phase", "Failed"], "retry: give task names or filters (--phase), not both"),
+    (["delete", "a", "-A"], "delete: give task names or filters (--all, -A), not both"),
+    (["delete", "--older-than", "soon"], "--older-than"),
+    (["cancel", "--phase", "Finished"], "--phase Finished: not a phase"),
+    (["get", "a", "-A"], "give names or -A, not both"),
+    (["pool"], "the following arguments are required: VERB"),
+    (["pool", "pause"], "the following arguments are required: POOL"),
+    (["schedule", "suspend"], "the following arguments are required: SCHEDULE"),
+])
+def test_bulk_and_listing_verbs_check_their_selection_offline(argv, says, capsys):
+    if argv == ["get", "a", "-A"]:  # checked once the client exists: no cluster, exit 1
+        assert main(argv) == 1
+        return
+    assert says in error_of(argv, capsys)
+
+
+def test_listing_flags_parse():
+    args = parser().parse_args(["get", "-A", "--no-headers", "-l", "app=x", "-w", "-o", "name", "--context", "kind"])
+    assert (args.all_namespaces, args.no_headers, args.selector, args.watch, args.output, args.context) == (
+        True, True, "app=x", True, "name", "kind")
+    args = parser().parse_args(["delete", "--phase", "Failed", "--pool", "etl", "--older-than", "24h", "-A",
+                                "--dry-run"])
+    assert (args.pool, args.older_than, args.all_namespaces, args.dry_run) == ("etl", "24h", True, True)
+
+
+def test_internal_verbs_are_left_out_of_the_help():
+    listing = parser().format_help()
+    verbs = {line.split()[0] for line in listing.split("COMMAND\n", 1)[1].splitlines()
+             if line.startswith("    ") and not line.startswith("     ")}
+    assert {"submit", "get", "delete", "pool", "schedule"} <= verbs
+    assert not verbs & {"operator", "heartbeat", "push", "trigger"}
+    assert parser().parse_args(["operator"]).command == "operator", "still there for the chart"
+
+
+def test_older_than_counts_from_the_end_or_the_creation():
+    old_done = make_task("a").status({"phase": "Succeeded", "finishedAt": (T0 - timedelta(hours=30)).isoformat()})
+    new_done = make_task("b").status({"phase": "Failed", "finishedAt": (T0 - timedelta(hours=1)).isoformat()})
+    tasks = [old_done.obj(), new_done.obj()]
+    assert [t.metadata.name for t in select(tasks, 24 * 3600, T0)] == ["a"]
+    assert select(tasks, None, T0) == tasks
+
+
+def _readme_cli_rows() -> list[tuple[str, str]]:
+    """The README's CLI table: (the verb a row starts with, the row)."""
+    section = README.read_text().split("**The CLI**", 1)[1].split("\nExit codes", 1)[0]
+    return [(m.group(1), line) for line in section.splitlines() if (m := re.match(r"\| `([a-z]+)", line))]
+
+
+def _flags(command: argparse.ArgumentParser) -> set[str]:
+    """The flags of a verb and of its own verbs (`pool pause`)."""
+    flags = set(command._option_string_actions)
+    for action in command._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                flags |= _flags(child)
+    return flags
+
+
+def test_the_readmes_cli_table_names_every_verb_and_only_real_flags():
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    rows = _readme_cli_rows()
+    described = {verb for verb, _ in rows} | {w.strip("`,") for _, row in rows for w in row.split() if w.startswith("`")}
+    for action in sub._choices_actions:  # the verbs --help lists
+        assert action.dest in described, f"README's CLI table lacks `{action.dest}`"
+    for verb, row in rows:
+        flags = _flags(sub.choices[verb])
+        for flag in re.findall(r"(?<=[\s`\[(])(--?[a-zA-Z][\w-]*)", row):
+            assert flag in flags, f"README's `{verb}` row names {flag}, which `cronoq {verb} --help` does not list"
