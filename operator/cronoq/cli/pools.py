@@ -108,9 +108,8 @@ def _field(phase: TaskPhase) -> str:
 def pause(args: argparse.Namespace, client: Client) -> int:
     for name in args.names:
         pool = client.pause(name, True)
-        running = pool.status.running if pool.status else 0
-        print(f"{RESOURCE}/{name} paused (concurrency {pool.spec.concurrency} kept; "
-              f"{running} running attempt{'' if running == 1 else 's'} go on)")
+        print(f"{RESOURCE}/{name} paused: no new attempt starts; running ones go on "
+              f"(concurrency {pool.spec.concurrency} kept)")
     return EXIT_OK
 
 
