@@ -109,6 +109,10 @@ def test_all_namespaces_listing_and_bulk_delete_with_dry_run(cli, cq, second_nam
     assert sorted(r.split()[:2] for r in table[1:]) == sorted([[cq.namespace, "here"], [second_namespace, "there"]])
     bare = cli.ok("list", "-A", "-l", run, "--no-headers").stdout.splitlines()
     assert sorted(r.split()[1] for r in bare) == ["here", "there"]
+    template = 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.status.phase}{"\\n"}{end}'
+    assert cli.ok("get", "-A", "-l", run, "-o", template).stdout.splitlines() == sorted([
+        f"{cq.namespace}/here=Succeeded", f"{second_namespace}/there=Succeeded"])
+    assert cli.ok("get", "here", "-o", "jsonpath={.spec.image}").stdout == IMAGE
 
     assert cli.ok("delete", "--older-than", "1h", "-A", "-l", run, "--dry-run").stderr.strip() == (
         "0 tasks would be deleted (dry run)")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cronoq.cli import main, parser
+from cronoq.cli.render import jsonpath
 from cronoq.cli.tasks import select
 from tests.unit.builders import T0, make_task
 
@@ -148,3 +149,29 @@ def test_the_readmes_cli_table_names_every_verb_and_only_real_flags():
         flags = _flags(sub.choices[verb])
         for flag in re.findall(r"(?<=[\s`\[(])(--?[a-zA-Z][\w-]*)", row):
             assert flag in flags, f"README's `{verb}` row names {flag}, which `cronoq {verb} --help` does not list"
+
+
+LIST = {"kind": "List", "items": [{"metadata": {"name": "a"}, "status": {"phase": "Failed"}},
+                                  {"metadata": {"name": "b"}, "status": {"phase": "Succeeded"}}]}
+
+
+@pytest.mark.parametrize("template, text", [
+    ("{.items[*].metadata.name}", "a b"),
+    ('{range .items[*]}{.metadata.name}{"\\t"}{.status.phase}{"\\n"}{end}', "a\tFailed\nb\tSucceeded\n"),
+    ('{.items[?(@.status.phase=="Failed")].metadata.name}', "a"),
+    ("names:{range .items[?(@.nothing)]}{.metadata.name}{end}.", "names:."),
+    ("{.items[0].status}", '{"phase": "Failed"}'),
+    ("{.kind}", "List"),
+])
+def test_jsonpath_templates_read_as_kubectl_reads_them(template, text):
+    assert jsonpath(template, LIST) == text
+
+
+@pytest.mark.parametrize("output, says", [
+    ("jsonpath={.items[", "jsonpath: unmatched brace"),
+    ("jsonpath={range .items[*]}{.x}", "without its {end}"),
+    ("jsonpath={.a}{end}", "{end} without a {range}"),
+    ("table", "'table': one of wide, json, yaml, name, jsonpath=TEMPLATE"),
+])
+def test_bad_output_formats_are_refused_offline(output, says, capsys):
+    assert says in error_of(["get", "-o", output], capsys)

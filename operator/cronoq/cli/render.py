@@ -6,6 +6,7 @@ messages may contain `[brackets]` that rich would otherwise read as styles.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from datetime import datetime, timezone
@@ -205,3 +206,58 @@ def dependency_tree(root: str, tasks: dict[str, Task]) -> Tree:
     tree = Tree(label(root, None))
     grow(tree, root, (root,))
     return tree
+
+
+def jsonpath(template: str, doc: Any) -> str:
+    """kubectl's `-o jsonpath=TEMPLATE`: text with `{expressions}` (`{.items[*].metadata.name}`,
+    `{range .items[*]}…{end}`, `{"\\n"}`, filters `[?(@.status.phase=="Failed")]`), the
+    expressions evaluated by jsonpath-ng. Matches of one expression are joined by a space;
+    objects and lists are printed as JSON. ValueError names what could not be read."""
+    out: list[str] = []
+    tokens = re.split(r"(\{(?:[^{}\"]|\"(?:[^\"\\]|\\.)*\")*\})", template)
+    end = _run_template(tokens, 0, doc, out)
+    if end != len(tokens):
+        raise ValueError("{end} without a {range}")
+    return "".join(out)
+
+
+def _run_template(tokens: list[str], i: int, node: Any, out: list[str]) -> int:
+    """Render tokens from i with `node` as `@`; return the index after the closing {end} (or the last)."""
+    while i < len(tokens):
+        token = tokens[i]
+        if not (token.startswith("{") and token.endswith("}")):
+            if "{" in token or "}" in token:
+                raise ValueError(f"unmatched brace in {token!r}")
+            out.append(token)
+            i += 1
+            continue
+        expr = token[1:-1].strip()
+        if expr == "end":
+            return i + 1
+        if expr.startswith("range "):
+            items = _find(expr[len("range "):], node)
+            after = _run_template(tokens, i + 1, {}, [])  # where the range ends, even when it runs no time
+            for item in items:
+                _run_template(tokens, i + 1, item, out)
+            if after > len(tokens) or tokens[after - 1].strip("{} ") != "end":
+                raise ValueError(f"{token} without its {{end}}")
+            i = after
+            continue
+        if expr.startswith('"'):
+            out.append(json.loads(expr, strict=False))
+        else:
+            out.append(" ".join(v if isinstance(v, str) else json.dumps(v) for v in _find(expr, node)))
+        i += 1
+    return i
+
+
+def _find(expr: str, node: Any) -> list[Any]:
+    from jsonpath_ng.ext import parse
+
+    expr = expr.strip()
+    path = "$" + expr[1:] if expr.startswith("@") else expr if expr.startswith("$") else "$" + (
+        expr if expr.startswith((".", "[")) else "." + expr)
+    try:
+        return [m.value for m in parse(path).find(node)]
+    except Exception as err:  # jsonpath-ng raises plain Exceptions for bad syntax
+        raise ValueError(f"{expr}: {err}") from None

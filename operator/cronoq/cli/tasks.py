@@ -63,7 +63,9 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
         g = sub.add_parser(verb, parents=[common], help=helptext)
         if verb == "get":
             g.add_argument("names", nargs="*", metavar="NAME")
-        g.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"])
+        g.add_argument("-o", "--output", type=_output_format, metavar="FORMAT",
+                       help="wide, json, yaml, name, or jsonpath=TEMPLATE (kubectl's: '{.items[*].metadata.name}', "
+                            "'{range .items[*]}{.metadata.name}{\"\\n\"}{end}')")
         add_filters(g)
         g.add_argument("--no-headers", action="store_true", help="tables without their header line")
         g.add_argument("--watch", "-w", action="store_true", help="after listing, print each change")
@@ -107,6 +109,22 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
 
     t = sub.add_parser("tree", parents=[common], help="a task's dependencies, with their phases")
     t.add_argument("names", nargs="+", metavar="NAME")
+
+
+def _output_format(value: str) -> str:
+    """-o of the listing verbs: a format, or a JSONPath template checked before any request."""
+    if value in ("wide", "json", "yaml", "name"):
+        return value
+    if value.startswith("jsonpath="):
+        template = value[len("jsonpath="):]
+        if len(template) > 1 and template[0] == template[-1] and template[0] in "'\"":
+            template = template[1:-1]  # as kubectl, quotes around the template are not part of it
+        try:
+            render.jsonpath(template, {})
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"jsonpath: {err}") from None
+        return "jsonpath=" + template
+    raise argparse.ArgumentTypeError(f"{value!r}: one of wide, json, yaml, name, jsonpath=TEMPLATE")
 
 
 def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
@@ -332,6 +350,8 @@ def get(args: argparse.Namespace, client: Client) -> int:
                             all_namespaces=args.all_namespaces)
     if args.output in ("json", "yaml"):
         print(render.dump([t.to_dict() for t in tasks], args.output, single=len(names) == 1))
+    elif args.output and args.output.startswith("jsonpath="):
+        _print_jsonpath(args.output, [t.to_dict() for t in tasks], single=len(names) == 1)
     elif args.output == "name":
         for t in tasks:
             print(f"{RESOURCE}/{t.metadata.name}")
@@ -342,6 +362,14 @@ def get(args: argparse.Namespace, client: Client) -> int:
         where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
         print(f"No tasks found in {where}.", file=sys.stderr)
     return EXIT_OK
+
+
+def _print_jsonpath(output: str, objects: list[dict[str, Any]], single: bool) -> None:
+    """As kubectl: the template applied to the object (one named) or to the List; no newline
+    added (the template says where lines end)."""
+    doc = objects[0] if single and len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}
+    sys.stdout.write(render.jsonpath(output[len("jsonpath="):], doc))
+    sys.stdout.flush()
 
 
 def _watch(args: argparse.Namespace, client: Client, names: list[str]) -> int:
@@ -361,6 +389,8 @@ def _watch(args: argparse.Namespace, client: Client, names: list[str]) -> int:
             continue
         if args.output in ("json", "yaml"):
             print(render.dump([task.to_dict()], args.output, single=True), flush=True)
+        elif args.output and args.output.startswith("jsonpath="):
+            _print_jsonpath(args.output, [task.to_dict()], single=True)
         elif args.output == "name":
             print(f"{RESOURCE}/{task.metadata.name}", flush=True)
         else:
