@@ -91,9 +91,6 @@ def test_submit_attempt_timeout_is_the_task_timeout(capsys):
     (["schedule", "suspend"], "the following arguments are required: SCHEDULE"),
 ])
 def test_bulk_and_listing_verbs_check_their_selection_offline(argv, says, capsys):
-    if argv == ["get", "a", "-A"]:  # checked once the client exists: no cluster, exit 1
-        assert main(argv) == 1
-        return
     assert says in error_of(argv, capsys)
 
 

@@ -173,6 +173,8 @@ def _check_input(args: argparse.Namespace) -> None:
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
         args.manifests = [check_manifest(m) for m in manifests]
         _seconds(args.wait_timeout, "--wait-timeout")
+    if args.command == "get" and args.names and args.all_namespaces:
+        raise UsageError("get: a task is named in one namespace: give names or -A, not both")
     if "phase" in args:
         args.phase = _phases(args.phase)
     if "dry_run" in args:
@@ -339,8 +341,6 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
 
 def get(args: argparse.Namespace, client: Client) -> int:
     names = [_bare(n) for n in getattr(args, "names", [])]
-    if names and args.all_namespaces:
-        raise UsageError(f"{args.command}: a task is named in one namespace: give names or -A, not both")
     if args.watch:
         return _watch(args, client, names)
     if names:
