@@ -110,7 +110,7 @@ def test_all_namespaces_listing_and_bulk_delete_with_dry_run(cli, cq, second_nam
     bare = cli.ok("list", "-A", "-l", run, "--no-headers").stdout.splitlines()
     assert sorted(r.split()[1] for r in bare) == ["here", "there"]
     template = 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}={.status.phase}{"\\n"}{end}'
-    assert cli.ok("get", "-A", "-l", run, "-o", template).stdout.splitlines() == sorted([
+    assert sorted(cli.ok("get", "-A", "-l", run, "-o", template).stdout.splitlines()) == sorted([
         f"{cq.namespace}/here=Succeeded", f"{second_namespace}/there=Succeeded"])
     assert cli.ok("get", "here", "-o", "jsonpath={.spec.image}").stdout == IMAGE
 
