@@ -156,6 +156,8 @@ def test_bulk_cancel_by_pool_and_label(cli, cq):
     cli.ok("submit", "keep", "--image", IMAGE, "--pool", "slow", *RUN)
     cq.wait_phase("s1", "Running")
     cq.wait_phase("s3", "Queued")
+    wait_until(lambda: "pool slow is full: 1 running of 1" in cli.ok("describe", "s2").stdout, timeout=30,
+               what="describe says why s2 waits")
     dry = cli.ok("cancel", "--pool", "slow", "-l", "job=sync", "--dry-run")
     assert dry.stdout.splitlines() == ["task.cronoq.io/s1 would be cancelled (Running)",
                                        "task.cronoq.io/s2 would be cancelled (Queued)",
@@ -185,6 +187,8 @@ def test_pool_pause_drain_status_and_resume(cli, cq):
     assert "Concurrency:  2" in status and "Paused:       true" in status and "(concurrency 2 kept)" in status
     assert cq.status("later").get("phase") == "Queued" and cq.status("later").get("attempt", 0) == 0, \
         "a paused pool starts nothing, a slot free or not"
+    described = cli.ok("describe", "later").stdout
+    assert "Waiting:" in described and "pool work is paused (concurrency 2 kept)" in described
     row = next(r.split() for r in cli.ok("pool", "list").stdout.splitlines() if r.startswith("work "))
     assert row[:3] == ["work", "2", "true"]
 

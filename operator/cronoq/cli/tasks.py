@@ -619,6 +619,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Next attempt", s.next_attempt_at.isoformat()))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
+    if task.phase is TaskPhase.QUEUED:
+        pairs.append(("Waiting", Text(_why_queued(task, client))))
     if s and s.message:
         pairs.append(("Message", Text(s.message)))
     if s and s.output_available:
@@ -646,6 +648,24 @@ def describe(args: argparse.Namespace, client: Client) -> int:
                           Text(e.type or ""), Text(e.reason or ""), Text(e.message or ""))
         render.show(out, table)
     return EXIT_OK
+
+
+def _why_queued(task: Task, client: Client) -> str:
+    """Why a queued task has no slot, read from its pool (one GET, no write)."""
+    name = task.spec.pool
+    pool = client.pool(name)
+    if pool is None:
+        return f"TaskPool {name} does not exist: the task starts once it is created"
+    if pool.spec.paused:
+        return (f"pool {name} is paused (concurrency {pool.spec.concurrency} kept): "
+                f"`cronoq pool resume {name}` starts it again")
+    running = pool.status.running if pool.status else 0
+    queued = pool.status.queued if pool.status else 0
+    if pool.spec.concurrency == 0:
+        return f"pool {name} has concurrency 0: it starts nothing"
+    if running >= pool.spec.concurrency:
+        return f"pool {name} is full: {running} running of {pool.spec.concurrency}, {queued} waiting"
+    return f"for a slot of pool {name} ({running} running of {pool.spec.concurrency}, {queued} waiting)"
 
 
 def logs(args: argparse.Namespace, client: Client) -> int:
