@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -239,3 +240,25 @@ def test_context_picks_the_kubeconfig_context_and_its_namespace(cli, cq, tmp_pat
     assert picked.returncode == 0 and picked.stdout.strip() == "task.cronoq.io/ctx", picked.stderr
     missing = subprocess.run([*argv, "--context", "nope"], capture_output=True, text=True, env=env, timeout=60)
     assert missing.returncode == 1 and "nope" in missing.stderr
+
+
+def test_completion_of_task_pool_and_schedule_names_through_kubectl(cli, cq, kubectl):
+    cq.pool("batch")
+    cli.ok("submit", "etl-1", "--image", IMAGE, *FAST)
+    cli.ok("submit", "etl-2", "--image", IMAGE, *FAST)
+    cli.ok("submit", "report", "--image", IMAGE, *FAST)
+    Schedules(cq).create("nightly", every="1h", plays={"delay": "100ms"})
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "KUBECONFIG": cli.kubeconfig}
+
+    def complete(*words: str) -> list[str]:
+        result = subprocess.run([kubectl.binary, "__complete", "cronoq", *words], capture_output=True, text=True,
+                                env=env, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    assert complete("describe", "-n", cq.namespace, "etl") == ["etl-1", "etl-2", ":4"]
+    assert complete("pool", "pause", "-n", cq.namespace, "") == ["batch", "default", ":4"]
+    assert complete("get", "-n", cq.namespace, "--pool", "b") == ["batch", ":4"]
+    assert complete("schedule", "suspend", "-n", cq.namespace, "") == ["nightly", ":4"]
+    assert complete("sub") == ["submit", ":4"]

@@ -172,3 +172,36 @@ def test_jsonpath_templates_read_as_kubectl_reads_them(template, text):
 ])
 def test_bad_output_formats_are_refused_offline(output, says, capsys):
     assert says in error_of(["get", "-o", output], capsys)
+
+
+def test_completion_of_verbs_and_flags_without_a_cluster(capsys):
+    from cronoq.cli.complete import kubectl_main
+
+    assert kubectl_main(["__complete", "po"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["pool", ":4"]
+    kubectl_main(["pool", "dr"])
+    assert capsys.readouterr().out.splitlines() == ["drain", ":4"]
+    kubectl_main(["get", "--all-n"])
+    assert capsys.readouterr().out.splitlines() == ["--all-namespaces", ":4"]
+    kubectl_main(["describe", ""])  # names come from the cluster; none to reach: nothing, and no traceback
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [":4"] and captured.err == ""
+
+
+def test_the_shell_reads_completions_through_cronoq_itself(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    out = tmp_path / "completions"
+    env = {**__import__("os").environ, "_ARGCOMPLETE": "1", "COMP_LINE": "cronoq sched", "COMP_POINT": "12",
+           "_ARGCOMPLETE_STDOUT_FILENAME": str(out), "_ARGCOMPLETE_IFS": "\n", "KUBECONFIG": str(tmp_path / "none")}
+    result = subprocess.run([sys.executable, "-m", "cronoq"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().split() == ["schedule"]
+
+
+@pytest.mark.parametrize("shell, says", [("bash", "complete "), ("zsh", "#compdef cronoq kubectl-cronoq"),
+                                         ("fish", "__fish_cronoq_complete")])
+def test_completion_scripts(shell, says, capsys):
+    assert main(["completion", shell]) == 0
+    assert says in capsys.readouterr().out

@@ -76,6 +76,10 @@ def parser() -> Parser:
     tasks.add_verbs(sub, common)
     pools.add_verb(sub, common)
     schedules.add_verb(sub, common)
+    comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
+                          description="Print the completion script of a shell, completing verbs, flags and the "
+                                      "names of tasks, pools and schedules: source <(cronoq completion bash)")
+    comp.add_argument("shell", choices=["bash", "zsh", "fish"])
     return p
 
 
@@ -113,6 +117,10 @@ def _prog() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cronoq.cli.complete)
+        from cronoq.cli.complete import autocomplete
+        autocomplete(parser())
+        return EXIT_OK
     try:
         # `submit ... -- CMD ARGS` passes the command through untouched, like `kubectl run`.
         trailing: list[str] = []
@@ -136,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("schedule", "trigger"):
             from cronoq.cli.schedules import run as run_schedule
             return run_schedule(args)
+        if args.command == "completion":
+            from cronoq.cli.complete import script
+            print(script(args.shell))
+            return EXIT_OK
         if args.command == "pool":
             from cronoq.cli.pools import run as run_pool
             return run_pool(args)
