@@ -114,6 +114,10 @@ def test_all_namespaces_listing_and_bulk_delete_with_dry_run(cli, cq, second_nam
     assert sorted(cli.ok("get", "-A", "-l", run, "-o", template).stdout.splitlines()) == sorted([
         f"{cq.namespace}/here=Succeeded", f"{second_namespace}/there=Succeeded"])
     assert cli.ok("get", "here", "-o", "jsonpath={.spec.image}").stdout == IMAGE
+    pools = cli.ok("pool", "list", "-A").stdout.splitlines()
+    assert pools[0].split()[:3] == ["NAMESPACE", "NAME", "CONCURRENCY"]
+    assert {(r.split()[0], r.split()[1]) for r in pools[1:] if r.split()[0] in (cq.namespace, second_namespace)} == {
+        (cq.namespace, "default"), (second_namespace, "default")}
 
     assert cli.ok("delete", "--older-than", "1h", "-A", "-l", run, "--dry-run").stderr.strip() == (
         "0 tasks would be deleted (dry run)")
