@@ -163,6 +163,8 @@ def test_bulk_cancel_by_pool_and_label(cli, cq):
     cq.wait_phase("s3", "Queued")
     wait_until(lambda: "pool slow is full: 1 running of 1" in cli.ok("describe", "s2").stdout, timeout=30,
                what="describe says why s2 waits")
+    cq.wait_phase("keep", "Queued")
+    assert "2nd of 3 in pool slow's queue (ahead: s2); pool slow is full" in cli.ok("describe", "s3").stdout
     dry = cli.ok("cancel", "--pool", "slow", "-l", "job=sync", "--dry-run")
     assert dry.stdout.splitlines() == ["task.cronoq.io/s1 would be cancelled (Running)",
                                        "task.cronoq.io/s2 would be cancelled (Queued)",

@@ -25,6 +25,7 @@ from cronoq.client import (
     TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
+from cronoq.engine.admission import Candidate
 
 RESOURCE = "task.cronoq.io"
 
@@ -651,21 +652,43 @@ def describe(args: argparse.Namespace, client: Client) -> int:
 
 
 def _why_queued(task: Task, client: Client) -> str:
-    """Why a queued task has no slot, read from its pool (one GET, no write)."""
+    """Why a queued task has no slot, and where it stands: read from its pool and the pool's
+    queued tasks (a GET and a LIST, no write)."""
     name = task.spec.pool
     pool = client.pool(name)
     if pool is None:
         return f"TaskPool {name} does not exist: the task starts once it is created"
+    place = _place(task, client.list(pool=name, phase="Queued"))
     if pool.spec.paused:
-        return (f"pool {name} is paused (concurrency {pool.spec.concurrency} kept): "
+        return (f"{place}; pool {name} is paused (concurrency {pool.spec.concurrency} kept): "
                 f"`cronoq pool resume {name}` starts it again")
-    running = pool.status.running if pool.status else 0
-    queued = pool.status.queued if pool.status else 0
     if pool.spec.concurrency == 0:
-        return f"pool {name} has concurrency 0: it starts nothing"
+        return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    running = pool.status.running if pool.status else 0
     if running >= pool.spec.concurrency:
-        return f"pool {name} is full: {running} running of {pool.spec.concurrency}, {queued} waiting"
-    return f"for a slot of pool {name} ({running} running of {pool.spec.concurrency}, {queued} waiting)"
+        return f"{place}; pool {name} is full: {running} running of {pool.spec.concurrency}"
+    return f"{place}; pool {name} runs {running} of {pool.spec.concurrency}: a slot is about to be granted"
+
+
+def _place(task: Task, queued: list[Task]) -> str:
+    """`3rd of 7 in pool P's queue (ahead: a, b)`, in the operator's admission order: the
+    highest priority first, then the oldest submission, then the name."""
+    def candidate(t: Task) -> Candidate:
+        submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
+        return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
+                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc))
+
+    order = sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)])
+    at = next(i for i, c in enumerate(order) if c.name == task.metadata.name)
+    ahead = [c.name for c in order[:at]]
+    shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+    return (f"{_ordinal(at + 1)} of {len(order)} in pool {task.spec.pool}'s queue"
+            + (f" (ahead: {shown})" if ahead else ""))
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def logs(args: argparse.Namespace, client: Client) -> int:
