@@ -5,6 +5,7 @@ drained and resumed, schedules suspended, resumed and triggered."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -268,3 +269,18 @@ def test_completion_of_task_pool_and_schedule_names_through_kubectl(cli, cq, kub
     assert complete("get", "-n", cq.namespace, "--pool", "b") == ["batch", ":4"]
     assert complete("schedule", "suspend", "-n", cq.namespace, "") == ["nightly", ":4"]
     assert complete("sub") == ["submit", ":4"]
+
+
+def test_logs_tail_since_and_timestamps(cli, cq):
+    from tests.support.cluster import load_devcluster
+
+    expected = list(load_devcluster().POD_LOG_LINES)
+    cli.ok("submit", "chatty", "--image", IMAGE, *FAST)
+    cli.ok("wait", "chatty", "--timeout", "60")
+    assert cli.ok("logs", "chatty", "--tail", "1").stdout.splitlines() == expected[-1:]
+    stamped = cli.ok("logs", "chatty", "--timestamps").stdout.splitlines()
+    assert [line.split(" ", 1)[1] for line in stamped] == expected
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z ", line) for line in stamped), stamped
+    assert cli.ok("logs", "chatty", "--since", "87600h").stdout.splitlines() == expected
+    bad = cli("logs", "chatty", "--since", "soon")
+    assert bad.returncode == 2 and "--since" in one_line_error(bad)

@@ -107,6 +107,9 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     lg.add_argument("name", metavar="TASK")
     lg.add_argument("--attempt", "-a", type=int, help="attempt number (default: the newest)")
     lg.add_argument("--follow", "-f", action="store_true", help="stream the log while the attempt runs")
+    lg.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    lg.add_argument("--since", metavar="DURATION", help="only the lines of the last DURATION, e.g. 10m")
+    lg.add_argument("--timestamps", action="store_true", help="each line with its time (RFC 3339)")
 
     t = sub.add_parser("tree", parents=[common], help="a task's dependencies, with their phases")
     t.add_argument("names", nargs="+", metavar="NAME")
@@ -182,6 +185,10 @@ def _check_input(args: argparse.Namespace) -> None:
         _check_selection(args)
     if args.command == "wait":
         _seconds(args.timeout, "--timeout")
+    if args.command == "logs":
+        if args.tail is not None and args.tail < 0:
+            raise UsageError("--tail counts lines: 0 or more")
+        args.since_seconds = _seconds(args.since, "--since")
     if args.command == "retry":
         _seconds(args.wait_timeout, "--wait-timeout")
 
@@ -697,7 +704,8 @@ def logs(args: argparse.Namespace, client: Client) -> int:
         raise UsageError("--attempt counts from 1")
     _, number, pod = client.attempt_pod(name, args.attempt)
     print(f"==> task {name}, attempt {number}, pod {pod.metadata.name} <==", file=sys.stderr, flush=True)
-    for line in client.logs(name, number, follow=args.follow):
+    for line in client.logs(name, number, follow=args.follow, tail=args.tail, since=args.since_seconds,
+                            timestamps=args.timestamps):
         print(line, flush=args.follow)
     return EXIT_OK
 

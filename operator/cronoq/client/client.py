@@ -429,15 +429,22 @@ class Client:
         return (f"attempt Jobs are kept for the jobRetention{held} of TaskPool {task.spec.pool} after they finish; "
                 "raise it there (or spec.jobRetention on the task) to keep logs longer")
 
-    def logs(self, name: str, attempt: int | None = None, *, follow: bool = False) -> Iterator[str]:
+    def logs(self, name: str, attempt: int | None = None, *, follow: bool = False, tail: int | None = None,
+             since: float | None = None, timestamps: bool = False) -> Iterator[str]:
         """Lines of the task container's log for an attempt (default: the newest); `follow`
-        streams until the container ends."""
+        streams until the container ends; `tail` keeps the last lines, `since` those of the
+        last seconds; `timestamps` prefixes each with its RFC 3339 time (as kubectl logs)."""
         _, _, pod = self.attempt_pod(name, attempt)
         containers = [c.name for c in pod.spec.containers]
         container = naming.TASK_CONTAINER if naming.TASK_CONTAINER in containers else containers[0]
         try:
+            options: dict[str, Any] = {"timestamps": timestamps}
+            if tail is not None:
+                options["tail_lines"] = tail
+            if since is not None:
+                options["since_seconds"] = max(1, math.ceil(since))
             resp = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, container=container,
-                                                     follow=follow, _preload_content=False)
+                                                     follow=follow, _preload_content=False, **options)
         except ApiException as err:
             raise LogsUnavailable(f"pod {pod.metadata.name}: {_api_message(err)}") from None
         try:
