@@ -115,6 +115,11 @@ def test_all_namespaces_listing_and_bulk_delete_with_dry_run(cli, cq, second_nam
     assert sorted(cli.ok("get", "-A", "-l", run, "-o", template).stdout.splitlines()) == sorted([
         f"{cq.namespace}/here=Succeeded", f"{second_namespace}/there=Succeeded"])
     assert cli.ok("get", "here", "-o", "jsonpath={.spec.image}").stdout == IMAGE
+    columns = cli.ok("get", "-A", "-l", run, "-o", "custom-columns=NS:.metadata.namespace,TASK:.metadata.name,"
+                     "KEY:.spec.key").stdout.splitlines()
+    assert columns[0].split() == ["NS", "TASK", "KEY"]
+    assert sorted(r.split() for r in columns[1:]) == sorted([[cq.namespace, "here", "<none>"],
+                                                             [second_namespace, "there", "<none>"]])
     pools = cli.ok("pool", "list", "-A").stdout.splitlines()
     assert pools[0].split()[:3] == ["NAMESPACE", "NAME", "CONCURRENCY"]
     assert {(r.split()[0], r.split()[1]) for r in pools[1:] if r.split()[0] in (cq.namespace, second_namespace)} == {

@@ -168,7 +168,9 @@ def test_jsonpath_templates_read_as_kubectl_reads_them(template, text):
     ("jsonpath={.items[", "jsonpath: unmatched brace"),
     ("jsonpath={range .items[*]}{.x}", "without its {end}"),
     ("jsonpath={.a}{end}", "{end} without a {range}"),
-    ("table", "'table': one of wide, json, yaml, name, jsonpath=TEMPLATE"),
+    ("table", "'table': one of wide, json, yaml, name, jsonpath=TEMPLATE, custom-columns="),
+    ("custom-columns=NAME", "custom-columns: 'NAME': expected HEADER:JSONPATH"),
+    ("custom-columns=NAME:.a[", "custom-columns: .a["),
 ])
 def test_bad_output_formats_are_refused_offline(output, says, capsys):
     assert says in error_of(["get", "-o", output], capsys)
@@ -219,3 +221,16 @@ def test_a_queued_task_knows_its_place_in_admission_order():
     assert _place(tasks[0], tasks) == "6th of 6 in pool p's queue (ahead: urgent, first, a and 2 more)"
     assert _place(tasks[1], tasks) == "1st of 6 in pool p's queue"
     assert _place(tasks[3], tasks) == "4th of 6 in pool p's queue (ahead: urgent, first, a)"
+
+
+def test_custom_columns_read_as_kubectl_reads_them():
+    from cronoq.cli.render import custom_columns, custom_row
+
+    columns = custom_columns("NAME:.metadata.name,PHASE:{.status.phase},KEY:.spec.key")
+    assert [h for h, _ in columns] == ["NAME", "PHASE", "KEY"]
+    assert [c.plain for c in custom_row(columns, LIST["items"][0])] == ["a", "Failed", "<none>"]
+
+
+def test_custom_columns_are_refused_with_watch(capsys):
+    assert "custom-columns are for a listing" in error_of(["get", "-w", "-o", "custom-columns=N:.metadata.name"],
+                                                          capsys)

@@ -261,3 +261,28 @@ def _find(expr: str, node: Any) -> list[Any]:
         return [m.value for m in parse(path).find(node)]
     except Exception as err:  # jsonpath-ng raises plain Exceptions for bad syntax
         raise ValueError(f"{expr}: {err}") from None
+
+
+def custom_columns(spec: str) -> list[tuple[str, str]]:
+    """kubectl's `-o custom-columns=NAME:.metadata.name,PHASE:.status.phase`: (header, path)
+    pairs, each path checked. ValueError names a column that cannot be read."""
+    columns = []
+    for column in spec.split(","):
+        header, sep, path = column.partition(":")
+        if not sep or not header or not path:
+            raise ValueError(f"{column!r}: expected HEADER:JSONPATH")
+        path = path.strip()
+        if path.startswith("{") and path.endswith("}"):
+            path = path[1:-1]
+        _find(path, {})
+        columns.append((header, path))
+    return columns
+
+
+def custom_row(columns: list[tuple[str, str]], doc: Any) -> list[Text]:
+    """One object's cells: the matches of each column's path, joined by commas, or `<none>`."""
+    cells = []
+    for _, path in columns:
+        found = [v if isinstance(v, str) else json.dumps(v) for v in _find(path, doc)]
+        cells.append(Text(",".join(found) if found else "<none>"))
+    return cells

@@ -65,8 +65,9 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
         if verb == "get":
             g.add_argument("names", nargs="*", metavar="NAME")
         g.add_argument("-o", "--output", type=_output_format, metavar="FORMAT",
-                       help="wide, json, yaml, name, or jsonpath=TEMPLATE (kubectl's: '{.items[*].metadata.name}', "
-                            "'{range .items[*]}{.metadata.name}{\"\\n\"}{end}')")
+                       help="wide, json, yaml, name, jsonpath=TEMPLATE (kubectl's: '{.items[*].metadata.name}', "
+                            "'{range .items[*]}{.metadata.name}{\"\\n\"}{end}'), or "
+                            "custom-columns=NAME:.metadata.name,PHASE:.status.phase")
         add_filters(g)
         g.add_argument("--no-headers", action="store_true", help="tables without their header line")
         g.add_argument("--watch", "-w", action="store_true", help="after listing, print each change")
@@ -128,7 +129,14 @@ def _output_format(value: str) -> str:
         except ValueError as err:
             raise argparse.ArgumentTypeError(f"jsonpath: {err}") from None
         return "jsonpath=" + template
-    raise argparse.ArgumentTypeError(f"{value!r}: one of wide, json, yaml, name, jsonpath=TEMPLATE")
+    if value.startswith("custom-columns="):
+        try:
+            render.custom_columns(value[len("custom-columns="):])
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"custom-columns: {err}") from None
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: one of wide, json, yaml, name, jsonpath=TEMPLATE, "
+                                     "custom-columns=HEADER:JSONPATH,...")
 
 
 def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
@@ -177,6 +185,9 @@ def _check_input(args: argparse.Namespace) -> None:
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
         args.manifests = [check_manifest(m) for m in manifests]
         _seconds(args.wait_timeout, "--wait-timeout")
+    if args.command in ("get", "list") and args.watch and (args.output or "").startswith("custom-columns="):
+        raise UsageError(f"{args.command} -w: custom-columns are for a listing (columns sized to their rows); "
+                         "watch with -o jsonpath=... instead")
     if args.command == "get" and args.names and args.all_namespaces:
         raise UsageError("get: a task is named in one namespace: give names or -A, not both")
     if "phase" in args:
@@ -360,6 +371,11 @@ def get(args: argparse.Namespace, client: Client) -> int:
         print(render.dump([t.to_dict() for t in tasks], args.output, single=len(names) == 1))
     elif args.output and args.output.startswith("jsonpath="):
         _print_jsonpath(args.output, [t.to_dict() for t in tasks], single=len(names) == 1)
+    elif args.output and args.output.startswith("custom-columns="):
+        columns = render.custom_columns(args.output[len("custom-columns="):])
+        render.show(render.console(), render.table([h for h, _ in columns],
+                                                   [render.custom_row(columns, t.to_dict()) for t in tasks],
+                                                   show_header=not args.no_headers))
     elif args.output == "name":
         for t in tasks:
             print(f"{RESOURCE}/{t.metadata.name}")
