@@ -202,7 +202,8 @@ def test_pool_pause_drain_status_and_resume(cli, cq):
         "a paused pool starts nothing, a slot free or not"
     described = cli.ok("describe", "later").stdout
     assert "Waiting:" in described and "pool work is paused (concurrency 2 kept)" in described
-    row = next(r.split() for r in cli.ok("pool", "list").stdout.splitlines() if r.startswith("work "))
+    before = Cli(cli.namespace, cli.kubeconfig).ok("pool", "list")  # `pool -n NS --kubeconfig K list`
+    row = next(r.split() for r in before.stdout.splitlines() if r.startswith("work "))
     assert row[:3] == ["work", "2", "true"]
 
     assert cli.ok("pool", "resume", "work").stdout.strip() == "taskpool.cronoq.io/work resumed (concurrency 2)"

@@ -234,3 +234,17 @@ def test_custom_columns_read_as_kubectl_reads_them():
 def test_custom_columns_are_refused_with_watch(capsys):
     assert "custom-columns are for a listing" in error_of(["get", "-w", "-o", "custom-columns=N:.metadata.name"],
                                                           capsys)
+
+
+@pytest.mark.parametrize("argv, namespace, context", [
+    (["pool", "-n", "a", "list"], "a", None),
+    (["pool", "list", "-n", "b"], "b", None),
+    (["schedule", "--context", "c", "-n", "x", "suspend", "s"], "x", "c"),
+    (["pool", "-n", "a", "pause", "p", "-n", "b"], "b", None),
+])
+def test_pool_and_schedule_take_the_common_flags_before_or_after_their_verb(argv, namespace, context):
+    from cronoq.cli import merge_group_flags
+
+    args = parser().parse_args(argv)
+    merge_group_flags(args)
+    assert (args.namespace, args.context) == (namespace, context)

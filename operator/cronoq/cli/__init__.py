@@ -91,6 +91,20 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def group_flags(group: argparse.ArgumentParser) -> None:
+    """`cronoq pool -n NS list` as well as `cronoq pool list -n NS`: the common flags on a verb
+    group too. Their own dests (`group_*`), since the inner verb's defaults would overwrite
+    values of the same dest; `merge_group_flags` folds them in."""
+    group.add_argument("--namespace", "-n", dest="group_namespace", default=None, help=argparse.SUPPRESS)
+    group.add_argument("--kubeconfig", dest="group_kubeconfig", default=None, help=argparse.SUPPRESS)
+    group.add_argument("--context", dest="group_context", default=None, help=argparse.SUPPRESS)
+
+
+def merge_group_flags(args: argparse.Namespace) -> None:
+    for flag in ("namespace", "kubeconfig", "context"):
+        setattr(args, flag, getattr(args, flag, None) or getattr(args, f"group_{flag}", None))
+
+
 def _unrecognized(p: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> UsageError:
     """`unrecognized arguments`, naming the flags an unknown one is the start of: argparse would
     have taken `--name` for `--namespace`; cronoq never does, and says so."""

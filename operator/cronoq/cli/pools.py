@@ -20,12 +20,13 @@ COLUMNS = ["NAME", "CONCURRENCY", "PAUSED", "RUNNING", "QUEUED", "AGE"]
 
 
 def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from cronoq.cli import Parser
+    from cronoq.cli import Parser, group_flags
 
     pool = sub.add_parser("pool", help="TaskPools: list, status, pause, resume, drain",
                           description="The TaskPools: list them, show one, pause (no new attempts start; running "
                                       "ones go on; concurrency is kept), resume, drain (pause, then wait until "
                                       "no attempt runs).")
+    group_flags(pool)
     verbs = pool.add_subparsers(dest="pool_command", metavar="VERB", parser_class=Parser, required=True)
     ls = verbs.add_parser("list", parents=[common], help="the pools, with concurrency, paused, running, queued")
     ls.add_argument("--all-namespaces", "-A", action="store_true", help="pools of every namespace")
@@ -44,8 +45,9 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from cronoq.cli import tasks
+    from cronoq.cli import merge_group_flags, tasks
 
+    merge_group_flags(args)
     return tasks.run(args, VERBS[args.pool_command])
 
 

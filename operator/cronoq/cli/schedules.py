@@ -21,11 +21,12 @@ COLUMNS = ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST FIRE", "NEXT FIRE", "A
 
 
 def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from cronoq.cli import Parser
+    from cronoq.cli import Parser, group_flags
 
     sched = sub.add_parser("schedule", help="TaskSchedules: list, suspend, resume, trigger",
                            description="The TaskSchedules: list them, suspend (no fires; the times that pass are "
                                        "not caught up on), resume, trigger (one fire now, as its own Task).")
+    group_flags(sched)
     verbs = sched.add_subparsers(dest="schedule_command", metavar="VERB", parser_class=Parser, required=True)
     ls = verbs.add_parser("list", parents=[common], help="the schedules, with suspend, active, last and next fire")
     ls.add_argument("--all-namespaces", "-A", action="store_true", help="schedules of every namespace")
@@ -44,8 +45,9 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from cronoq.cli import tasks
+    from cronoq.cli import merge_group_flags, tasks
 
+    merge_group_flags(args)
     verb = "trigger" if args.command == "trigger" else args.schedule_command
     return tasks.run(args, VERBS[verb])
 
