@@ -114,12 +114,15 @@ def test_cancel_by_name_and_by_key(cli, cq):
     cli.ok("submit", "by-name", "--image", IMAGE, "--pod-annotation", "kwok.cronoq.io/outcome=Run")
     cli.ok("submit", "by-key", "--image", IMAGE, "--key", "sync-42", "--pod-annotation", "kwok.cronoq.io/outcome=Run")
     cq.wait_phase("by-key", "Running")
-    assert cli.ok("cancel", "--key", "sync-42").stdout.strip() == "task.cronoq.io/by-key cancel requested"
+    by_key = cli.ok("cancel", "--key", "sync-42")
+    assert by_key.stdout.strip() == "task.cronoq.io/by-key cancel requested"
+    assert by_key.stderr.strip() == "1 task cancelled"
     assert cli.ok("cancel", "by-name").stdout.strip() == "task.cronoq.io/by-name cancel requested"
     result = cli("wait", "by-key", "by-name", "--timeout", "60")
     assert result.returncode == 1 and "by-key cancelled" in result.stderr and "by-name cancelled" in result.stderr
     assert cq.status("by-key")["phase"] == "Cancelled"
-    assert one_line_error(cli("cancel", "by-name", "--key", "x")).startswith("error: cancel: give task names or --key")
+    assert one_line_error(cli("cancel", "by-name", "--key", "x")).startswith(
+        "error: cancel: give task names or filters (--key), not both")
 
 
 def test_retry_runs_a_new_task_and_describe_prints_its_attempts(cli, cq):
@@ -205,7 +208,7 @@ def test_tree_of_a_diamond(cli):
     (["x", "--image", IMAGE, "--pool", "Bad_Pool"], "pool: String should match pattern"),
     (["x", "--image", IMAGE, "--priority", "ten"], "--priority: invalid int value: 'ten'"),
     (["x", "--image", IMAGE, "--priority", "99999999"], "priority: Input should be less than or equal to"),
-    (["x", "--image", IMAGE, "--timeout", "soon"], "timeout"),
+    (["x", "--image", IMAGE, "--attempt-timeout", "soon"], "timeout"),
     (["x", "--image", IMAGE, "--env", "NOVALUE"], "--env 'NOVALUE': expected KEY=VALUE"),
     (["x", "--image", IMAGE, "-f", "/dev/null"], "give a manifest (-f) or flags, not both"),
 ])

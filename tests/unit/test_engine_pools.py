@@ -28,3 +28,16 @@ def test_nothing_to_write_when_nothing_changed() -> None:
     again = pool(first.to_dict())
     assert pool_status(again, {TaskPhase.SUCCEEDED: 5}, 0, 0, at(10)) is None
     assert pool_status(again, {TaskPhase.SUCCEEDED: 6}, 0, 0, at(10)) is not None
+
+
+def test_a_paused_pool_admits_nothing_and_keeps_its_concurrency() -> None:
+    from cronoq.engine.admission import capacity
+    from cronoq.engine.pools import pool_status
+
+    paused = TaskPool.model_validate({"metadata": {"name": "p", "namespace": "ns", "generation": 3},
+                                      "spec": {"concurrency": 3, "paused": True}})
+    assert capacity(paused.spec) == 0 and paused.spec.concurrency == 3
+    assert capacity(pool().spec) == 3
+    (ready,) = pool_status(paused, {TaskPhase.RUNNING: 1}, 1, 4, T0).conditions
+    assert (ready.status, ready.reason) == ("False", "Paused")
+    assert ready.message == "paused: 1 running (concurrency 3 kept); 4 waiting"

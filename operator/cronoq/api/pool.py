@@ -53,6 +53,10 @@ class TaskPoolSpec(Model):
 
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
+    paused: bool = False
+    """True: the pool starts no new attempts (its queued tasks wait) while those running go on;
+    `concurrency` is kept, so setting it back to false resumes at the same limit
+    (`cronoq pool pause|resume`). Default false."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy, json_schema_extra={"default": {}})
     """Retry policy of the pool's tasks; a task's own `retry` fields win."""
     timeout: Timeout | None = None

@@ -1,9 +1,12 @@
 """The `cronoq` command line, also installed as the kubectl plugin `kubectl-cronoq`.
 
-`cronoq operator` runs the operator and `cronoq heartbeat` the heartbeat sidecar; the other
-verbs (submit, get/list, wait, cancel, retry, describe, logs, tree) are the shell's face of
-`cronoq.client` and live in `cronoq.cli.tasks`; `trigger` (a TaskSchedule fired now) in
-`cronoq.cli.schedules`.
+The user's verbs (submit, get/list, wait, cancel, retry, delete, describe, logs, tree) are the
+shell's face of `cronoq.client` and live in `cronoq.cli.tasks`; `pool` in `cronoq.cli.pools`,
+`schedule` in `cronoq.cli.schedules`. The internal verbs (`operator`, `heartbeat` the sidecar,
+`push` the push runner) run inside the cluster and are left out of `--help`.
+
+No flag is ever taken from a prefix of its name (`--name` is not `--namespace`): every parser
+has argparse's `allow_abbrev` off, and an unknown flag that starts a known one is named as such.
 
 Exit codes: 0 the task(s) succeeded (or the command did what it was asked), 1 a task did not
 succeed or the cluster refused, 2 usage or bad input (one line on stderr), 3 timed out.
@@ -14,6 +17,7 @@ import argparse
 import os
 import sys
 from datetime import timedelta
+from typing import Any
 
 from cronoq import __version__
 
@@ -27,7 +31,11 @@ class UsageError(Exception):
 
 class Parser(argparse.ArgumentParser):
     """argparse, but an error is one line (not usage + error) and is raised, not exited on,
-    so that main() owns the exit code."""
+    so that main() owns the exit code; and flags are never abbreviated."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
@@ -38,7 +46,8 @@ def parser() -> Parser:
     p.add_argument("--version", action="version", version=f"cronoq {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    op = sub.add_parser("operator", help="run the operator against the current kubeconfig (or in-cluster)")
+    # The internal verbs get no help=: argparse then leaves them out of the COMMAND listing.
+    op = sub.add_parser("operator", description="Run the operator against the current kubeconfig (or in-cluster).")
     op.add_argument("--namespace", "-n", action="append", default=[], dest="namespaces",
                     help="watch only this namespace (repeatable); default: all namespaces")
     op.add_argument("--metrics-port", type=int, default=9090, help="serve Prometheus /metrics here (0: off)")
@@ -62,13 +71,19 @@ def parser() -> Parser:
     op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
                     choices=["debug", "info", "warning", "error"])
 
-    sub.add_parser("heartbeat", help="renew this attempt's heartbeat Lease until SIGTERM (the sidecar)")
-    sub.add_parser("push", help="make this push task attempt's HTTP request and report the answer (the push runner)")
+    sub.add_parser("heartbeat", description="Renew this attempt's heartbeat Lease until SIGTERM (the sidecar).")
+    sub.add_parser("push", description="Make this push task attempt's HTTP request and report the answer "
+                                        "(the push runner).")
 
-    from cronoq.cli import schedules, tasks
+    from cronoq.cli import pools, schedules, tasks
     common = _common()
     tasks.add_verbs(sub, common)
+    pools.add_verb(sub, common)
     schedules.add_verb(sub, common)
+    comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
+                          description="Print the completion script of a shell, completing verbs, flags and the "
+                                      "names of tasks, pools and schedules: source <(cronoq completion bash)")
+    comp.add_argument("shell", choices=["bash", "zsh", "fish"])
     return p
 
 
@@ -84,7 +99,42 @@ def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--namespace", "-n", default=None, help="namespace of the tasks (default: the context's)")
     common.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    common.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     return common
+
+
+def group_flags(group: argparse.ArgumentParser) -> None:
+    """`cronoq pool -n NS list` as well as `cronoq pool list -n NS`: the common flags on a verb
+    group too. Their own dests (`group_*`), since the inner verb's defaults would overwrite
+    values of the same dest; `merge_group_flags` folds them in."""
+    group.add_argument("--namespace", "-n", dest="group_namespace", default=None, help=argparse.SUPPRESS)
+    group.add_argument("--kubeconfig", dest="group_kubeconfig", default=None, help=argparse.SUPPRESS)
+    group.add_argument("--context", dest="group_context", default=None, help=argparse.SUPPRESS)
+
+
+def merge_group_flags(args: argparse.Namespace) -> None:
+    for flag in ("namespace", "kubeconfig", "context"):
+        setattr(args, flag, getattr(args, flag, None) or getattr(args, f"group_{flag}", None))
+
+
+def _unrecognized(p: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> UsageError:
+    """`unrecognized arguments`, naming the flags an unknown one is the start of: argparse would
+    have taken `--name` for `--namespace`; cronoq never does, and says so."""
+    verb, words = p, []
+    for dest in ("command", "pool_command", "schedule_command"):  # down to the innermost verb given
+        chosen = getattr(args, dest, None)
+        subs = [a for a in verb._actions if isinstance(a, argparse._SubParsersAction)]
+        if chosen and subs:
+            verb = subs[0].choices[chosen]
+            words.append(chosen)
+    message = f"{' '.join([p.prog, *words])}: unrecognized arguments: {' '.join(extra)}"
+    for word in extra:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--"):
+            longer = sorted(o for o in verb._option_string_actions if o.startswith(flag) and o != flag)
+            if longer:
+                message += f" ({flag} is not short for {' or '.join(longer)}: flags are never abbreviated)"
+    return UsageError(message)
 
 
 def _prog() -> str:
@@ -93,6 +143,10 @@ def _prog() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cronoq.cli.complete)
+        from cronoq.cli.complete import autocomplete
+        autocomplete(parser())
+        return EXIT_OK
     try:
         # `submit ... -- CMD ARGS` passes the command through untouched, like `kubectl run`.
         trailing: list[str] = []
@@ -102,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         p = parser()
         args, extra = p.parse_known_args(argv)
         if extra:
-            verb = f" {args.command}" if args.command else ""
-            raise UsageError(f"{p.prog}{verb}: unrecognized arguments: {' '.join(extra)}")
+            raise _unrecognized(p, args, extra)
         args.trailing = trailing
         if args.command == "operator":
             from cronoq.cli.serve import run_operator
@@ -114,9 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "push":
             from cronoq.push import main as push_main
             return push_main([])
-        if args.command == "trigger":
-            from cronoq.cli.schedules import trigger
-            return trigger(args)
+        if args.command in ("schedule", "trigger"):
+            from cronoq.cli.schedules import run as run_schedule
+            return run_schedule(args)
+        if args.command == "completion":
+            from cronoq.cli.complete import script
+            print(script(args.shell))
+            return EXIT_OK
+        if args.command == "pool":
+            from cronoq.cli.pools import run as run_pool
+            return run_pool(args)
         if args.command is None:
             parser().print_help()
             return EXIT_OK

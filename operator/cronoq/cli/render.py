@@ -6,6 +6,7 @@ messages may contain `[brackets]` that rich would otherwise read as styles.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from datetime import datetime, timezone
@@ -91,7 +92,7 @@ COLUMNS = ("NAME", "POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE")
 WIDE = ("PRIORITY", "KEY", "DURATION", "NEXT ATTEMPT", "DUPLICATE OF", "RETRY OF")
 
 
-def row(task: Task, wide: bool = False) -> list[Text]:
+def row(task: Task, wide: bool = False, namespaces: bool = False) -> list[Text]:
     s = task.status
     cells = [Text(task.metadata.name or ""), Text(task.spec.pool), phase_text(task.phase),
              Text(str(s.attempt if s else 0)), Text(age(task.metadata.creation_timestamp)), Text(_summary(task))]
@@ -103,25 +104,39 @@ def row(task: Task, wide: bool = False) -> list[Text]:
                       Text(s.next_attempt_at.isoformat() if s and s.next_attempt_at else "-"),
                       Text(s.duplicate_of if s and s.duplicate_of else "-"),
                       Text(task.metadata.labels.get("cronoq.io/retry-of", "-"))]
+    if namespaces:
+        cells.insert(0, Text(task.metadata.namespace or ""))
     return cells
 
 
-def task_table(tasks: list[Task], wide: bool = False) -> Table:
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="", padding=(0, 3, 0, 0))
-    headers = list(COLUMNS)
+def headers(wide: bool = False, namespaces: bool = False) -> list[str]:
+    cols = list(COLUMNS)
     if wide:
-        headers[5:5] = WIDE
-    for h in headers:
-        table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
-    for task in tasks:
-        table.add_row(*row(task, wide))
-    return table
+        cols[5:5] = WIDE
+    return ["NAMESPACE", *cols] if namespaces else cols
 
 
-def watch_line(task: Task, wide: bool = False) -> Text:
+def table(columns: list[str], rows: list[list[Text]], show_header: bool = True) -> Table:
+    """kubectl's plain table: no box, three spaces between columns; the last column wraps."""
+    out = Table(box=None, show_edge=False, pad_edge=False, header_style="", padding=(0, 3, 0, 0),
+                show_header=show_header)
+    for i, h in enumerate(columns):
+        out.add_column(h, no_wrap=i < len(columns) - 1, overflow="fold")
+    for cells in rows:
+        out.add_row(*cells)
+    return out
+
+
+def task_table(tasks: list[Task], wide: bool = False, namespaces: bool = False, show_header: bool = True) -> Table:
+    return table(headers(wide, namespaces), [row(t, wide, namespaces) for t in tasks], show_header)
+
+
+WATCH_WIDTHS = (32, 12, 14, 9, 7)
+
+
+def watch_line(cells: list[Text], namespaces: bool = False) -> Text:
     """One row of `get -w`: fixed widths, since rows arrive one at a time."""
-    widths = (32, 12, 14, 9, 7)
-    cells = row(task, wide)
+    widths = ((20,) if namespaces else ()) + WATCH_WIDTHS
     line = Text()
     for i, cell in enumerate(cells):
         if i < len(widths):
@@ -191,3 +206,83 @@ def dependency_tree(root: str, tasks: dict[str, Task]) -> Tree:
     tree = Tree(label(root, None))
     grow(tree, root, (root,))
     return tree
+
+
+def jsonpath(template: str, doc: Any) -> str:
+    """kubectl's `-o jsonpath=TEMPLATE`: text with `{expressions}` (`{.items[*].metadata.name}`,
+    `{range .items[*]}…{end}`, `{"\\n"}`, filters `[?(@.status.phase=="Failed")]`), the
+    expressions evaluated by jsonpath-ng. Matches of one expression are joined by a space;
+    objects and lists are printed as JSON. ValueError names what could not be read."""
+    out: list[str] = []
+    tokens = re.split(r"(\{(?:[^{}\"]|\"(?:[^\"\\]|\\.)*\")*\})", template)
+    end = _run_template(tokens, 0, doc, out)
+    if end != len(tokens):
+        raise ValueError("{end} without a {range}")
+    return "".join(out)
+
+
+def _run_template(tokens: list[str], i: int, node: Any, out: list[str]) -> int:
+    """Render tokens from i with `node` as `@`; return the index after the closing {end} (or the last)."""
+    while i < len(tokens):
+        token = tokens[i]
+        if not (token.startswith("{") and token.endswith("}")):
+            if "{" in token or "}" in token:
+                raise ValueError(f"unmatched brace in {token!r}")
+            out.append(token)
+            i += 1
+            continue
+        expr = token[1:-1].strip()
+        if expr == "end":
+            return i + 1
+        if expr.startswith("range "):
+            items = _find(expr[len("range "):], node)
+            after = _run_template(tokens, i + 1, {}, [])  # where the range ends, even when it runs no time
+            for item in items:
+                _run_template(tokens, i + 1, item, out)
+            if after > len(tokens) or tokens[after - 1].strip("{} ") != "end":
+                raise ValueError(f"{token} without its {{end}}")
+            i = after
+            continue
+        if expr.startswith('"'):
+            out.append(json.loads(expr, strict=False))
+        else:
+            out.append(" ".join(v if isinstance(v, str) else json.dumps(v) for v in _find(expr, node)))
+        i += 1
+    return i
+
+
+def _find(expr: str, node: Any) -> list[Any]:
+    from jsonpath_ng.ext import parse
+
+    expr = expr.strip()
+    path = "$" + expr[1:] if expr.startswith("@") else expr if expr.startswith("$") else "$" + (
+        expr if expr.startswith((".", "[")) else "." + expr)
+    try:
+        return [m.value for m in parse(path).find(node)]
+    except Exception as err:  # jsonpath-ng raises plain Exceptions for bad syntax
+        raise ValueError(f"{expr}: {err}") from None
+
+
+def custom_columns(spec: str) -> list[tuple[str, str]]:
+    """kubectl's `-o custom-columns=NAME:.metadata.name,PHASE:.status.phase`: (header, path)
+    pairs, each path checked. ValueError names a column that cannot be read."""
+    columns = []
+    for column in spec.split(","):
+        header, sep, path = column.partition(":")
+        if not sep or not header or not path:
+            raise ValueError(f"{column!r}: expected HEADER:JSONPATH")
+        path = path.strip()
+        if path.startswith("{") and path.endswith("}"):
+            path = path[1:-1]
+        _find(path, {})
+        columns.append((header, path))
+    return columns
+
+
+def custom_row(columns: list[tuple[str, str]], doc: Any) -> list[Text]:
+    """One object's cells: the matches of each column's path, joined by commas, or `<none>`."""
+    cells = []
+    for _, path in columns:
+        found = [v if isinstance(v, str) else json.dumps(v) for v in _find(path, doc)]
+        cells.append(Text(",".join(found) if found else "<none>"))
+    return cells

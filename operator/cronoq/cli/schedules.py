@@ -1,49 +1,122 @@
-"""`cronoq trigger SCHEDULE`: one fire of a TaskSchedule now, as its own Task."""
+"""`cronoq schedule list|suspend|resume|trigger`: the TaskSchedules from the shell.
+
+`trigger` is one fire of a schedule now, as its own Task (also reachable as `cronoq trigger`,
+its older spelling). Suspending sets `spec.suspend`: no fires, and the times that pass while
+suspended are not caught up on when it resumes.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 from datetime import datetime, timezone
 
+from rich.text import Text
+
+from cronoq.api import TaskSchedule
+from cronoq.cli import EXIT_OK, render
+from cronoq.client import Client
+
+RESOURCE = "taskschedule.cronoq.io"
+COLUMNS = ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST FIRE", "NEXT FIRE", "AGE"]
+
 
 def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    t = sub.add_parser("trigger", parents=[common],
-                       help="fire a TaskSchedule once, now (its own Task, named <schedule>-manual-<unix seconds>)")
+    from cronoq.cli import Parser, group_flags
+
+    sched = sub.add_parser("schedule", help="TaskSchedules: list, suspend, resume, trigger",
+                           description="The TaskSchedules: list them, suspend (no fires; the times that pass are "
+                                       "not caught up on), resume, trigger (one fire now, as its own Task).")
+    group_flags(sched)
+    verbs = sched.add_subparsers(dest="schedule_command", metavar="VERB", parser_class=Parser, required=True)
+    ls = verbs.add_parser("list", parents=[common], help="the schedules, with suspend, active, last and next fire")
+    ls.add_argument("--all-namespaces", "-A", action="store_true", help="schedules of every namespace")
+    ls.add_argument("-o", "--output", choices=["json", "yaml", "name"])
+    ls.add_argument("--no-headers", action="store_true", help="the table without its header line")
+    for verb, text in (("suspend", "no more fires until resumed (the times that pass are not caught up on)"),
+                       ("resume", "fire again from the next fire time")):
+        v = verbs.add_parser(verb, parents=[common], help=text)
+        v.add_argument("names", nargs="+", metavar="SCHEDULE")
+    t = verbs.add_parser("trigger", parents=[common],
+                         help="fire once, now (its own Task, named <schedule>-manual-<unix seconds>)")
     t.add_argument("schedule", metavar="SCHEDULE")
+    # The older spelling, `cronoq trigger SCHEDULE`: kept, out of the listing.
+    old = sub.add_parser("trigger", parents=[common], description="Same as `cronoq schedule trigger`.")
+    old.add_argument("schedule", metavar="SCHEDULE")
 
 
-def trigger(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    from cronoq.cli import merge_group_flags, tasks
+
+    merge_group_flags(args)
+    verb = "trigger" if args.command == "trigger" else args.schedule_command
+    return tasks.run(args, VERBS[verb])
+
+
+def schedule_list(args: argparse.Namespace, client: Client) -> int:
+    schedules = client.schedules(all_namespaces=args.all_namespaces)
+    if args.output in ("json", "yaml"):
+        print(render.dump([s.to_dict() for s in schedules], args.output, single=False))
+        return EXIT_OK
+    if args.output == "name":
+        for s in schedules:
+            print(f"{RESOURCE}/{s.metadata.name}")
+        return EXIT_OK
+    if not schedules:
+        where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+        print(f"No schedules found in {where}.", file=sys.stderr)
+        return EXIT_OK
+    columns = ["NAMESPACE", *COLUMNS] if args.all_namespaces else COLUMNS
+    rows = [_row(s, args.all_namespaces) for s in schedules]
+    render.show(render.console(), render.table(columns, rows, show_header=not args.no_headers))
+    return EXIT_OK
+
+
+def _row(schedule: TaskSchedule, namespaces: bool) -> list[Text]:
+    spec, s = schedule.spec, schedule.status
+    when = (s.schedule if s and s.schedule else None) or spec.schedule or "-"
+    cells = [Text(schedule.metadata.name or ""), Text(when),
+             Text("true" if spec.suspend else "false", style="yellow" if spec.suspend else ""),
+             Text(str(s.active if s else 0)),
+             Text(render.age(s.last_fire_time) if s and s.last_fire_time else "-"),
+             Text(s.next_fire_time.isoformat() if s and s.next_fire_time else "-"),
+             Text(render.age(schedule.metadata.creation_timestamp))]
+    return [Text(schedule.metadata.namespace or ""), *cells] if namespaces else cells
+
+
+def suspend(args: argparse.Namespace, client: Client) -> int:
+    for name in args.names:
+        client.suspend(name, True)
+        print(f"{RESOURCE}/{name} suspended")
+    return EXIT_OK
+
+
+def resume(args: argparse.Namespace, client: Client) -> int:
+    for name in args.names:
+        client.suspend(name, False)
+        print(f"{RESOURCE}/{name} resumed")
+    return EXIT_OK
+
+
+def trigger(args: argparse.Namespace, client: Client) -> int:
     """Create the schedule's Task for this second, as a fire would: the same template, owner and
     labels, a name and key of its own (a second trigger within the same second is the same fire)."""
     from kubernetes.client.rest import ApiException
-    from kubernetes.config import ConfigException
 
-    from cronoq.api import GROUP, VERSION, TaskSchedule
-    from cronoq.client import Client
+    from cronoq.api import GROUP, VERSION
     from cronoq.engine.schedule import task_manifest
 
-    try:
-        tasks = Client(namespace=args.namespace, kubeconfig=args.kubeconfig)
-    except ConfigException as err:
-        print(f"error: no cluster to talk to: {err}", file=sys.stderr)
-        return 1
-    namespace = tasks.namespace
-    api = tasks.custom
-    try:
-        raw = api.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskschedules", args.schedule)
-    except ApiException as err:
-        print(f"error: taskschedule {namespace}/{args.schedule}: {err.reason}", file=sys.stderr)
-        return 1
-    task = task_manifest(TaskSchedule.model_validate(raw), datetime.now(timezone.utc).replace(microsecond=0),
-                         manual=True)
+    schedule = client.schedule(args.schedule)
+    task = task_manifest(schedule, datetime.now(timezone.utc).replace(microsecond=0), manual=True)
     name = task["metadata"]["name"]
     try:
-        api.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", task)
+        client.custom.create_namespaced_custom_object(GROUP, VERSION, client.namespace, "tasks", task)
     except ApiException as err:
         if err.status == 409:
             print(f"task.cronoq.io/{name} exists already (triggered within the same second)")
-            return 0
-        print(f"error: creating task {namespace}/{name}: {err.reason}: {err.body}", file=sys.stderr)
-        return 1
+            return EXIT_OK
+        raise
     print(f"task.cronoq.io/{name} created")
-    return 0
+    return EXIT_OK
+
+
+VERBS = {"list": schedule_list, "suspend": suspend, "resume": resume, "trigger": trigger}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,15 +16,16 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.config import ConfigException
 
-from cronoq.api import DurationError, Task, TaskPhase
+from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase
 from cronoq.api.durations import parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
 from cronoq.cli import render
 from cronoq.client import (
-    Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound,
-    WaitTimeout, status_of,
+    Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
+    TaskNotFound, WaitTimeout, status_of,
 )
-from cronoq.client.client import check_manifest
+from cronoq.client.client import RETRYABLE_PHASES, check_manifest
+from cronoq.engine.admission import Candidate
 
 RESOURCE = "task.cronoq.io"
 
@@ -43,43 +45,61 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     s.add_argument("--key", "-k", help="idempotency key: a task holding it is returned instead of a new one")
     s.add_argument("--payload", help="JSON handed to the container as CRONOQ_PAYLOAD")
     s.add_argument("--payload-file", help="file holding the JSON payload")
-    s.add_argument("--timeout", help="per-attempt timeout, e.g. 10m")
+    s.add_argument("--attempt-timeout", help="each attempt's time limit (spec.timeout), e.g. 10m: "
+                                             "an attempt still running then is killed")
+    # `--timeout` would say neither which limit it is: refused with a line naming both.
+    s.add_argument("--timeout", dest="ambiguous_timeout", help=argparse.SUPPRESS)
     s.add_argument("--max-attempts", type=int, help="attempts, counting the first")
     s.add_argument("--depends-on", action="append", default=[], metavar="TASK[:Success|Failure|Complete]",
                    help="wait for this task first (repeatable)")
     s.add_argument("--label", "-l", action="append", default=[], metavar="KEY=VALUE", help="task label (repeatable)")
     s.add_argument("--pod-annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="annotation of the attempt pods (repeatable)")
-    s.add_argument("--wait", "-w", action="store_true", help="wait for the task and print its output")
-    s.add_argument("--wait-timeout", help="with --wait: give up after this long (e.g. 5m)")
+    s.add_argument("--wait", action="store_true", help="wait for the task and print its output")
+    s.add_argument("--wait-timeout", help="with --wait: stop waiting after this long (e.g. 5m), exit code 3; "
+                                          "the task goes on")
     s.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the task in this format")
 
     for verb, helptext in (("get", "show tasks (all, or the ones named)"), ("list", "list the tasks")):
         g = sub.add_parser(verb, parents=[common], help=helptext)
         if verb == "get":
             g.add_argument("names", nargs="*", metavar="NAME")
-        g.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"])
-        g.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
-        g.add_argument("--pool", "-p", help="only tasks of this pool")
-        g.add_argument("--key", "-k", help="only tasks with this key")
-        g.add_argument("--selector", "-l", help="label selector")
+        g.add_argument("-o", "--output", type=_output_format, metavar="FORMAT",
+                       help="wide, json, yaml, name, jsonpath=TEMPLATE (kubectl's: '{.items[*].metadata.name}', "
+                            "'{range .items[*]}{.metadata.name}{\"\\n\"}{end}'), or "
+                            "custom-columns=NAME:.metadata.name,PHASE:.status.phase")
+        add_filters(g)
+        g.add_argument("--no-headers", action="store_true", help="tables without their header line")
         g.add_argument("--watch", "-w", action="store_true", help="after listing, print each change")
 
     w = sub.add_parser("wait", parents=[common], help="wait until the tasks end; print their output")
     w.add_argument("names", nargs="+", metavar="NAME")
-    w.add_argument("--timeout", help="give up after this long (e.g. 30s, 5m); exit code 3")
+    w.add_argument("--timeout", help="stop waiting after this long (e.g. 30s, 5m), exit code 3; the tasks go on")
     w.add_argument("-o", "--output", choices=["json"], help="print every result as JSON")
 
-    c = sub.add_parser("cancel", parents=[common], help="cancel tasks (sets spec.cancel: true), by name or key")
+    c = sub.add_parser("cancel", parents=[common], help="cancel tasks (sets spec.cancel: true): named, or selected",
+                       description="Cancel the tasks named, or every unfinished task the filters select "
+                                   "(--all: every one). --dry-run lists them and changes nothing.")
     c.add_argument("names", nargs="*", metavar="NAME")
-    c.add_argument("--key", "-k", help="cancel every unfinished task holding this key")
-    c.add_argument("--pool", "-p", help="with --key: only in this pool")
+    add_filters(c, bulk=True)
 
-    r = sub.add_parser("retry", parents=[common], help="re-drive a Failed or DeadLettered task as a new task")
-    r.add_argument("name", metavar="NAME")
+    r = sub.add_parser("retry", parents=[common],
+                       help="re-drive Failed or DeadLettered tasks as new tasks: named, or selected",
+                       description="Re-drive the tasks named, or every Failed or DeadLettered task the filters "
+                                   "select (--all: every one) that was not retried yet, each as a new task "
+                                   "<name>-r-xxxxx. --dry-run lists them and creates nothing.")
+    r.add_argument("names", nargs="*", metavar="NAME")
+    add_filters(r, bulk=True)
     r.add_argument("--max-attempts", type=int, help="attempts of the new task (default: as the original)")
-    r.add_argument("--wait", "-w", action="store_true", help="wait for the new task")
-    r.add_argument("--wait-timeout", help="with --wait: give up after this long")
+    r.add_argument("--wait", action="store_true", help="wait for the new task(s)")
+    r.add_argument("--wait-timeout", help="with --wait: stop waiting after this long, exit code 3")
+
+    x = sub.add_parser("delete", parents=[common], help="delete tasks (their Jobs and pods go with them)",
+                       description="Delete the tasks named, or every task the filters select (--all: every "
+                                   "one). An unfinished task's running attempt is stopped with it. --dry-run "
+                                   "lists them and deletes nothing.")
+    x.add_argument("names", nargs="*", metavar="NAME")
+    add_filters(x, bulk=True)
 
     d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
     d.add_argument("name", metavar="NAME")
@@ -88,19 +108,60 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     lg.add_argument("name", metavar="TASK")
     lg.add_argument("--attempt", "-a", type=int, help="attempt number (default: the newest)")
     lg.add_argument("--follow", "-f", action="store_true", help="stream the log while the attempt runs")
+    lg.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    lg.add_argument("--since", metavar="DURATION", help="only the lines of the last DURATION, e.g. 10m")
+    lg.add_argument("--timestamps", action="store_true", help="each line with its time (RFC 3339)")
 
     t = sub.add_parser("tree", parents=[common], help="a task's dependencies, with their phases")
     t.add_argument("names", nargs="+", metavar="NAME")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run a verb; turn the client's errors into one line and an exit code."""
-    verb: Callable[[argparse.Namespace, Client], int] = VERBS[args.command]
+def _output_format(value: str) -> str:
+    """-o of the listing verbs: a format, or a JSONPath template checked before any request."""
+    if value in ("wide", "json", "yaml", "name"):
+        return value
+    if value.startswith("jsonpath="):
+        template = value[len("jsonpath="):]
+        if len(template) > 1 and template[0] == template[-1] and template[0] in "'\"":
+            template = template[1:-1]  # as kubectl, quotes around the template are not part of it
+        try:
+            render.jsonpath(template, {})
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"jsonpath: {err}") from None
+        return "jsonpath=" + template
+    if value.startswith("custom-columns="):
+        try:
+            render.custom_columns(value[len("custom-columns="):])
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"custom-columns: {err}") from None
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: one of wide, json, yaml, name, jsonpath=TEMPLATE, "
+                                     "custom-columns=HEADER:JSONPATH,...")
+
+
+def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
+    """The flags that select tasks: those of the listing verbs, and of the bulk actions."""
+    p.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
+    p.add_argument("--pool", "-p", help="only tasks of this pool")
+    p.add_argument("--key", "-k", help="only tasks with this key")
+    p.add_argument("--selector", "-l", help="label selector, e.g. app=etl,tier!=web")
+    p.add_argument("--all-namespaces", "-A", action="store_true", help="tasks of every namespace")
+    if bulk:
+        p.add_argument("--older-than", metavar="DURATION",
+                       help="only tasks finished (unfinished: created) more than this long ago, e.g. 24h")
+        p.add_argument("--all", action="store_true", help="every task of the namespace (when no filter is given)")
+        p.add_argument("--dry-run", action="store_true", help="list what would be touched; change nothing")
+
+
+def run(args: argparse.Namespace, verb: Callable[[argparse.Namespace, Client], int] | None = None) -> int:
+    """Run a verb (default: the task verb named by the command); turn the client's errors into
+    one line and an exit code."""
+    verb = verb or VERBS[args.command]
     try:
         _check_input(args)  # bad input is reported before any cluster is contacted
-        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig)
+        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context)
         return verb(args, client)
-    except (UsageError, InvalidTask, TaskNotFound, NotRetryable) as err:
+    except (UsageError, InvalidTask, TaskNotFound, ObjectNotFound, NotRetryable) as err:
         return _fail(str(err), EXIT_USAGE)
     except (LogsUnavailable, ClientError) as err:
         return _fail(str(err), EXIT_FAILED)
@@ -113,18 +174,48 @@ def run(args: argparse.Namespace) -> int:
 def _check_input(args: argparse.Namespace) -> None:
     """Parse what can be parsed offline, so that bad input never waits on the cluster."""
     if args.command == "submit":
+        if args.ambiguous_timeout is not None:
+            raise UsageError("submit: --timeout is ambiguous: --attempt-timeout limits each attempt (the task's "
+                             "spec.timeout), --wait-timeout limits how long --wait waits")
         flags = any(getattr(args, f) for f in (
-            "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "timeout",
+            "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
             "max_attempts", "depends_on", "label", "pod_annotation", "name", "generate_name")) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
         args.manifests = [check_manifest(m) for m in manifests]
         _seconds(args.wait_timeout, "--wait-timeout")
-    elif args.command in ("get", "list"):
+    if args.command in ("get", "list") and args.watch and (args.output or "").startswith("custom-columns="):
+        raise UsageError(f"{args.command} -w: custom-columns are for a listing (columns sized to their rows); "
+                         "watch with -o jsonpath=... instead")
+    if args.command == "get" and args.names and args.all_namespaces:
+        raise UsageError("get: a task is named in one namespace: give names or -A, not both")
+    if "phase" in args:
         args.phase = _phases(args.phase)
-    elif args.command in ("wait", "retry"):
-        _seconds(args.timeout if args.command == "wait" else args.wait_timeout, "--timeout")
+    if "dry_run" in args:
+        _check_selection(args)
+    if args.command == "wait":
+        _seconds(args.timeout, "--timeout")
+    if args.command == "logs":
+        if args.tail is not None and args.tail < 0:
+            raise UsageError("--tail counts lines: 0 or more")
+        args.since_seconds = _seconds(args.since, "--since")
+    if args.command == "retry":
+        _seconds(args.wait_timeout, "--wait-timeout")
+
+
+def _check_selection(args: argparse.Namespace) -> None:
+    """A bulk verb takes names or filters (or --all), never neither: `cronoq delete` alone
+    deletes nothing, as `kubectl delete tasks` does."""
+    filters = [f for f, given in (("--phase", args.phase), ("--pool", args.pool), ("--key", args.key),
+                                  ("-l", args.selector), ("--older-than", args.older_than)) if given]
+    args.older_than_seconds = _seconds(args.older_than, "--older-than")
+    if args.names and (filters or args.all or args.all_namespaces):
+        raise UsageError(f"{args.command}: give task names or filters ({', '.join(filters or ['--all', '-A'])}), "
+                         "not both")
+    if not args.names and not filters and not args.all:
+        raise UsageError(f"{args.command}: give task names, filters (--phase, --pool, --key, -l, --older-than) "
+                         "or --all")
 
 
 def _fail(message: str, code: int) -> int:
@@ -249,8 +340,8 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
             raise UsageError(f"{flag}: {err.strerror}") from None
         except ValueError as err:
             raise UsageError(f"{flag} is not JSON: {err}") from None
-    if args.timeout:
-        spec["timeout"] = args.timeout
+    if args.attempt_timeout:
+        spec["timeout"] = args.attempt_timeout
     if args.max_attempts is not None:
         spec["retry"] = {"maxAttempts": args.max_attempts}
     if args.depends_on:
@@ -269,46 +360,66 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
 
 def get(args: argparse.Namespace, client: Client) -> int:
     names = [_bare(n) for n in getattr(args, "names", [])]
-    phases = args.phase
+    if args.watch:
+        return _watch(args, client, names)
     if names:
         tasks = [client.get(n) for n in names]
     else:
-        tasks = client.list(phase=phases or None, pool=args.pool, key=args.key, label_selector=args.selector)
-    out = render.console()
-    wide = args.output == "wide"
+        tasks = client.list(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
+                            all_namespaces=args.all_namespaces)
     if args.output in ("json", "yaml"):
-        print(render.dump([t.to_dict() for t in tasks], args.output, single=bool(names) and len(names) == 1))
+        print(render.dump([t.to_dict() for t in tasks], args.output, single=len(names) == 1))
+    elif args.output and args.output.startswith("jsonpath="):
+        _print_jsonpath(args.output, [t.to_dict() for t in tasks], single=len(names) == 1)
+    elif args.output and args.output.startswith("custom-columns="):
+        columns = render.custom_columns(args.output[len("custom-columns="):])
+        render.show(render.console(), render.table([h for h, _ in columns],
+                                                   [render.custom_row(columns, t.to_dict()) for t in tasks],
+                                                   show_header=not args.no_headers))
     elif args.output == "name":
         for t in tasks:
             print(f"{RESOURCE}/{t.metadata.name}")
-    elif args.watch:
-        out.print(_watch_header(wide), markup=False)
     elif tasks:
-        render.show(out, render.task_table(tasks, wide))
+        render.show(render.console(), render.task_table(tasks, args.output == "wide", args.all_namespaces,
+                                                        show_header=not args.no_headers))
     else:
-        print(f"No tasks found in {client.namespace} namespace.", file=sys.stderr)
-    if not args.watch:
-        return EXIT_OK
+        where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+        print(f"No tasks found in {where}.", file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_jsonpath(output: str, objects: list[dict[str, Any]], single: bool) -> None:
+    """As kubectl: the template applied to the object (one named) or to the List; no newline
+    added (the template says where lines end)."""
+    doc = objects[0] if single and len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}
+    sys.stdout.write(render.jsonpath(output[len("jsonpath="):], doc))
+    sys.stdout.flush()
+
+
+def _watch(args: argparse.Namespace, client: Client, names: list[str]) -> int:
+    """`get -w`: every task the filters select, then each change, in the format asked for
+    (a table row, a name, or a whole JSON/YAML document each)."""
+    wide, everywhere = args.output == "wide", args.all_namespaces
+    out = render.console()
+    if args.output in (None, "wide") and not args.no_headers:
+        out.print(render.watch_line([render.Text(h) for h in render.headers(wide, everywhere)], everywhere))
+    phases = args.phase
     wanted = set(names)
-    for _, task in client.watch(phase=phases[0] if len(phases) == 1 else None, pool=args.pool, key=args.key):
+    for _, task in client.watch(phase=phases[0] if len(phases) == 1 else None, pool=args.pool, key=args.key,
+                                label_selector=args.selector, all_namespaces=everywhere):
         if wanted and task.metadata.name not in wanted:
             continue
         if phases and str(task.phase) not in phases:
             continue
         if args.output in ("json", "yaml"):
             print(render.dump([task.to_dict()], args.output, single=True), flush=True)
+        elif args.output and args.output.startswith("jsonpath="):
+            _print_jsonpath(args.output, [task.to_dict()], single=True)
+        elif args.output == "name":
+            print(f"{RESOURCE}/{task.metadata.name}", flush=True)
         else:
-            render.show(out, render.watch_line(task, wide))
+            render.show(out, render.watch_line(render.row(task, wide, everywhere), everywhere))
     return EXIT_OK
-
-
-def _watch_header(wide: bool) -> str:
-    cols = list(render.COLUMNS)
-    if wide:
-        cols[5:5] = render.WIDE
-    widths = (32, 12, 14, 9, 7)
-    return "".join(c.ljust(widths[i]) if i < len(widths) else c + ("   " if i < len(cols) - 1 else "")
-                   for i, c in enumerate(cols))
 
 
 # ---------------------------------------------------------------------- wait
@@ -384,38 +495,118 @@ def _report(names: list[str], finished: dict[str, Task], as_json: bool, many: bo
 # ---------------------------------------------------------------------- cancel / retry
 
 
+def select(tasks: list[Task], older_than: float | None, now: datetime) -> list[Task]:
+    """The tasks `--older-than` keeps: finished more than that long ago, or (unfinished)
+    created more than that long ago. Without it, all of them."""
+    if older_than is None:
+        return tasks
+    cutoff = now - timedelta(seconds=older_than)
+
+    def since(task: Task) -> datetime | None:
+        finished = task.status.finished_at if task.status else None
+        return finished or task.metadata.creation_timestamp
+
+    return [t for t in tasks if (at := since(t)) is not None and at <= cutoff]
+
+
+def _targets(args: argparse.Namespace, client: Client) -> list[Task]:
+    """The tasks a bulk verb acts on: the ones named (a missing one is an error), or the ones
+    its filters select."""
+    if args.names:
+        return [client.get(_bare(n)) for n in args.names]
+    tasks = client.list(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
+                        all_namespaces=args.all_namespaces)
+    return select(tasks, args.older_than_seconds, datetime.now(timezone.utc))
+
+
+def _ref(task: Task, everywhere: bool) -> str:
+    """How a bulk verb names a task: kubectl's `-o name`, with the namespace across namespaces."""
+    name = f"{RESOURCE}/{task.metadata.name}"
+    return f"{task.metadata.namespace}/{name}" if everywhere else name
+
+
+def _count(n: int, done: str, dry_run: bool) -> None:
+    """The line that ends a bulk verb, on stderr (stdout stays one line per task)."""
+    print(f"{n} task{'' if n == 1 else 's'} {'would be ' + done + ' (dry run)' if dry_run else done}",
+          file=sys.stderr)
+
+
 def cancel(args: argparse.Namespace, client: Client) -> int:
-    if bool(args.names) == bool(args.key):
-        raise UsageError("cancel: give task names or --key, not both")
-    if args.pool and not args.key:
-        raise UsageError("cancel: --pool goes with --key")
-    if args.key:
-        names = client.cancel(key=args.key, pool=args.pool)
-        for name in names:
-            print(f"{RESOURCE}/{name} cancel requested")
-        if not names:
-            print(f"no unfinished task holds key {args.key!r}", file=sys.stderr)
-        return EXIT_OK
-    code = EXIT_OK
-    for name in (_bare(n) for n in args.names):
-        try:
-            if client.cancel(name):
-                print(f"{RESOURCE}/{name} cancel requested")
-            else:
-                task = client.get(name)
-                print(f"{RESOURCE}/{name} not cancelled: already {task.phase}")
-        except TaskNotFound as err:
-            print(f"error: {err}", file=sys.stderr)
-            code = EXIT_USAGE
-    return code
+    everywhere = args.all_namespaces
+    acted = 0
+    for task in _targets(args, client):
+        ref = _ref(task, everywhere)
+        if task.phase in TERMINAL_PHASES:
+            if args.names:
+                print(f"{ref} not cancelled: already {task.phase}")
+            continue
+        if task.spec.cancel:
+            if args.names:
+                print(f"{ref} not cancelled: cancel already requested")
+            continue
+        if args.dry_run:
+            print(f"{ref} would be cancelled ({task.phase or 'Pending'})")
+        elif client.in_namespace(task.metadata.namespace or client.namespace).cancel(task.metadata.name):
+            print(f"{ref} cancel requested")
+        else:
+            continue
+        acted += 1
+    if not args.names:
+        _count(acted, "cancelled", args.dry_run)
+    return EXIT_OK
 
 
 def retry(args: argparse.Namespace, client: Client) -> int:
-    task = client.retry(_bare(args.name), max_attempts=args.max_attempts)
-    print(f"{RESOURCE}/{task.metadata.name} created (retry of {_bare(args.name)})")
-    if args.wait:
-        args.names, args.timeout, args.output = [task.metadata.name], args.wait_timeout, None
-        return wait(args, client)
+    everywhere = args.all_namespaces
+    created: list[Task] = []
+    targets = _targets(args, client)
+    for task in targets if args.names else ():  # named: all of them retryable, or none is retried
+        if task.phase not in RETRYABLE_PHASES:
+            raise NotRetryable(f"task {task.metadata.name} is {task.phase or 'not started'}; only Failed or "
+                               "DeadLettered tasks can be retried")
+    for task in targets:
+        ref, name = _ref(task, everywhere), task.metadata.name or ""
+        where = client.in_namespace(task.metadata.namespace or client.namespace)
+        if not args.names:  # selected: only what can be retried, and only once
+            if task.phase not in RETRYABLE_PHASES:
+                continue
+            retried = where.retries_of(name)
+            if retried:
+                print(f"{ref} skipped: retried already as {', '.join(r.metadata.name or '' for r in retried)}")
+                continue
+        if args.dry_run:
+            print(f"{ref} would be retried ({task.phase})")
+            created.append(task)
+            continue
+        new = where.retry(name, max_attempts=args.max_attempts)
+        print(f"{_ref(new, everywhere)} created (retry of {name})")
+        created.append(new)
+    if not args.names:
+        _count(len(created), "retried", args.dry_run)
+    if args.wait and created and not args.dry_run:
+        if everywhere and len({t.metadata.namespace for t in created}) > 1:
+            raise UsageError("retry --wait: the new tasks are in several namespaces; wait for them one namespace "
+                             "at a time")
+        waiter = client.in_namespace(created[0].metadata.namespace or client.namespace)
+        args.names, args.timeout, args.output = [t.metadata.name for t in created], args.wait_timeout, None
+        return wait(args, waiter)
+    return EXIT_OK
+
+
+def delete(args: argparse.Namespace, client: Client) -> int:
+    everywhere = args.all_namespaces
+    acted = 0
+    for task in _targets(args, client):
+        ref = _ref(task, everywhere)
+        if args.dry_run:
+            print(f"{ref} would be deleted ({task.phase or 'Pending'})")
+        elif client.in_namespace(task.metadata.namespace or client.namespace).delete(task.metadata.name or ""):
+            print(f"{ref} deleted")
+        else:
+            continue
+        acted += 1
+    if not args.names:
+        _count(acted, "deleted", args.dry_run)
     return EXIT_OK
 
 
@@ -452,6 +643,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Next attempt", s.next_attempt_at.isoformat()))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
+    if task.phase is TaskPhase.QUEUED:
+        pairs.append(("Waiting", Text(_why_queued(task, client))))
     if s and s.message:
         pairs.append(("Message", Text(s.message)))
     if s and s.output_available:
@@ -481,13 +674,54 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def _why_queued(task: Task, client: Client) -> str:
+    """Why a queued task has no slot, and where it stands: read from its pool and the pool's
+    queued tasks (a GET and a LIST, no write)."""
+    name = task.spec.pool
+    pool = client.pool(name)
+    if pool is None:
+        return f"TaskPool {name} does not exist: the task starts once it is created"
+    place = _place(task, client.list(pool=name, phase="Queued"))
+    if pool.spec.paused:
+        return (f"{place}; pool {name} is paused (concurrency {pool.spec.concurrency} kept): "
+                f"`cronoq pool resume {name}` starts it again")
+    if pool.spec.concurrency == 0:
+        return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    running = pool.status.running if pool.status else 0
+    if running >= pool.spec.concurrency:
+        return f"{place}; pool {name} is full: {running} running of {pool.spec.concurrency}"
+    return f"{place}; pool {name} runs {running} of {pool.spec.concurrency}: a slot is about to be granted"
+
+
+def _place(task: Task, queued: list[Task]) -> str:
+    """`3rd of 7 in pool P's queue (ahead: a, b)`, in the operator's admission order: the
+    highest priority first, then the oldest submission, then the name."""
+    def candidate(t: Task) -> Candidate:
+        submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
+        return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
+                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc))
+
+    order = sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)])
+    at = next(i for i, c in enumerate(order) if c.name == task.metadata.name)
+    ahead = [c.name for c in order[:at]]
+    shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+    return (f"{_ordinal(at + 1)} of {len(order)} in pool {task.spec.pool}'s queue"
+            + (f" (ahead: {shown})" if ahead else ""))
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def logs(args: argparse.Namespace, client: Client) -> int:
     name = _bare(args.name)
     if args.attempt is not None and args.attempt < 1:
         raise UsageError("--attempt counts from 1")
     _, number, pod = client.attempt_pod(name, args.attempt)
     print(f"==> task {name}, attempt {number}, pod {pod.metadata.name} <==", file=sys.stderr, flush=True)
-    for line in client.logs(name, number, follow=args.follow):
+    for line in client.logs(name, number, follow=args.follow, tail=args.tail, since=args.since_seconds,
+                            timestamps=args.timestamps):
         print(line, flush=args.follow)
     return EXIT_OK
 
@@ -503,6 +737,6 @@ def tree(args: argparse.Namespace, client: Client) -> int:
 
 
 VERBS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
-    "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry,
+    "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry, "delete": delete,
     "describe": describe, "logs": logs, "tree": tree,
 }

@@ -10,17 +10,18 @@
         print(failed.status, failed.message)         # dead_lettered, "attempt 3 failed ..."
 
 Errors: `ClientError` and its subclasses `InvalidTask`, `TaskNotFound`, `TaskFailed`,
-`OutputUnavailable`, `WaitTimeout`, `NotRetryable`, `LogsUnavailable`.
+`OutputUnavailable`, `WaitTimeout`, `NotRetryable`, `LogsUnavailable`, `ObjectNotFound` (a TaskPool or
+TaskSchedule).
 """
 from cronoq.client.client import RETRY_OF, RETRY_OF_KEY, RETRY_OF_UID, Client, TaskRef
 from cronoq.client.errors import (
-    ClientError, InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound,
-    WaitTimeout,
+    ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
+    TaskNotFound, WaitTimeout,
 )
 from cronoq.client.results import STATUS, Result, parse_output, status_of
 
 __all__ = [
     "RETRY_OF", "RETRY_OF_KEY", "RETRY_OF_UID", "STATUS", "Client", "ClientError", "InvalidTask",
-    "LogsUnavailable", "NotRetryable", "OutputUnavailable", "Result", "TaskFailed", "TaskNotFound", "TaskRef",
+    "LogsUnavailable", "NotRetryable", "ObjectNotFound", "OutputUnavailable", "Result", "TaskFailed", "TaskNotFound", "TaskRef",
     "WaitTimeout", "parse_output", "status_of",
 ]

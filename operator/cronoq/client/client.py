@@ -21,10 +21,11 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskSpec
+from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskSchedule, TaskSpec
 from cronoq.api.durations import format as format_duration
 from cronoq.client.errors import (
-    InvalidTask, LogsUnavailable, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound, WaitTimeout,
+    InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed, TaskNotFound,
+    WaitTimeout,
 )
 from cronoq.client.results import Result
 from cronoq.engine import naming
@@ -57,10 +58,11 @@ def invalid(err: ValidationError) -> InvalidTask:
 
 class Client:
     """Tasks in one namespace. `namespace` defaults to the kubeconfig context's (in a pod: the
-    pod's own); `kubeconfig` to $KUBECONFIG / ~/.kube/config, or in-cluster config."""
+    pod's own); `kubeconfig` to $KUBECONFIG / ~/.kube/config, or in-cluster config; `context`
+    to the kubeconfig's current context."""
 
     def __init__(self, namespace: str | None = None, kubeconfig: str | None = None, *,
-                 api_client: k8s.ApiClient | None = None) -> None:
+                 context: str | None = None, api_client: k8s.ApiClient | None = None) -> None:
         if api_client is None:
             configuration = k8s.Configuration()
             kubeconfig = kubeconfig_path(kubeconfig)
@@ -68,7 +70,7 @@ class Client:
                 k8s_config.load_incluster_config(client_configuration=configuration)
                 context_ns = _incluster_namespace()
             else:
-                context_ns = _load_kubeconfig(kubeconfig, configuration)
+                context_ns = _load_kubeconfig(kubeconfig, configuration, context)
             api_client = k8s.ApiClient(configuration)
             namespace = namespace or context_ns
         self.api_client = api_client
@@ -77,6 +79,10 @@ class Client:
         self.core = k8s.CoreV1Api(api_client)
         self.batch = k8s.BatchV1Api(api_client)
 
+    def in_namespace(self, namespace: str) -> Client:
+        """The same connection, another namespace (for tasks listed across namespaces)."""
+        return Client(namespace, api_client=self.api_client)
+
     # ------------------------------------------------------------------ reading
 
     def get(self, name: str) -> Task:
@@ -84,10 +90,12 @@ class Client:
         return Task.model_validate(self._get_raw(name))
 
     def list(self, phase: str | TaskPhase | Iterable[str | TaskPhase] | None = None, pool: str | None = None,
-             key: str | None = None, label_selector: str | None = None) -> list[Task]:
-        """Tasks of the namespace, by name; filtered on the server by phase (one or several),
-        pool and key (the CRD's selectable fields)."""
-        return [Task.model_validate(obj) for obj in self._list_raw(phase, pool, key, label_selector)[0]]
+             key: str | None = None, label_selector: str | None = None, *,
+             all_namespaces: bool = False) -> list[Task]:
+        """Tasks of the namespace (or of every one), by namespace and name; filtered on the server
+        by phase (one or several), pool and key (the CRD's selectable fields) and labels."""
+        return [Task.model_validate(obj)
+                for obj in self._list_raw(phase, pool, key, label_selector, all_namespaces=all_namespaces)[0]]
 
     def pool(self, name: str) -> TaskPool | None:
         """The TaskPool named `name`, or None if it does not exist."""
@@ -97,6 +105,50 @@ class Client:
         except ApiException as err:
             if err.status == 404:
                 return None
+            raise
+
+    def pools(self, *, all_namespaces: bool = False) -> list[TaskPool]:
+        """The TaskPools of the namespace (or of every one), by namespace and name."""
+        return [TaskPool.model_validate(o) for o in self._objects("taskpools", all_namespaces)]
+
+    def pause(self, pool: str, paused: bool = True) -> TaskPool:
+        """Pause a pool (spec.paused: no new attempts start; those running go on; its
+        concurrency is kept), or with `paused=False` resume it. ObjectNotFound if there is none."""
+        return TaskPool.model_validate(self._patch("taskpools", "TaskPool", pool, {"spec": {"paused": paused}}))
+
+    def schedules(self, *, all_namespaces: bool = False) -> list[TaskSchedule]:
+        """The TaskSchedules of the namespace (or of every one), by namespace and name."""
+        return [TaskSchedule.model_validate(o) for o in self._objects("taskschedules", all_namespaces)]
+
+    def schedule(self, name: str) -> TaskSchedule:
+        """The TaskSchedule named `name`; ObjectNotFound if there is none."""
+        try:
+            return TaskSchedule.model_validate(
+                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskschedules", name))
+        except ApiException as err:
+            if err.status == 404:
+                raise ObjectNotFound("TaskSchedule", self.namespace, name) from None
+            raise
+
+    def suspend(self, schedule: str, suspended: bool = True) -> TaskSchedule:
+        """Suspend a schedule (spec.suspend: no fires; the times that pass are not caught up on),
+        or with `suspended=False` resume it. ObjectNotFound if there is none."""
+        return TaskSchedule.model_validate(
+            self._patch("taskschedules", "TaskSchedule", schedule, {"spec": {"suspend": suspended}}))
+
+    def _objects(self, plural: str, all_namespaces: bool) -> list[dict]:
+        if all_namespaces:
+            items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
+        else:
+            items = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, plural)["items"]
+        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def _patch(self, plural: str, kind: str, name: str, body: dict) -> dict:
+        try:
+            return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name, body)
+        except ApiException as err:
+            if err.status == 404:
+                raise ObjectNotFound(kind, self.namespace, name) from None
             raise
 
     # ------------------------------------------------------------------ submitting
@@ -257,17 +309,20 @@ class Client:
                                   {n: done[n] for n in names if n in done})
 
     def watch(self, phase: str | None = None, pool: str | None = None, key: str | None = None,
-              ) -> Iterator[tuple[str, Task]]:
-        """The namespace's tasks as they change: first ("ADDED", task) for each existing one, then
-        every change, without end."""
+              label_selector: str | None = None, *, all_namespaces: bool = False,
+              timeout: float | None = None) -> Iterator[tuple[str, Task]]:
+        """The namespace's (or every namespace's) tasks as they change: first ("ADDED", task) for
+        each existing one, then every change, without end (or until `timeout` seconds passed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         rv = None
-        while True:
+        while deadline is None or time.monotonic() < deadline:
             if rv is None:  # first, and after 410 Gone: list again
-                items, rv = self._list_raw(phase, pool, key)
+                items, rv = self._list_raw(phase, pool, key, label_selector, all_namespaces=all_namespaces)
                 for obj in items:
                     yield "ADDED", Task.model_validate(obj)
             try:
-                for kind, obj in self._watch(rv, None, _selector(phase, pool, key)):
+                for kind, obj in self._watch(rv, deadline, _selector(phase, pool, key), label_selector,
+                                             all_namespaces=all_namespaces):
                     rv = obj["metadata"]["resourceVersion"]
                     yield kind, Task.model_validate(obj)
             except ApiException as err:
@@ -300,6 +355,18 @@ class Client:
                 raise
             cancelled.append(task.metadata.name or "")
         return cancelled
+
+    def delete(self, name: str) -> bool:
+        """Delete a task (its Jobs, pods and Lease go with it, through their owner references);
+        False when it was gone already."""
+        try:
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", name,
+                                                        propagation_policy="Background")
+        except ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def retry(self, name: str, *, max_attempts: int | None = None) -> Task:
         """Re-drive a Failed or DeadLettered task: a new Task with the same spec, named
@@ -362,15 +429,22 @@ class Client:
         return (f"attempt Jobs are kept for the jobRetention{held} of TaskPool {task.spec.pool} after they finish; "
                 "raise it there (or spec.jobRetention on the task) to keep logs longer")
 
-    def logs(self, name: str, attempt: int | None = None, *, follow: bool = False) -> Iterator[str]:
+    def logs(self, name: str, attempt: int | None = None, *, follow: bool = False, tail: int | None = None,
+             since: float | None = None, timestamps: bool = False) -> Iterator[str]:
         """Lines of the task container's log for an attempt (default: the newest); `follow`
-        streams until the container ends."""
+        streams until the container ends; `tail` keeps the last lines, `since` those of the
+        last seconds; `timestamps` prefixes each with its RFC 3339 time (as kubectl logs)."""
         _, _, pod = self.attempt_pod(name, attempt)
         containers = [c.name for c in pod.spec.containers]
         container = naming.TASK_CONTAINER if naming.TASK_CONTAINER in containers else containers[0]
         try:
+            options: dict[str, Any] = {"timestamps": timestamps}
+            if tail is not None:
+                options["tail_lines"] = tail
+            if since is not None:
+                options["since_seconds"] = max(1, math.ceil(since))
             resp = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, container=container,
-                                                     follow=follow, _preload_content=False)
+                                                     follow=follow, _preload_content=False, **options)
         except ApiException as err:
             raise LogsUnavailable(f"pod {pod.metadata.name}: {_api_message(err)}") from None
         try:
@@ -396,7 +470,8 @@ class Client:
             raise
 
     def _list_raw(self, phase: Any = None, pool: str | None = None, key: str | None = None,
-                  label_selector: str | None = None, field_selector: str | None = None) -> tuple[list[dict], str]:
+                  label_selector: str | None = None, field_selector: str | None = None, *,
+                  all_namespaces: bool = False) -> tuple[list[dict], str]:
         phases = None
         if phase is not None and not isinstance(phase, str):
             phases = {str(p) for p in phase}
@@ -407,14 +482,18 @@ class Client:
             kwargs["field_selector"] = selector
         if label_selector:
             kwargs["label_selector"] = label_selector
-        listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", **kwargs)
+        if all_namespaces:
+            listing = self.custom.list_cluster_custom_object(GROUP, VERSION, "tasks", **kwargs)
+        else:
+            listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", **kwargs)
         items = listing.get("items", [])
         if phases is not None:
             items = [o for o in items if (o.get("status") or {}).get("phase") in phases]
-        items.sort(key=lambda o: o["metadata"]["name"])
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         return items, listing["metadata"]["resourceVersion"]
 
-    def _watch(self, rv: str, deadline: float | None, field_selector: str | None) -> Iterator[tuple[str, dict]]:
+    def _watch(self, rv: str, deadline: float | None, field_selector: str | None, label_selector: str | None = None,
+               *, all_namespaces: bool = False) -> Iterator[tuple[str, dict]]:
         """Events after `rv` until `deadline` (or one WATCH_CHUNK, then the caller lists again)."""
         remaining = WATCH_CHUNK if deadline is None else min(WATCH_CHUNK, deadline - time.monotonic())
         if remaining <= 0:
@@ -424,9 +503,14 @@ class Client:
                                   "allow_watch_bookmarks": False}
         if field_selector:
             kwargs["field_selector"] = field_selector
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if all_namespaces:
+            list_fn, args = self.custom.list_cluster_custom_object, (GROUP, VERSION, "tasks")
+        else:
+            list_fn, args = self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, "tasks")
         try:
-            for event in w.stream(self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace,
-                                  "tasks", **kwargs):
+            for event in w.stream(list_fn, *args, **kwargs):
                 kind, obj = event["type"], event["object"]
                 if kind == "ERROR":
                     if obj.get("code") == 410:
@@ -514,12 +598,14 @@ def kubeconfig_path(given: str | None) -> str | None:
     return default if os.path.exists(default) or "KUBERNETES_SERVICE_HOST" not in os.environ else None
 
 
-def _load_kubeconfig(path: str | None, configuration: k8s.Configuration) -> str | None:
-    """Load the kubeconfig into `configuration`; return its current context's namespace."""
-    k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+def _load_kubeconfig(path: str | None, configuration: k8s.Configuration, context: str | None = None) -> str | None:
+    """Load the kubeconfig into `configuration` (its `context`, default the current one); return
+    that context's namespace."""
+    k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     try:
-        _, current = k8s_config.list_kube_config_contexts(config_file=path)
-        return current.get("context", {}).get("namespace")
+        contexts, current = k8s_config.list_kube_config_contexts(config_file=path)
+        chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
+        return (chosen.get("context") or {}).get("namespace")
     except (k8s_config.ConfigException, TypeError):
         return None
 

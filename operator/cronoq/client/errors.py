@@ -27,6 +27,16 @@ class TaskNotFound(ClientError, LookupError):
         self.name = name
 
 
+class ObjectNotFound(ClientError, LookupError):
+    """No TaskPool or TaskSchedule of that name in the namespace."""
+
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        super().__init__(f"{kind.lower()} {namespace}/{name} not found")
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+
+
 class TaskFailed(ClientError):
     """The task ended without succeeding.
 

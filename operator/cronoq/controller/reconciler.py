@@ -22,7 +22,7 @@ from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store, TaskEntry
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkQueue
-from cronoq.engine import dependencies, keys
+from cronoq.engine import admission, dependencies, keys
 from cronoq.engine.attempts import reconcile, settle
 from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.gate import RUN, Gate
@@ -207,5 +207,5 @@ class Controller:
         metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
         if pool is None:
             return
-        for key in self.slots.admit(pool_key, pool.spec.concurrency, self.clock()):
+        for key in self.slots.admit(pool_key, admission.capacity(pool.spec), self.clock()):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Iterator
 
+from cronoq.api import TaskPoolSpec
+
 
 @dataclass(frozen=True, order=True)
 class Candidate:
@@ -65,6 +67,11 @@ class Queue:
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._current)
+
+
+def capacity(pool: TaskPoolSpec) -> int:
+    """How many attempts the pool may run at once now: its concurrency, or none while paused."""
+    return 0 if pool.paused else pool.concurrency
 
 
 def admit(candidates: Iterable[Candidate], *, concurrency: int, running: int) -> list[Candidate]:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Mapping
 
 from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolStatus, snake_case
+from cronoq.engine import reasons
 from cronoq.engine.conditions import set_condition
 
 
@@ -18,7 +19,12 @@ def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, q
     generation = pool.metadata.generation
     if (old.counts, old.running, old.queued, old.observed_generation) == (counts, running, queued, generation):
         return None
-    conditions = set_condition(list(old.conditions), "Ready", True, "Admitting",
-                               f"{running} running of {pool.spec.concurrency}; {queued} waiting", now, generation)
+    if pool.spec.paused:
+        conditions = set_condition(list(old.conditions), "Ready", False, reasons.PAUSED,
+                                   f"paused: {running} running (concurrency {pool.spec.concurrency} kept); "
+                                   f"{queued} waiting", now, generation)
+    else:
+        conditions = set_condition(list(old.conditions), "Ready", True, reasons.ADMITTING,
+                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting", now, generation)
     return TaskPoolStatus(counts=counts, running=running, queued=queued, conditions=tuple(conditions),
                           observed_generation=generation)

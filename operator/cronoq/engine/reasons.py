@@ -47,3 +47,7 @@ DEPENDENCY_UNMET = "DependencyUnmet"
 DEPENDENCY_CYCLE = "DependencyCycle"
 WAITING_FOR_ORIGINAL = "WaitingForOriginal"
 DUPLICATE = "Duplicate"
+
+# A TaskPool's Ready condition.
+ADMITTING = "Admitting"
+PAUSED = "Paused"                # spec.paused: no new attempts start; running ones go on
