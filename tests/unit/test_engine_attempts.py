@@ -779,3 +779,10 @@ def test_a_deposed_replica_writes_no_refusal_over_a_newer_leaders_status() -> No
     stored = TaskStatus.model_validate({"phase": "Queued", "epoch": 9})
     assert refusal(stored, "bad", 1, epoch=5, now=at(1)) is None
     assert refusal(TaskStatus.model_validate({"phase": "Failed", "epoch": 1}), "bad", 1, epoch=5, now=at(1)) is None
+
+
+def test_a_backoff_says_until_when() -> None:
+    task = started(make_task().obj())
+    plan = run(task, observe(attempt_job("t", 1).exited(1), now=at(5)), settings(task, {"retry": {"jitter": "none"}}))
+    assert plan.status.phase is TaskPhase.RETRYING
+    assert plan.status.message.endswith(f"after 1.0s (at {(at(5) + timedelta(seconds=1)).strftime('%H:%M:%SZ')})")

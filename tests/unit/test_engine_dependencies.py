@@ -61,7 +61,7 @@ def test_waits_while_a_dependency_is_undecided() -> None:
 
 def test_waits_for_a_dependency_that_does_not_exist_yet() -> None:
     result = gate("a", [dep("later")], {"later": MISSING}, {"a": ["later"]})
-    assert result.verdict == "wait" and "does not exist" in result.message
+    assert result.verdict == "wait" and result.message == "waiting for later (Success; no such task yet)"
     result = gate("a", [dep("later")], {}, {"a": ["later"]})  # not even looked up
     assert result.verdict == "wait"
 

@@ -169,7 +169,8 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     })
     draft.status = _say(status, reasons.BACKING_OFF,
                         f"attempt {n} failed ({verdict.reason}): {verdict.message}; attempt {n + 1} of "
-                        f"{settings.retry.max_attempts} after {delay.total_seconds():.1f}s", draft.task, now)
+                        f"{settings.retry.max_attempts} after {delay.total_seconds():.1f}s "
+                        f"(at {(now + delay).strftime('%H:%M:%SZ')})", draft.task, now)
     draft.requeue = max(delay.total_seconds(), 0.0)
     return None
 

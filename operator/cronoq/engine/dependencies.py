@@ -205,7 +205,7 @@ def gate(name: str, depends_on: Sequence[Dependency], phases: Mapping[str, Depen
     for dep in depends_on:
         phase = phases.get(dep.task, MISSING)
         if phase == MISSING:
-            waiting.append(f"task {dep.task} does not exist yet")
+            waiting.append(f"{dep.task} ({dep.on.value}; no such task yet)")
             continue
         holds = edge_holds(dep.on, phase)
         if holds is False:
