@@ -39,13 +39,13 @@ from typing import Any, Callable, Mapping, Sequence
 import aiohttp
 
 from cronoq import __version__
+from cronoq.pod_protocol import Env, PushRequest
 from cronoq.worker import report
 from cronoq.worker.report import Report
 from cronoq.worker.runner import Context, attempt
 
-REQUEST_ENV = "CRONOQ_HTTP"
-"""The request as JSON: url, method, headers ([{name, value} or {name, env}]), body, timeout
-(seconds), successCodes, caEnv."""
+REQUEST_ENV = Env.HTTP
+"""The request as JSON (`pod_protocol.PushRequest`)."""
 OUTPUT_LIMIT = 4096
 """Bytes of a successful answer's body kept as the output (the termination message's limit)."""
 EXCERPT = 512
@@ -77,26 +77,24 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
     """The attempt's request: CRONOQ_HTTP, the secret header values it names, the payload as the
     default body, and the headers that identify the attempt."""
     try:
-        spec = json.loads(environ.get(REQUEST_ENV) or "")
-        url, method = str(spec["url"]), str(spec.get("method") or "POST").upper()
-        timeout = float(spec.get("timeout") or 30)
-        codes = frozenset(int(c) for c in spec.get("successCodes") or ())
-        wanted = [(str(h["name"]), h.get("env"), str(h.get("value", ""))) for h in spec.get("headers") or ()]
-    except (ValueError, TypeError, KeyError, AttributeError) as err:
-        raise InvalidRequest(f"{REQUEST_ENV} is not a request: {err!r}") from None
+        spec = PushRequest.from_json(environ.get(REQUEST_ENV) or "")
+    except ValueError as err:
+        raise InvalidRequest(f"{REQUEST_ENV} is not a request: {err}") from None
     headers: list[tuple[str, str]] = []
-    for name, env, value in wanted:
-        if env is not None:
-            value = environ.get(env)
-            if value is None:
-                raise InvalidRequest(f"header {name}: {env} (its secretKeyRef) is not set")
-        headers.append((name, value.strip()))
+    for header in spec.headers:
+        value = header.value
+        if header.env is not None:
+            secret = environ.get(header.env)
+            if secret is None:
+                raise InvalidRequest(f"header {header.name}: {header.env} (its secretKeyRef) is not set")
+            value = secret
+        headers.append((header.name, value.strip()))
     named = {name.lower() for name, _ in headers}
 
     body: bytes | None = None
-    if spec.get("body") is not None:
-        body, content_type = str(spec["body"]).encode(), "text/plain; charset=utf-8"
-    elif context.payload is not None and method not in ("GET", "HEAD"):
+    if spec.body is not None:
+        body, content_type = spec.body.encode(), "text/plain; charset=utf-8"
+    elif context.payload is not None and spec.method not in ("GET", "HEAD"):
         body = json.dumps(context.payload, ensure_ascii=False, separators=(",", ":")).encode()
         content_type = "application/json"
     if body is not None and "content-type" not in named:
@@ -107,11 +105,11 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
                 ("X-Cronoq-Attempt", str(context.attempt))]
 
     ca = None
-    if spec.get("caEnv"):
-        ca = environ.get(spec["caEnv"], "")
+    if spec.ca_env:
+        ca = environ.get(spec.ca_env, "")
         if "-----BEGIN CERTIFICATE-----" not in ca:
-            raise InvalidRequest(f"the CA bundle ({spec['caEnv']}) holds no PEM certificate")
-    return Request(url, method, tuple(headers), body, timeout, codes, ca)
+            raise InvalidRequest(f"the CA bundle ({spec.ca_env}) holds no PEM certificate")
+    return Request(spec.url, spec.method, tuple(headers), body, spec.timeout, frozenset(spec.success_codes), ca)
 
 
 def retry_after(value: str | None, *, now: datetime, date: str | None = None) -> float | None:

@@ -21,6 +21,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from cronoq import pod_protocol
+from cronoq.pod_protocol import API_VERSION as API_VERSION
 from cronoq.api.durations import DurationBounds, cel_valid, format as format_duration
 
 
@@ -31,8 +33,7 @@ def snake_case(name: str) -> str:
 
 GROUP: Final = "cronoq.io"
 VERSION: Final = "v1alpha1"
-API_VERSION: Final = "cronoq.io/v1alpha1"
-"""`GROUP/VERSION`, spelled out so that a type checker sees the literal the resources' `apiVersion` fields are."""
+# API_VERSION (`GROUP/VERSION`) is the pod protocol's: the attempt names the Task as its Lease's owner.
 
 
 class Model(BaseModel):
@@ -273,7 +274,7 @@ Timeout = Annotated[timedelta, DurationBounds("1s", "168h")]
 # --- pod fields --------------------------------------------------------------------------------
 
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-RESERVED_ENV_PREFIX = "CRONOQ_"
+RESERVED_ENV_PREFIX = pod_protocol.Env.PREFIX
 
 
 class EnvVar(Model):

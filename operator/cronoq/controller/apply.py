@@ -63,12 +63,6 @@ class Applier:
         self.sidecar_image = sidecar_image
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
-        self.stale_counted: set[str] = set()
-        """uids of Jobs whose late reports were counted already: each is counted once."""
-        self.rejected: dict[tuple[str, int], str] = {}
-        """(task uid, attempt) → why the API server refused its Job (422); the next decision reads it."""
-        self.refused: dict[tuple[str, int], str] = {}
-        """(task uid, attempt) → why the API server refused its Job for now (403: a ResourceQuota)."""
 
     async def apply(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
                     now: datetime, settings: Effective) -> None:
@@ -84,9 +78,7 @@ class Applier:
 
     async def settle(self, entry: TaskEntry, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
         """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
-        for refusals in (self.refused, self.rejected):
-            for key in [k for k in refusals if k[0] == entry.uid]:
-                del refusals[key]
+        self.store.forget_refusals(entry.uid)
         self.expiry.schedule_finished(entry, pool)
         await self._carry_out(entry, None, plan, pool_key, now, None)
 
@@ -120,7 +112,7 @@ class Applier:
         written (None for a finished task's settling)."""
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         self._book_slots(entry, task, plan, pool_key)
-        self._count(task, plan, pool_key)
+        self._count(entry.uid, task, plan, pool_key)
         refused = None
         if plan.create_job is not None and task is not None and settings is not None:
             try:
@@ -154,12 +146,12 @@ class Applier:
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
 
-    def _count(self, task: Task | None, plan: Plan, pool_key: Key) -> None:
+    def _count(self, task_uid: str, task: Task | None, plan: Plan, pool_key: Key) -> None:
         """Counted as soon as the status that records them has landed, before the slower side effects."""
-        for uid in plan.stale_jobs:
-            if uid not in self.stale_counted:
-                self.stale_counted.add(uid)
-                metrics.STALE_COMPLETIONS.inc()
+        if plan.stale_jobs:
+            counted = self.store.stale_counted.setdefault(task_uid, set())
+            metrics.STALE_COMPLETIONS.inc(len(set(plan.stale_jobs) - counted))
+            counted.update(plan.stale_jobs)
         for attempt in plan.ended:
             metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
@@ -185,15 +177,19 @@ class Applier:
             created = await self.writer.create_job(job)
         except Rejected as err:
             if err.status == 422:
-                self.rejected[(entry.uid, number)] = err.message
+                self.store.rejected.setdefault(entry.uid, {})[number] = err.message
                 self.queue.add(("task", namespace, name))
                 return
             # Forbidden: a quota, a terminating namespace. The work queue retries the task with a
             # per-key exponential delay (JobRefused), and the task's message says who refused.
-            first = (entry.uid, number) not in self.refused
-            self.refused[(entry.uid, number)] = refusal_of(err.message)
+            refusals = self.store.refused.setdefault(entry.uid, {})
+            first = number not in refusals
+            refusals[number] = refusal_of(err.message)
             raise JobRefused(err.message, first) from None
-        if self.refused.pop((entry.uid, number), None) is not None:
+        refusals = self.store.refused.get(entry.uid, {})
+        if refusals.pop(number, None) is not None:
+            if not refusals:
+                del self.store.refused[entry.uid]
             self.queue.add(("task", namespace, name))  # to say that the attempt runs now
         facts = job_facts(created, self.skew()) if created is not None else None
         if facts is not None:  # known before its watch event: never taken for a lost Job

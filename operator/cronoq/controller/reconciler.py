@@ -121,7 +121,7 @@ class Controller:
         entry = self.store.tasks.get((namespace, name))
         task = entry.task if entry is not None else None
         attempt = task.status.attempt if task is not None and task.status else 0
-        return entry is not None and (entry.uid, attempt) in self.applier.refused
+        return entry is not None and attempt in self.store.refused.get(entry.uid, {})
 
     async def _resync(self) -> None:
         while True:
@@ -154,8 +154,8 @@ class Controller:
         seen = Observation(
             jobs=self.store.attempt_jobs(entry), now=now, epoch=self.term.epoch, admit=key in self.slots.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
-            job_rejected=self.applier.rejected.get((entry.uid, attempt_n)),
-            job_refused=self.applier.refused.get((entry.uid, attempt_n)),
+            job_rejected=self.store.rejected.get(entry.uid, {}).get(attempt_n),
+            job_refused=self.store.refused.get(entry.uid, {}).get(attempt_n),
             gate=await self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
         plan = reconcile(task, settings, seen, self.rng)
         await self.applier.apply(entry, task, plan, pool_key, pool, now, settings)

@@ -165,6 +165,13 @@ class Store:
     """(namespace, task) → the tasks it shares dependency cycles with."""
     cycle_checked: dict[Key, str] = field(default_factory=dict)
     """(namespace, task) → uid of the task whose cycle check ended (each task is checked once)."""
+    # What our own writes learnt about a task, kept here so that forgetting the task forgets it too.
+    rejected: dict[str, dict[int, str]] = field(default_factory=dict)
+    """task uid → attempt → why the API server refused its Job (422); the next decision reads it."""
+    refused: dict[str, dict[int, str]] = field(default_factory=dict)
+    """task uid → attempt → why the API server refused its Job for now (403: a ResourceQuota)."""
+    stale_counted: dict[str, set[str]] = field(default_factory=dict)
+    """task uid → uids of its Jobs whose late reports were counted already: each is counted once."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -191,8 +198,9 @@ class Store:
             entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
         if old is not None:
             self._unindex(key, old)
-            if old.uid != entry.uid:
+            if old.uid != entry.uid:  # the old task went while we were not watching
                 self._forget_cycles(key)
+                self._forget_writes(old.uid)
         self.tasks[key] = entry
         self._index(key, entry)
         return entry
@@ -238,6 +246,7 @@ class Store:
         if entry is not None:
             self._unindex((namespace, name), entry)
             self._forget_cycles((namespace, name))
+            self._forget_writes(entry.uid)
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
                 self.running_seen.pop((namespace, job), None)
@@ -245,6 +254,15 @@ class Store:
                 self.job_owner.pop((namespace, job), None)
                 self.leases.pop((namespace, job), None)
         return entry
+
+    def forget_refusals(self, uid: str) -> None:
+        """The task creates no more Jobs (it finished): what the API server said of them is done with."""
+        self.rejected.pop(uid, None)
+        self.refused.pop(uid, None)
+
+    def _forget_writes(self, uid: str) -> None:
+        self.forget_refusals(uid)
+        self.stale_counted.pop(uid, None)
 
     def _forget_cycles(self, key: Key) -> None:
         """A task went (or came back as another): what the cycle checks of its namespace settled

@@ -14,18 +14,18 @@ kubelet fills (`valueFrom`), so the Job never holds a secret. The pool's other p
 from __future__ import annotations
 
 import copy
-import json
 import math
 from datetime import timedelta
 from typing import Any
 
+from cronoq import pod_protocol
 from cronoq.api import API_VERSION, HTTPRequest, PodSettings, Task, TaskPoolSpec
 from cronoq.engine import naming
+from cronoq.pod_protocol import Env, PushHeader, PushRequest
 
 
 HEARTBEAT_CONTAINER = "cronoq-heartbeat"
 PUSH_COMMAND = ["cronoq", "push"]
-HTTP_ENV, HEADER_ENV, CA_ENV = "CRONOQ_HTTP", "CRONOQ_HTTP_HEADER_", "CRONOQ_HTTP_CA"
 OPERATOR_IMAGE_USER = 65532
 """The unprivileged user of the operator image (Dockerfile), which runs the push runner and the sidecar."""
 RESTRICTED = {
@@ -105,17 +105,10 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         if lease_ttl <= timedelta(0):
             # Without heartbeats the runner makes no API call: no token to steal from its pod.
             pod_spec["automountServiceAccountToken"] = False
-    env = [e for e in container.get("env", []) if not e.get("name", "").startswith("CRONOQ_")]
-    env += [
-        {"name": "CRONOQ_TASK_ID", "value": task_uid},
-        {"name": "CRONOQ_TASK_NAME", "value": task_name},
-        {"name": "CRONOQ_ATTEMPT", "value": str(attempt)},
-        {"name": "CRONOQ_LEASE_NAME", "value": naming.lease_name(task_name, attempt)},
-        {"name": "CRONOQ_LEASE_ID", "value": lease},
-        {"name": "CRONOQ_LEASE_TTL", "value": f"{lease_ttl.total_seconds():g}"},
-        {"name": "CRONOQ_PAYLOAD", "value": json.dumps(task.spec.payload, separators=(",", ":"))},
-        {"name": "CRONOQ_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-    ]
+    env = [e for e in container.get("env", []) if not e.get("name", "").startswith(Env.PREFIX)]
+    env += pod_protocol.attempt_env(pod_protocol.Attempt(
+        task_id=task_uid, task_name=task_name, attempt=attempt, lease_name=naming.lease_name(task_name, attempt),
+        lease_id=lease, lease_ttl=lease_ttl.total_seconds(), payload=task.spec.payload))
     if http is not None:
         env += _push_env(http)
     container["env"] = env
@@ -124,7 +117,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     if sidecar_image and lease_ttl > timedelta(0):
         inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
         inits.append({"name": HEARTBEAT_CONTAINER, "image": sidecar_image, "restartPolicy": "Always",
-                      "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != "CRONOQ_PAYLOAD"],
+                      "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != Env.PAYLOAD],
                       "securityContext": copy.deepcopy(RESTRICTED),
                       "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
         pod_spec["initContainers"] = inits
@@ -159,24 +152,23 @@ def _proxies_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | No
 def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:
     """The runner's request (`cronoq.push.request_from` reads it) and the variables the kubelet
     fills from Secrets and ConfigMaps."""
-    request: dict[str, Any] = {"url": http.url, "method": http.method.value, "headers": [],
-                               "timeout": http.timeout.total_seconds()}
+    headers: list[PushHeader] = []
     refs: list[dict[str, Any]] = []
     for i, header in enumerate(http.headers):
         if header.secret_key_ref is not None:
-            name = f"{HEADER_ENV}{i}"
-            request["headers"].append({"name": header.name, "env": name})
+            name = f"{Env.HTTP_HEADER_PREFIX}{i}"
+            headers.append(PushHeader(header.name, env=name))
             refs.append({"name": name, "valueFrom": {"secretKeyRef": header.secret_key_ref.to_dict()}})
         else:
-            request["headers"].append({"name": header.name, "value": header.value})
-    if http.body is not None:
-        request["body"] = http.body
-    if http.success_codes:
-        request["successCodes"] = sorted(http.success_codes)
+            headers.append(PushHeader(header.name, header.value or ""))
+    ca_env = None
     if http.ca_bundle is not None:
-        request["caEnv"] = CA_ENV
-        refs.append({"name": CA_ENV, "valueFrom": {"configMapKeyRef": http.ca_bundle.config_map_key_ref.to_dict()}})
-    return [{"name": HTTP_ENV, "value": json.dumps(request, separators=(",", ":"))}] + refs
+        ca_env = Env.HTTP_CA
+        refs.append({"name": ca_env, "valueFrom": {"configMapKeyRef": http.ca_bundle.config_map_key_ref.to_dict()}})
+    request = PushRequest(url=http.url, method=http.method.value, headers=tuple(headers),
+                          timeout=http.timeout.total_seconds(), body=http.body,
+                          success_codes=tuple(sorted(http.success_codes or ())), ca_env=ca_env)
+    return [{"name": Env.HTTP, "value": request.to_json()}] + refs
 
 
 def _apply(pod: dict[str, Any], container: dict[str, Any], layer: PodSettings | None, *, only_unset: bool) -> None:
@@ -215,19 +207,8 @@ def _apply(pod: dict[str, Any], container: dict[str, Any], layer: PodSettings | 
 def build_lease(task: Task, attempt: int, lease: str, ttl: timedelta) -> dict[str, Any]:
     """The attempt's heartbeat Lease, held by the attempt's lease id and owned by the Task (so it
     goes when the Task goes). The attempt itself creates it, at its first renewal (the SDK or the
-    sidecar: `cronoq.worker.lease.KubeLease`, which builds this same object without importing the
-    operator; a unit test keeps the two equal); the operator only watches it."""
-    meta = task.metadata
+    sidecar: `cronoq.worker.lease.KubeLease`, with the same `pod_protocol.lease_body`); the
+    operator only watches it."""
     task_name, task_uid = _name_and_uid(task)
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {
-            "name": naming.lease_name(task_name, attempt),
-            "namespace": meta.namespace,
-            "labels": {naming.TASK_UID: task_uid, naming.TASK: task_name, naming.ATTEMPT: str(attempt),
-                       naming.LEASE_ID: lease},
-            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": task_name, "uid": task_uid}],
-        },
-        "spec": {"holderIdentity": lease, "leaseDurationSeconds": max(1, math.ceil(ttl.total_seconds()))},
-    }
+    return pod_protocol.lease_body(task.metadata.namespace or "", naming.lease_name(task_name, attempt), lease,
+                                   pod_protocol.Owner(task_name, task_uid, attempt), ttl.total_seconds())

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-LABEL_PREFIX = "cronoq.io/"
-TASK_UID = LABEL_PREFIX + "task-uid"
-TASK = LABEL_PREFIX + "task"
-ATTEMPT = LABEL_PREFIX + "attempt"
-LEASE_ID = LABEL_PREFIX + "lease-id"
-POOL = LABEL_PREFIX + "pool"
+from cronoq.pod_protocol import Label
+
+# The label keys are the pod protocol's: the attempt labels its own Lease with them.
+LABEL_PREFIX, TASK_UID, TASK, ATTEMPT = Label.PREFIX, Label.TASK_UID, Label.TASK, Label.ATTEMPT
+LEASE_ID, POOL = Label.LEASE_ID, Label.POOL
 
 MAX_NAME = 63
 """Names that end up in a label value (Job names in their pods' `job-name` label, Task names)."""

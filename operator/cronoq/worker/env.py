@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from cronoq.pod_protocol import Env
 from cronoq.worker.report import DEFAULT_PATH
 
 
@@ -37,44 +38,44 @@ class AttemptEnv:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> AttemptEnv:
-        attempt_text = environ.get("CRONOQ_ATTEMPT", "1")
+        attempt_text = environ.get(Env.ATTEMPT, "1")
         try:
             attempt = int(attempt_text)
         except ValueError:
-            raise InvalidEnvironment(f"CRONOQ_ATTEMPT is not a whole number: {attempt_text!r}") from None
+            raise InvalidEnvironment(f"{Env.ATTEMPT} is not a whole number: {attempt_text!r}") from None
         if attempt < 1:
-            raise InvalidEnvironment(f"CRONOQ_ATTEMPT must be at least 1, not {attempt}")
+            raise InvalidEnvironment(f"{Env.ATTEMPT} must be at least 1, not {attempt}")
 
-        payload_text = environ.get("CRONOQ_PAYLOAD", "")
+        payload_text = environ.get(Env.PAYLOAD, "")
         try:
             payload = json.loads(payload_text) if payload_text.strip() else None
         except ValueError as err:
-            raise InvalidEnvironment(f"CRONOQ_PAYLOAD is not JSON: {err}") from None
+            raise InvalidEnvironment(f"{Env.PAYLOAD} is not JSON: {err}") from None
 
-        lease_name = environ.get("CRONOQ_LEASE_NAME", "")
-        ttl_text = environ.get("CRONOQ_LEASE_TTL")
+        lease_name = environ.get(Env.LEASE_NAME, "")
+        ttl_text = environ.get(Env.LEASE_TTL)
         if ttl_text is None:
             if lease_name:
-                print("cronoq: CRONOQ_LEASE_NAME is set but CRONOQ_LEASE_TTL is not: not heartbeating",
+                print(f"cronoq: {Env.LEASE_NAME} is set but {Env.LEASE_TTL} is not: not heartbeating",
                       file=sys.stderr)
             ttl = 0.0
         else:
             try:
                 ttl = float(ttl_text)
             except ValueError:
-                raise InvalidEnvironment(f"CRONOQ_LEASE_TTL is not a number of seconds: {ttl_text!r}") from None
+                raise InvalidEnvironment(f"{Env.LEASE_TTL} is not a number of seconds: {ttl_text!r}") from None
             if not math.isfinite(ttl) or ttl < 0:
-                raise InvalidEnvironment(f"CRONOQ_LEASE_TTL must be a finite number of seconds >= 0, not {ttl_text!r}")
+                raise InvalidEnvironment(f"{Env.LEASE_TTL} must be a finite number of seconds >= 0, not {ttl_text!r}")
 
-        env = cls(task_id=environ.get("CRONOQ_TASK_ID", ""), task_name=environ.get("CRONOQ_TASK_NAME", ""),
-                  namespace=environ.get("CRONOQ_NAMESPACE", ""), attempt=attempt, lease_name=lease_name,
-                  lease_id=environ.get("CRONOQ_LEASE_ID", ""), lease_ttl=ttl, payload=payload,
-                  termination_log=environ.get("CRONOQ_TERMINATION_LOG") or DEFAULT_PATH,
+        env = cls(task_id=environ.get(Env.TASK_ID, ""), task_name=environ.get(Env.TASK_NAME, ""),
+                  namespace=environ.get(Env.NAMESPACE, ""), attempt=attempt, lease_name=lease_name,
+                  lease_id=environ.get(Env.LEASE_ID, ""), lease_ttl=ttl, payload=payload,
+                  termination_log=environ.get(Env.TERMINATION_LOG) or DEFAULT_PATH,
                   kubeconfig=environ.get("KUBECONFIG") or None)
         if ttl > 0:
-            missing = [var for var, value in (("CRONOQ_LEASE_NAME", env.lease_name), ("CRONOQ_LEASE_ID", env.lease_id),
-                                              ("CRONOQ_NAMESPACE", env.namespace)) if not value]
+            missing = [var for var, value in ((Env.LEASE_NAME, env.lease_name), (Env.LEASE_ID, env.lease_id),
+                                              (Env.NAMESPACE, env.namespace)) if not value]
             if missing:
-                raise InvalidEnvironment(f"heartbeats are on (CRONOQ_LEASE_TTL={ttl_text}) but {', '.join(missing)} "
+                raise InvalidEnvironment(f"heartbeats are on ({Env.LEASE_TTL}={ttl_text}) but {', '.join(missing)} "
                                          f"{'is' if len(missing) == 1 else 'are'} not set")
         return env

@@ -15,12 +15,13 @@ renewal against the API server.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
+
+from cronoq.pod_protocol import Owner, lease_body
 
 MIN_REQUEST_TIMEOUT = 0.5
 """Seconds a renewal request may always take, however close the deadline."""
@@ -184,32 +185,6 @@ class LeaseKeeper:
 def renew_time(now: datetime | None = None) -> str:
     """RFC 3339 with microseconds in UTC, as Kubernetes MicroTime is written."""
     return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@dataclass(frozen=True)
-class Owner:
-    """The attempt a Lease belongs to, for creating it: its task (the Lease's owner, so it goes
-    with the task) and its number."""
-
-    task_name: str
-    task_uid: str
-    attempt: int
-
-
-def lease_body(namespace: str, name: str, holder: str, owner: Owner, ttl: float) -> dict[str, Any]:
-    """An attempt's Lease as the attempt creates it (the operator's engine/jobs.build_lease
-    describes the same object; a unit test keeps them equal)."""
-    return {
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {
-            "name": name, "namespace": namespace,
-            "labels": {"cronoq.io/task-uid": owner.task_uid, "cronoq.io/task": owner.task_name,
-                       "cronoq.io/attempt": str(owner.attempt), "cronoq.io/lease-id": holder},
-            "ownerReferences": [{"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "name": owner.task_name,
-                                 "uid": owner.task_uid}],
-        },
-        "spec": {"holderIdentity": holder, "leaseDurationSeconds": max(1, math.ceil(ttl))},
-    }
 
 
 class KubeLease:

@@ -11,6 +11,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, TypeVar
 
+from cronoq.pod_protocol import Env
 from cronoq.worker import report
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.errors import Permanent, Retryable
@@ -86,7 +87,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
         env = AttemptEnv.from_environ(environ)
     except InvalidEnvironment as err:
         result = Report(report.PERMANENT, f"invalid attempt environment: {err}")
-        report.write(result, environ.get("CRONOQ_TERMINATION_LOG") or report.DEFAULT_PATH)
+        report.write(result, environ.get(Env.TERMINATION_LOG) or report.DEFAULT_PATH)
         return result.exit_code
 
     ending = threading.Lock()  # whoever takes it writes the one termination message

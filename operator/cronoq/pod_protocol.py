@@ -1,0 +1,188 @@
+"""The pod protocol: what the operator hands an attempt's pod, and what the pod hands back.
+
+The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request); the pod
+reads it (the worker SDK's `worker/env.py`, the push runner `push.py`) and writes the attempt's
+Lease with the labels the operator watches (`worker/lease.py`). Both sides import these names and
+encodings from here, so they cannot drift apart. It imports nothing else of cronoq and nothing
+outside the standard library: it runs in task images that carry only the SDK.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+API_VERSION: Final = "cronoq.io/v1alpha1"
+"""The Task's apiVersion, which the attempt names as its Lease's owner."""
+
+
+class Env:
+    """Names of the environment variables of an attempt's containers."""
+
+    PREFIX: Final = "CRONOQ_"
+    """Reserved: a task's own env may not use it; the operator sets these."""
+    TASK_ID: Final = "CRONOQ_TASK_ID"
+    TASK_NAME: Final = "CRONOQ_TASK_NAME"
+    NAMESPACE: Final = "CRONOQ_NAMESPACE"
+    ATTEMPT: Final = "CRONOQ_ATTEMPT"
+    LEASE_NAME: Final = "CRONOQ_LEASE_NAME"
+    LEASE_ID: Final = "CRONOQ_LEASE_ID"
+    LEASE_TTL: Final = "CRONOQ_LEASE_TTL"
+    """Seconds, `%g`; 0 turns heartbeats off."""
+    PAYLOAD: Final = "CRONOQ_PAYLOAD"
+    """The task's payload as compact JSON."""
+    HTTP: Final = "CRONOQ_HTTP"
+    """A push task's request, `PushRequest.to_json()`."""
+    HTTP_HEADER_PREFIX: Final = "CRONOQ_HTTP_HEADER_"
+    """`<prefix><i>` holds the value of the push request's i-th header, filled from a Secret."""
+    HTTP_CA: Final = "CRONOQ_HTTP_CA"
+    """The push request's CA bundle, filled from a ConfigMap."""
+    TERMINATION_LOG: Final = "CRONOQ_TERMINATION_LOG"
+    """Read by the SDK only (tests point it elsewhere); the operator never sets it."""
+
+
+class Label:
+    """Label keys on an attempt's Job, its pod and its Lease."""
+
+    PREFIX: Final = "cronoq.io/"
+    TASK_UID: Final = "cronoq.io/task-uid"
+    TASK: Final = "cronoq.io/task"
+    ATTEMPT: Final = "cronoq.io/attempt"
+    LEASE_ID: Final = "cronoq.io/lease-id"
+    POOL: Final = "cronoq.io/pool"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Who an attempt is, as its environment tells it (the namespace comes from the pod itself)."""
+
+    task_id: str
+    task_name: str
+    attempt: int
+    lease_name: str
+    lease_id: str
+    lease_ttl: float
+    """Seconds; 0 turns heartbeats off."""
+    payload: Any
+
+
+def attempt_env(attempt: Attempt) -> list[dict[str, Any]]:
+    """The container env entries that tell the pod which attempt it is."""
+    return [
+        {"name": Env.TASK_ID, "value": attempt.task_id},
+        {"name": Env.TASK_NAME, "value": attempt.task_name},
+        {"name": Env.ATTEMPT, "value": str(attempt.attempt)},
+        {"name": Env.LEASE_NAME, "value": attempt.lease_name},
+        {"name": Env.LEASE_ID, "value": attempt.lease_id},
+        {"name": Env.LEASE_TTL, "value": f"{attempt.lease_ttl:g}"},
+        {"name": Env.PAYLOAD, "value": json.dumps(attempt.payload, separators=(",", ":"))},
+        {"name": Env.NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+
+
+@dataclass(frozen=True)
+class PushHeader:
+    """One header of a push request: its value inline, or the name of the variable holding it."""
+
+    name: str
+    value: str = ""
+    env: str | None = None
+    """Set for a header from a Secret: the kubelet fills this variable, so the Job never holds it."""
+
+
+@dataclass(frozen=True)
+class PushRequest:
+    """The request a push attempt makes, as the operator hands it over in CRONOQ_HTTP."""
+
+    url: str
+    method: str = "POST"
+    headers: tuple[PushHeader, ...] = ()
+    timeout: float = 30.0
+    """Seconds."""
+    body: str | None = None
+    """None: the payload is the body (but not for GET and HEAD)."""
+    success_codes: tuple[int, ...] = ()
+    """Empty: any 2xx."""
+    ca_env: str | None = None
+    """The variable holding the PEM CA bundle, when the request has its own."""
+
+    def to_json(self) -> str:
+        request: dict[str, Any] = {
+            "url": self.url, "method": self.method,
+            "headers": [{"name": h.name, "env": h.env} if h.env is not None else {"name": h.name, "value": h.value}
+                        for h in self.headers],
+            "timeout": self.timeout}
+        if self.body is not None:
+            request["body"] = self.body
+        if self.success_codes:
+            request["successCodes"] = list(self.success_codes)
+        if self.ca_env is not None:
+            request["caEnv"] = self.ca_env
+        return json.dumps(request, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> PushRequest:
+        """The request in `text`; ValueError naming the field when it is not one."""
+        try:
+            spec = json.loads(text)
+        except ValueError as err:
+            raise ValueError(f"not JSON: {err}") from None
+        if not isinstance(spec, dict):
+            raise ValueError(f"not a JSON object but {type(spec).__name__}")
+        url = _field(spec, "url", str, required=True)
+        timeout = _field(spec, "timeout", (int, float)) or 30.0
+        if not math.isfinite(timeout) or timeout < 0:
+            raise ValueError(f"timeout must be a finite number of seconds >= 0, not {timeout!r}")
+        headers = []
+        for i, header in enumerate(_field(spec, "headers", list) or ()):
+            if not isinstance(header, dict):
+                raise ValueError(f"headers[{i}] is not an object")
+            headers.append(PushHeader(_field(header, "name", str, required=True, where=f"headers[{i}]."),
+                                      _field(header, "value", str, where=f"headers[{i}].") or "",
+                                      _field(header, "env", str, where=f"headers[{i}].")))
+        codes = _field(spec, "successCodes", list) or ()
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in codes):
+            raise ValueError(f"successCodes must be whole numbers, not {codes!r}")
+        return cls(url=url, method=(_field(spec, "method", str) or "POST").upper(), headers=tuple(headers),
+                   timeout=float(timeout), body=_field(spec, "body", str), success_codes=tuple(codes),
+                   ca_env=_field(spec, "caEnv", str) or None)
+
+
+def _field(spec: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = False,
+           where: str = "") -> Any:
+    """`spec[key]` when it is a `kind` (None when absent and not required)."""
+    value = spec.get(key)
+    if value is None:
+        if required:
+            raise ValueError(f"{where}{key} is missing")
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"{where}{key} has the wrong type: {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The attempt a Lease belongs to, for creating it: its task (the Lease's owner, so it goes
+    with the task) and its number."""
+
+    task_name: str
+    task_uid: str
+    attempt: int
+
+
+def lease_body(namespace: str, name: str, holder: str, owner: Owner, ttl: float) -> dict[str, Any]:
+    """An attempt's heartbeat Lease: held by the attempt's lease id, labelled so the operator
+    finds it, owned by the Task. The attempt creates it; the operator only watches it."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {Label.TASK_UID: owner.task_uid, Label.TASK: owner.task_name,
+                       Label.ATTEMPT: str(owner.attempt), Label.LEASE_ID: holder},
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": owner.task_name,
+                                 "uid": owner.task_uid}],
+        },
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": max(1, math.ceil(ttl))},
+    }
