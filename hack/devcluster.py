@@ -330,6 +330,17 @@ def api_get(path: str, timeout: float = 2.0) -> tuple[int, bytes]:
         return err.code, err.read()
 
 
+def api_patch(path: str, body: dict, timeout: float = 5.0) -> int:
+    """A JSON merge patch."""
+    request = urllib.request.Request(f"https://127.0.0.1:{APISERVER}{path}", method="PATCH", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/merge-patch+json"})
+    try:
+        with urllib.request.urlopen(request, context=api_context(), timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
 def api_delete(path: str, timeout: float = 5.0) -> int:
     request = urllib.request.Request(f"https://127.0.0.1:{APISERVER}{path}", method="DELETE")
     try:

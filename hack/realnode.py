@@ -224,7 +224,8 @@ def iptables_down() -> None:
         while sh("iptables", *rule, check=False).returncode == 0:
             pass
     for table, chain in (("nat", NAT_CHAIN), ("filter", FORWARD_CHAIN),
-                         *((t, c) for t in ("filter", "nat", "mangle") for c in ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY"))):
+                         *((t, c) for t in ("filter", "nat", "mangle")
+                           for c in ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"))):
         sh("iptables", "-t", table, "-F", chain, check=False)
         sh("iptables", "-t", table, "-X", chain, check=False)
 
@@ -413,7 +414,9 @@ def down(quiet: bool = False, keep_cluster_objects: bool = False) -> None:
 
 
 def delete_pods() -> None:
-    """Delete the node's pods and wait (at most 60 s) until the kubelet has removed them."""
+    """Cordon the node (a Deployment's replacement pods then stay Pending instead of landing
+    here again), delete its pods and wait (at most 60 s) until the kubelet has removed them."""
+    dc.api_patch(f"/api/v1/nodes/{NODE}", {"spec": {"unschedulable": True}})
     path = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{NODE}"
     status, body = dc.api_get(path)
     if status != 200:
@@ -478,7 +481,7 @@ def leftovers() -> list[str]:
     found = [f"process {p}" for p in PROCESSES if dc.running(p)]
     found += [f"bridge {BRIDGE}"] if sh("ip", "link", "show", BRIDGE, check=False).returncode == 0 else []
     rules = sh("iptables-save", check=False).stdout
-    found += [f"iptables {word}" for word in ("CRONOQ-REALNODE", "KUBE-FIREWALL", "KUBE-KUBELET-CANARY") if word in rules]
+    found += [f"iptables {word}" for word in ("CRONOQ-REALNODE", "KUBE-") if word in rules]
     mounts = Path("/proc/mounts").read_text()
     found += [f"mount under {p}" for p in (str(DIR), str(RUN), "/run/netns/cni-") if p in mounts]
     found += [f"cgroup {h}/kubepods" for h in Path("/sys/fs/cgroup").iterdir() if (h / "kubepods").exists()]
