@@ -270,3 +270,12 @@ def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_na
         running = next(c for c in world.status("a")["conditions"] if c["type"] == "Running")
         assert running["reason"] == "AttemptRunning" and world.status("a")["attempt"] == 1
     asyncio.run(scenario())
+
+
+def test_a_throttled_request_comes_back_when_the_server_says_not_after_minutes() -> None:
+    from cronoq.controller.reconciler import throttled_delay
+
+    assert throttled_delay({"Retry-After": "1"}, 0.5) == 1.5
+    assert throttled_delay({}, 0.0) == 1.0, "no Retry-After: a second"
+    assert throttled_delay({"Retry-After": "3600"}, 0.0) == 30.0, "capped"
+    assert throttled_delay({"Retry-After": "soon"}, 0.25) == 1.25

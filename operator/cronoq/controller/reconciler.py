@@ -10,7 +10,7 @@ import asyncio
 import logging
 import random
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Mapping
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskPoolSpec
@@ -105,6 +105,14 @@ class Controller:
             if err.first:
                 self.queue.add(key)  # now, to say so in the task's status (no Job created then)
         except Exception as err:  # noqa: BLE001 - one task's trouble must not stop the others
+            if getattr(err, "status", None) == 429:
+                # Throttled (API Priority and Fairness): come back when the server says, not after
+                # a per-key delay that doubles to minutes while the throttling lasts.
+                delay = throttled_delay(getattr(err, "headers", None), self._rng.random())
+                self.queue.add_after(key, delay)
+                metrics.RETRIES.labels(kind).inc()
+                log.warning("the API server throttled %s %s/%s (429); trying again in %.1fs", kind, namespace, name, delay)
+                return
             delay, failures = self.queue.retry(key)
             metrics.RETRIES.labels(kind).inc()
             if failures == 1:
@@ -115,6 +123,8 @@ class Controller:
         else:
             if not (kind == "task" and self._refused(namespace, name)):
                 self.queue.forget(key)
+
+    _rng = random.Random()
 
     def _refused(self, namespace: str, name: str) -> bool:
         """Whether the task's current attempt waits on a refused Job (its backoff goes on)."""
@@ -209,3 +219,18 @@ class Controller:
             return
         for key in self.slots.admit(pool_key, admission.capacity(pool.spec), self.clock()):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
+
+
+THROTTLED_MAX = 30.0
+
+
+def throttled_delay(headers: Mapping[str, str] | None, jitter: float) -> float:
+    """Seconds to wait after a 429: the Retry-After the API server gave (1 s when none, at most
+    30 s), plus up to a second of jitter (`jitter` in [0, 1)) so throttled keys do not return
+    together."""
+    value = (headers or {}).get("Retry-After") or (headers or {}).get("retry-after") or "1"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.0), THROTTLED_MAX) + jitter

@@ -97,7 +97,9 @@ class Writer:
                                         server_hostname=conf.tls_server_name or None) as response:
             answer = await response.read()
         if not 200 <= response.status <= 299:
-            raise ApiException(status=response.status, reason=response.reason, body=answer.decode("utf-8", "replace"))
+            err = ApiException(status=response.status, reason=response.reason, body=answer.decode("utf-8", "replace"))
+            err.headers = dict(response.headers)  # Retry-After, for a throttled request (429)
+            raise err
         return orjson.loads(answer) if answer else {}
 
     def _open(self) -> aiohttp.ClientSession:
