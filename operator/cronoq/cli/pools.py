@@ -53,20 +53,10 @@ def run(args: argparse.Namespace) -> int:
 
 def pool_list(args: argparse.Namespace, client: Client) -> int:
     pools = client.pools(all_namespaces=args.all_namespaces)
-    if args.output in ("json", "yaml"):
-        print(render.dump([p.to_dict() for p in pools], args.output, single=False))
-        return EXIT_OK
-    if args.output == "name":
-        for p in pools:
-            print(f"{RESOURCE}/{p.metadata.name}")
-        return EXIT_OK
-    if not pools:
-        where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
-        print(f"No pools found in {where}.", file=sys.stderr)
-        return EXIT_OK
-    columns = ["NAMESPACE", *COLUMNS] if args.all_namespaces else COLUMNS
-    rows = [_row(p, args.all_namespaces) for p in pools]
-    render.show(render.console(), render.table(columns, rows, show_header=not args.no_headers))
+    where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+    render.listing(pools, output=args.output, resource=RESOURCE, noun="pools", where=where, columns=COLUMNS,
+                   row=lambda o: _row(o, args.all_namespaces), all_namespaces=args.all_namespaces,
+                   headers=not args.no_headers)
     return EXIT_OK
 
 

@@ -10,7 +10,7 @@ import re
 import shutil
 import sys
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import yaml
 from rich import box
@@ -286,3 +286,19 @@ def custom_row(columns: list[tuple[str, str]], doc: Any) -> list[Text]:
         found = [v if isinstance(v, str) else json.dumps(v) for v in _find(path, doc)]
         cells.append(Text(",".join(found) if found else "<none>"))
     return cells
+
+
+def listing(objects: Sequence[Any], *, output: str | None, resource: str, noun: str, where: str,
+            columns: list[str], row: Callable[[Any], list[Text]], all_namespaces: bool, headers: bool) -> None:
+    """A `list` verb's output for pools or schedules, as kubectl prints it: json/yaml, names, or a
+    table (with a NAMESPACE column under -A); "No <noun> found in <where>." on stderr when empty."""
+    if output in ("json", "yaml"):
+        print(dump([o.to_dict() for o in objects], output, single=False))
+    elif output == "name":
+        for o in objects:
+            print(f"{resource}/{o.metadata.name}")
+    elif not objects:
+        print(f"No {noun} found in {where}.", file=sys.stderr)
+    else:
+        shown = ["NAMESPACE", *columns] if all_namespaces else columns
+        show(console(), table(shown, [row(o) for o in objects], show_header=headers))

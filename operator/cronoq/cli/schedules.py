@@ -7,7 +7,6 @@ suspended are not caught up on when it resumes.
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import datetime, timezone
 
 from rich.text import Text
@@ -54,20 +53,10 @@ def run(args: argparse.Namespace) -> int:
 
 def schedule_list(args: argparse.Namespace, client: Client) -> int:
     schedules = client.schedules(all_namespaces=args.all_namespaces)
-    if args.output in ("json", "yaml"):
-        print(render.dump([s.to_dict() for s in schedules], args.output, single=False))
-        return EXIT_OK
-    if args.output == "name":
-        for s in schedules:
-            print(f"{RESOURCE}/{s.metadata.name}")
-        return EXIT_OK
-    if not schedules:
-        where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
-        print(f"No schedules found in {where}.", file=sys.stderr)
-        return EXIT_OK
-    columns = ["NAMESPACE", *COLUMNS] if args.all_namespaces else COLUMNS
-    rows = [_row(s, args.all_namespaces) for s in schedules]
-    render.show(render.console(), render.table(columns, rows, show_header=not args.no_headers))
+    where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
+    render.listing(schedules, output=args.output, resource=RESOURCE, noun="schedules", where=where, columns=COLUMNS,
+                   row=lambda o: _row(o, args.all_namespaces), all_namespaces=args.all_namespaces,
+                   headers=not args.no_headers)
     return EXIT_OK
 
 
