@@ -51,6 +51,23 @@ class Label:
     ATTEMPT: Final = "cronoq.io/attempt"
     LEASE_ID: Final = "cronoq.io/lease-id"
     POOL: Final = "cronoq.io/pool"
+    WORKER: Final = "cronoq.io/worker"
+    """On an attempt's Lease written by a pull worker: the worker that ran it."""
+    WORKER_POOL: Final = "cronoq.io/worker-pool"
+    """On a pull worker's own Lease: the pool it serves."""
+
+
+class Annotation:
+    """Annotation keys of the Leases a pull worker writes (`delivery: Workers`)."""
+
+    CAPACITY: Final = "cronoq.io/capacity"
+    """On the worker's Lease: how many attempts it runs at once."""
+    REPORT: Final = "cronoq.io/report"
+    """On an attempt's Lease: how the attempt ended, the SDK's report (at most REPORT_LIMIT bytes)."""
+
+
+REPORT_LIMIT: Final = 4096
+"""Bytes of a report, as of a termination message: the same document, the same bound."""
 
 
 @dataclass(frozen=True)
@@ -172,17 +189,33 @@ class Owner:
     attempt: int
 
 
-def lease_body(namespace: str, name: str, holder: str, owner: Owner, ttl: float) -> dict[str, Any]:
+def lease_body(namespace: str, name: str, holder: str, owner: Owner, ttl: float,
+               worker: str | None = None) -> dict[str, Any]:
     """An attempt's heartbeat Lease: held by the attempt's lease id, labelled so the operator
-    finds it, owned by the Task. The attempt creates it; the operator only watches it."""
+    finds it, owned by the Task. The attempt creates it (a pull worker, naming itself); the
+    operator only watches it."""
+    labels = {Label.TASK_UID: owner.task_uid, Label.TASK: owner.task_name,
+              Label.ATTEMPT: str(owner.attempt), Label.LEASE_ID: holder}
+    if worker is not None:
+        labels[Label.WORKER] = worker
     return {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {
             "name": name, "namespace": namespace,
-            "labels": {Label.TASK_UID: owner.task_uid, Label.TASK: owner.task_name,
-                       Label.ATTEMPT: str(owner.attempt), Label.LEASE_ID: holder},
+            "labels": labels,
             "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": owner.task_name,
                                  "uid": owner.task_uid}],
         },
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": max(1, math.ceil(ttl))},
+    }
+
+
+def worker_lease_body(namespace: str, name: str, pool: str, capacity: int, ttl: float) -> dict[str, Any]:
+    """A pull worker's own Lease: it is alive while it renews it, and serves `pool` with room
+    for `capacity` attempts at once. Held by its own name."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace, "labels": {Label.WORKER_POOL: pool},
+                     "annotations": {Annotation.CAPACITY: str(capacity)}},
+        "spec": {"holderIdentity": name, "leaseDurationSeconds": max(1, math.ceil(ttl))},
     }

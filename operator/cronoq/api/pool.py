@@ -53,6 +53,11 @@ class TaskPoolSpec(Model):
 
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
+    delivery: Literal["Job", "Workers"] = "Job"
+    """How the pool's attempts run: `Job` (default), each attempt a Job and its pod; `Workers`,
+    each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),
+    with no Job and no pod per attempt. A worker announces itself with its own Lease; the
+    operator still admits, fences, times out and retries every attempt."""
     paused: bool = False
     """True: the pool starts no new attempts (its queued tasks wait) while those running go on;
     `concurrency` is kept, so setting it back to false resumes at the same limit

@@ -240,7 +240,9 @@ class Attempt(Model):
     lease_id: str | None = Field(None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Lease id of the attempt, carrying the leader epoch (e.g. `e7-a3`)."""
     job: ObjectName | None = None
-    """Name of the attempt's Job."""
+    """Name of the attempt's Job (unset when a worker serves it)."""
+    worker: ObjectName | None = None
+    """The worker the attempt was handed to, in a pool with `delivery: Workers` (its Lease's name)."""
     trigger: AttemptTrigger = AttemptTrigger.FIRST
     """`First` for the first attempt, `Retry` for the others."""
     dispatched_at: Timestamp | None = None

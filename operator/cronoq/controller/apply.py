@@ -114,6 +114,9 @@ class Applier:
         self._book_slots(entry, task, plan, pool_key)
         self._count(entry.uid, task, plan, pool_key)
         refused = None
+        if plan.started is not None and plan.started.worker is not None:  # handed to a worker: it starts now
+            since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
+            metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
         if plan.create_job is not None and task is not None and settings is not None:
             try:
                 await self._create_job(entry, task, plan, pool_key, settings)

@@ -16,7 +16,7 @@ from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import naming
 from cronoq.engine.admission import Candidate
-from cronoq.kube.observe import job_facts, pod_facts
+from cronoq.kube.observe import job_facts, pod_facts, served_facts, worker_facts
 
 
 class Intake:
@@ -116,15 +116,37 @@ class Intake:
             owner = self.store.job_owner.get((namespace, name))
             task = owner[1] if owner else (meta.get("labels") or {}).get(naming.TASK)
         else:
-            task = (meta.get("labels") or {}).get(naming.TASK)
+            labels = meta.get("labels") or {}
+            task, uid = labels.get(naming.TASK), labels.get(naming.TASK_UID)
             if not task:
                 return
             spec = raw.get("spec") or {}
-            if not self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
-                                        self.clock()):
+            renewed = self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
+                                           self.clock())
+            served = served_facts(raw, self.skew())
+            reported = served is not None and bool(uid) and self.store.put_served(uid, served)
+            if not (renewed or reported):
                 return
         if task:
             self.queue.add(("task", namespace, task))
+
+    def on_worker_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
+        """A pull worker came, renewed, changed its room or went: its pool may admit (or must
+        not), and a worker gone ends the attempts it served (their reconciles say LeaseExpired)."""
+        namespace, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
+        facts = worker_facts(raw) if kind != "DELETED" else None
+        if facts is None:
+            old = self.store.drop_worker(namespace, name)
+            if old is None:
+                return
+            pool = old.pool
+        else:
+            if not self.store.put_worker(namespace, facts, self.clock()):
+                return
+            pool = facts.pool
+        for task in self.store.by_worker.get((namespace, name), ()):
+            self.queue.add(("task", namespace, task))
+        self.queue.add(("pool", namespace, pool))
 
     def forget(self, key: Key) -> None:
         """A task gone from the store: its slot and its due deletion go too."""

@@ -23,7 +23,7 @@ from cronoq.controller.store import Store, TaskEntry
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine import admission, dependencies, keys
-from cronoq.engine.attempts import reconcile, settle
+from cronoq.engine.attempts import is_ready, reconcile, settle
 from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.gate import RUN, Gate
 from cronoq.kube.writes import NotLeader, Writer
@@ -161,7 +161,24 @@ class Controller:
         task = entry.task
         attempt_n = task.status.attempt if task.status else 0
         settings = Effective.of(task, pool.spec if pool else None)
+        worker = alive_until = None
+        last = task.status.attempts[-1] if task.status and task.status.attempts else None
+        if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
+            alive_until = self.store.worker_alive_until(namespace, last.worker)
+        elif settings.workers and is_ready(task, now):  # the worker it would go to (held if admitted)
+            worker = self.store.hand_to_worker(key, pool_key, now, hold=key in self.slots.grants)
+        try:
+            await self._decide(entry, task, pool_key, pool, settings, now, attempt_n, worker, alive_until)
+        finally:
+            self.store.handed(key)
+
+    async def _decide(self, entry: TaskEntry, task: Task, pool_key: tuple[str, str], pool: TaskPool | None,
+                      settings: Effective, now: datetime, attempt_n: int, worker: str | None,
+                      alive_until: datetime | None) -> None:
+        namespace, name = pool_key[0], entry.name
+        key = (namespace, name)
         seen = Observation(
+            worker=worker, worker_alive_until=alive_until,
             jobs=self.store.attempt_jobs(entry), now=now, epoch=self.term.epoch, admit=key in self.slots.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
             job_rejected=self.store.rejected.get(entry.uid, {}).get(attempt_n),
@@ -217,7 +234,10 @@ class Controller:
         metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
         if pool is None:
             return
-        for key in self.slots.admit(pool_key, admission.capacity(pool.spec), self.clock()):
+        capacity = admission.capacity(pool.spec)
+        if pool.spec.delivery == "Workers":  # no more than its live workers have room for
+            capacity = min(capacity, running + sum(max(r, 0) for r in self.store.worker_room(pool_key, self.clock()).values()))
+        for key in self.slots.admit(pool_key, capacity, self.clock()):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
 
 

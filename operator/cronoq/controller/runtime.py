@@ -104,9 +104,10 @@ class Runtime:
         Controller's intake only what the namespace filter (globs included) lets through."""
         c, s = self.controller, self.schedules
         i = c.intake
-        feeds = {"TaskPool": i.on_pool, "Task": i.on_task, "Job": i.on_job, "Pod": i.on_pod, "Lease": i.on_lease}
+        feeds = {"TaskPool": i.on_pool, "Task": i.on_task, "Job": i.on_job, "Pod": i.on_pod, "Lease": i.on_lease,
+                 "WorkerLease": i.on_worker_lease}
         held = {"TaskPool": lambda: c.store.pools, "Task": lambda: c.store.tasks, "Job": c.store.job_keys,
-                "Pod": lambda: (), "Lease": lambda: c.store.leases}
+                "Pod": lambda: (), "Lease": lambda: c.store.leases, "WorkerLease": lambda: c.store.workers}
         # TaskSchedules, and their Tasks too (for their policy, history and status).
         feeds["TaskSchedule"], held["TaskSchedule"] = s.on_schedule, lambda: s.schedules
         feeds["Task"] = lambda kind, obj: (i.on_task(kind, obj), s.on_task(kind, obj))

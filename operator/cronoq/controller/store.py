@@ -14,7 +14,7 @@ from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.engine import dependencies
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
-from cronoq.kube.observe import PodFacts, combine
+from cronoq.kube.observe import PodFacts, WorkerFacts, combine
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -165,6 +165,14 @@ class Store:
     """(namespace, task) → the tasks it shares dependency cycles with."""
     cycle_checked: dict[Key, str] = field(default_factory=dict)
     """(namespace, task) → uid of the task whose cycle check ended (each task is checked once)."""
+    served: dict[str, dict[str, AttemptJob]] = field(default_factory=lambda: defaultdict(dict))
+    """task uid → attempt Lease name → facts, of the attempts pull workers served (their Leases)."""
+    workers: dict[Key, tuple[WorkerFacts, datetime]] = field(default_factory=dict)
+    """(namespace, worker) → its Lease's facts and when we saw its renewTime change, by our clock."""
+    by_worker: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, worker) → running tasks whose open attempt it serves (its load)."""
+    handing: dict[Key, Key] = field(default_factory=dict)
+    """task → (namespace, worker) it is being handed to, while the status that says so is written."""
     # What our own writes learnt about a task, kept here so that forgetting the task forgets it too.
     rejected: dict[str, dict[int, str]] = field(default_factory=dict)
     """task uid → attempt → why the API server refused its Job (422); the next decision reads it."""
@@ -212,6 +220,8 @@ class Store:
             self.phases[pool][entry.phase] += 1
         if entry.phase is TaskPhase.RUNNING:
             self.running[(key[0], entry.pool)].add(key)
+            if (worker := _serving(entry)) is not None:
+                self.by_worker[(key[0], worker)].add(key[1])
         task = entry.task
         if task is not None and task.status is None and not (task.spec.key or task.spec.depends_on or task.spec.cancel):
             self.fresh[(key[0], entry.pool)].add(key)
@@ -226,6 +236,12 @@ class Store:
         if entry.phase is not None:
             self.phases[pool][entry.phase] -= 1
         self.running[(key[0], entry.pool)].discard(key)
+        if (worker := _serving(entry)) is not None:
+            serving = self.by_worker.get((key[0], worker))
+            if serving is not None:
+                serving.discard(key[1])
+                if not serving:
+                    del self.by_worker[(key[0], worker)]
         self.fresh[(key[0], entry.pool)].discard(key)
         if entry.key:
             self.keyed[(key[0], entry.pool, entry.key)].discard(key[1])
@@ -247,6 +263,8 @@ class Store:
             self._unindex((namespace, name), entry)
             self._forget_cycles((namespace, name))
             self._forget_writes(entry.uid)
+            for lease in self.served.pop(entry.uid, {}):
+                self.leases.pop((namespace, lease), None)
             for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
                 self.pods.pop((namespace, job), None)
                 self.running_seen.pop((namespace, job), None)
@@ -263,6 +281,7 @@ class Store:
     def _forget_writes(self, uid: str) -> None:
         self.forget_refusals(uid)
         self.stale_counted.pop(uid, None)
+        self.served.pop(uid, None)
 
     def _forget_cycles(self, key: Key) -> None:
         """A task went (or came back as another): what the cycle checks of its namespace settled
@@ -343,10 +362,12 @@ class Store:
                        ended_seen_at=self.ended_seen.get((namespace, job.name)), renewed_seen_at=renewed)
 
     def attempt_jobs(self, entry: TaskEntry) -> list[AttemptJob]:
-        """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`)."""
+        """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`), and
+        the attempt Leases pull workers wrote for it."""
         namespace = entry.raw["metadata"]["namespace"]
         seen = [self._liveness(namespace, combine(j, self.pods.get((namespace, j.name))))
                 for j in self.jobs.get(entry.uid, {}).values()]
+        seen += [self._liveness(namespace, s) for s in self.served.get(entry.uid, {}).values()]
         present = {j.name for j in seen}
         for name, uid in self.gone.get(entry.uid, {}).items():
             number = _number_of(name)
@@ -354,6 +375,75 @@ class Store:
                 gone = AttemptJob(number=number, name=name, uid=uid, gone=True)
                 seen.append(combine(gone, self.pods.get((namespace, name))))
         return seen
+
+
+    # ------------------------------------------------------------------ pull workers
+
+    def put_served(self, task_uid: str, facts: AttemptJob) -> bool:
+        """Record what a worker's attempt Lease says; True when that changed."""
+        served = self.served[task_uid]
+        if served.get(facts.name) == facts:
+            return False
+        served[facts.name] = facts
+        return True
+
+    def put_worker(self, namespace: str, facts: WorkerFacts, now: datetime) -> bool:
+        """Record a worker's Lease; True when something a decision reads changed."""
+        key = (namespace, facts.name)
+        old = self.workers.get(key)
+        if old is not None and old[0] == facts:
+            return False
+        renewed = old is None or (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time)
+        self.workers[key] = (facts, now if renewed else old[1])
+        return True
+
+    def drop_worker(self, namespace: str, name: str) -> WorkerFacts | None:
+        old = self.workers.pop((namespace, name), None)
+        return old[0] if old is not None else None
+
+    def worker_alive_until(self, namespace: str, worker: str) -> datetime | None:
+        """Until when `worker` is alive by its Lease, by our clock (None: gone or released)."""
+        held = self.workers.get((namespace, worker))
+        if held is None or held[0].holder != worker or not held[0].renew_time:
+            return None
+        return held[1] + timedelta(seconds=held[0].duration)
+
+    def worker_room(self, pool: Key, now: datetime) -> dict[str, int]:
+        """The live workers of a pool → how many more attempts each may take now."""
+        namespace = pool[0]
+        handing = Counter(self.handing.values())
+        room = {}
+        for (ns, name), (facts, _) in self.workers.items():
+            if ns != namespace or facts.pool != pool[1]:
+                continue
+            alive = self.worker_alive_until(ns, name)
+            if alive is None or alive <= now:
+                continue
+            room[name] = facts.capacity - len(self.by_worker.get((ns, name), ())) - handing[(ns, name)]
+        return room
+
+    def hand_to_worker(self, key: Key, pool: Key, now: datetime, *, hold: bool) -> str | None:
+        """The live worker of the pool with the most room for task `key`; with `hold`, that room is
+        held until `handed(key)`, so two tasks decided at once never count the same free place twice."""
+        room = self.worker_room(pool, now)
+        best = max(room, key=lambda w: (room[w], w), default=None)
+        if best is None or room[best] <= 0:
+            return None
+        if hold:
+            self.handing[key] = (key[0], best)
+        return best
+
+    def handed(self, key: Key) -> None:
+        """The status naming the task's worker was written (its load now counts it), or not."""
+        self.handing.pop(key, None)
+
+
+def _serving(entry: TaskEntry) -> str | None:
+    """The worker serving the running task's open attempt, if a worker does."""
+    status = entry.task.status if entry.task is not None else None
+    if status is None or not status.attempts or status.attempts[-1].number != status.attempt:
+        return None
+    return status.attempts[-1].worker
 
 
 def _number_of(job_name: str) -> int | None:

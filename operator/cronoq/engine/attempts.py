@@ -26,7 +26,7 @@ from cronoq.engine.backoff import retry_delay
 from cronoq.engine.conditions import set_condition
 from cronoq.engine.naming import job_name, lease_id
 from cronoq.engine.observed import AttemptJob
-from cronoq.engine.outcome import Verdict, classify, truncate
+from cronoq.engine.outcome import Verdict, classify, sdk_report, truncate
 from cronoq.engine.plan import Effective, Event, Observation, Plan
 
 HISTORY = ATTEMPTS_KEPT
@@ -110,7 +110,8 @@ def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
         closed = _close(open_attempt, verdict, _job(draft.seen.jobs, name, n), draft.seen.now)
         draft.records[-1] = closed
         draft.ended = (closed,)
-        draft.deletes.append(open_attempt.job or job_name(name, n))
+        if open_attempt.worker is None:  # a worker sees the cancellation in the status and aborts
+            draft.deletes.append(open_attempt.job or job_name(name, n))
         draft.events.append(Event(reasons.ATTEMPT_ENDED, f"attempt {n} cancelled"))
     return draft.finish(TaskPhase.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel")
 
@@ -120,7 +121,13 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     task finished); None when it ended retryably and the draft now waits out its backoff."""
     seen, now, n = draft.seen, draft.seen.now, draft.n
     job = _job(seen.jobs, draft.task.metadata.name or "", n, open_attempt.lease_id)
-    verdict, draft.requeue, abort = _judge(job, open_attempt, settings, seen, now)
+    if open_attempt.worker is not None:
+        verdict, draft.requeue = _judge_served(job, open_attempt, settings, seen, now)
+        if verdict is None:
+            return draft.plan()
+        abort = False  # the worker reads the ended attempt in the status and aborts its handler
+    else:
+        verdict, draft.requeue, abort = _judge(job, open_attempt, settings, seen, now)
     if verdict is None and job is None and seen.job_rejected is None and retention.job_may_be_gone(
             open_attempt.dispatched_at, settings.job_retention, now):
         # Its Job may have run and been cleaned up while no operator watched: at least once.
@@ -189,21 +196,29 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
         return draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
                             f"all {n} attempts used (maxAttempts is {settings.retry.max_attempts}){detail}")
 
-    if ready and seen.pool_found and seen.admit:
+    if ready and seen.pool_found and seen.admit and (seen.worker is not None or not settings.workers):
         number = n + 1
-        attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), job=job_name(task.metadata.name or "", number),
+        served = seen.worker if settings.workers else None
+        attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), worker=served,
+                          job=None if served else job_name(task.metadata.name or "", number),
                           trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now)
         draft.records.append(attempt)
         draft.status = _say(status.model_copy(update={
             "phase": TaskPhase.RUNNING, "attempt": number, "attempts": tuple(draft.records[-HISTORY:]),
             "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
-        }), reasons.ATTEMPT_RUNNING, f"attempt {number} of {settings.retry.max_attempts} running", task, now)
-        return draft.plan(draft.stamped(), create_job=number, started=attempt, requeue_after=None)
+        }), reasons.ATTEMPT_RUNNING, f"attempt {number} of {settings.retry.max_attempts} running"
+            + (f" on worker {served}" if served else ""), task, now)
+        return draft.plan(draft.stamped(), create_job=None if served else number, started=attempt,
+                          requeue_after=_served_deadline(settings, seen, now) if served else None)
 
     if ready and not draft.ended:
         # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
         reason, message = ((reasons.WAITING_FOR_SLOT, f"queued in pool {seen.pool_name}") if seen.pool_found else
                            (reasons.POOL_NOT_FOUND, f"TaskPool {seen.pool_name} does not exist; the task starts once it does"))
+        if seen.pool_found and settings.workers and seen.worker is None:
+            reason, message = (reasons.WAITING_FOR_WORKER, f"queued in pool {seen.pool_name}: no live worker of "
+                               f"the pool has room (workers announce themselves with a Lease labelled "
+                               f"cronoq.io/worker-pool={seen.pool_name})")
         if phase is TaskPhase.QUEUED and _reason(status) == reason and _acknowledged(status, task):
             return draft.plan(wants_slot=True)
         draft.status = _say(status.model_copy(update={
@@ -306,6 +321,46 @@ def _judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: 
     return None, wait, False
 
 
+def _judge_served(facts: AttemptJob | None, attempt: Attempt, settings: Effective, seen: Observation,
+                  now: datetime) -> tuple[Verdict | None, float | None]:
+    """(verdict, seconds until the next deadline) for an attempt a pull worker serves. It counts as
+    started when it was handed over (a live worker starts it within a watch event), so its timeout
+    and its lease TTL count from then; its worker's own Lease must stay alive throughout."""
+    if facts is not None and facts.termination is not None and facts.worker == attempt.worker:
+        report = facts.termination.message
+        if sdk_report(report) is None:
+            return Verdict(AttemptOutcome.RETRYABLE, reasons.INVALID_REPORT, truncate(
+                f"worker {attempt.worker} reported something that is not a report: {report!r}")), None
+        return classify(facts, settings.retry), None
+    start = attempt.dispatched_at or now
+    if settings.timeout is not None and now >= start + settings.timeout:
+        return Verdict(AttemptOutcome.RETRYABLE, reasons.TIMEOUT,
+                       f"the attempt ran longer than its timeout of {_secs(settings.timeout)}"), None
+    alive_until = seen.worker_alive_until
+    if alive_until is None or now >= alive_until:
+        return Verdict(AttemptOutcome.RETRYABLE, reasons.LEASE_EXPIRED,
+                       f"worker {attempt.worker} stopped renewing its Lease (or deleted it): it is presumed "
+                       f"dead"), None
+    ttl = settings.lease_ttl
+    if ttl > timedelta(0):
+        alive = max(filter(None, (start, facts.renewed_seen_at if facts is not None else None)))
+        if now >= alive + ttl:
+            return Verdict(AttemptOutcome.RETRYABLE, reasons.LEASE_EXPIRED,
+                           f"no heartbeat for {_secs(ttl)} (the attempt's lease TTL) from worker "
+                           f"{attempt.worker}"), None
+    return None, _served_deadline(settings, seen, now, start, facts)
+
+
+def _served_deadline(settings: Effective, seen: Observation, now: datetime, start: datetime | None = None,
+                     facts: AttemptJob | None = None) -> float | None:
+    """Seconds until a served attempt's next deadline: its timeout, its worker's Lease, its own."""
+    start = start or now
+    deadlines = [d for d in (seen.worker_alive_until, start + settings.timeout if settings.timeout else None) if d]
+    if settings.lease_ttl > timedelta(0):
+        deadlines.append(max(filter(None, (start, facts.renewed_seen_at if facts else None))) + settings.lease_ttl)
+    return max(min((d - now).total_seconds() for d in deadlines), 0.0) if deadlines else None
+
+
 # Reasons a pod cannot start that waiting does not cure: the attempt ends at once (Permanent).
 NEVER_HEALS = frozenset({reasons.INVALID_IMAGE_NAME})
 
@@ -354,7 +409,7 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
             continue
         record = record if ours else None
         foreign = not ours or job.number > n
-        if job.active or (foreign and not (job.gone or job.deleting)):
+        if job.worker is None and (job.active or (foreign and not (job.gone or job.deleting))):
             deletes.append(job.name)
             if foreign:
                 events.append(Event(reasons.FOREIGN_JOB, f"Job {job.name} claims attempt {job.number}, which the "
@@ -382,6 +437,8 @@ def _same_lease(job: AttemptJob, lease: str | None) -> bool:
 
 def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: datetime) -> Attempt:
     started = (job.start_estimate if job else None) or attempt.started_at
+    if attempt.worker is not None:  # handed over is started: a live worker starts it at once
+        started = attempt.dispatched_at
     if started is not None and attempt.dispatched_at is not None:
         # Nothing ran before its Job existed: a kubelet second truncated below the dispatch (the
         # operator saw the container late) would put this start before what it waited for.
@@ -398,7 +455,7 @@ def _close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: date
 
 def _ended_message(attempt: Attempt) -> str:
     """One Event per attempt, at its end, telling its start too (one write instead of two)."""
-    ran = f"Job {attempt.job}"
+    ran = f"worker {attempt.worker}" if attempt.worker else f"Job {attempt.job}"
     if attempt.started_at is not None:
         ran += f", started {attempt.started_at.isoformat(timespec='milliseconds')}"
     if attempt.duration_ms is not None:

@@ -8,7 +8,7 @@ from cronoq.pod_protocol import Label
 
 # The label keys are the pod protocol's: the attempt labels its own Lease with them.
 LABEL_PREFIX, TASK_UID, TASK, ATTEMPT = Label.PREFIX, Label.TASK_UID, Label.TASK, Label.ATTEMPT
-LEASE_ID, POOL = Label.LEASE_ID, Label.POOL
+LEASE_ID, POOL, WORKER, WORKER_POOL = Label.LEASE_ID, Label.POOL, Label.WORKER, Label.WORKER_POOL
 
 MAX_NAME = 63
 """Names that end up in a label value (Job names in their pods' `job-name` label, Task names)."""

@@ -30,7 +30,9 @@ class Termination:
 
 @dataclass(frozen=True, slots=True)
 class AttemptJob:
-    """One attempt's Job as last observed, with its pod's state folded in."""
+    """One attempt's Job as last observed, with its pod's state folded in. For an attempt a pull
+    worker serves (`worker` set) there is no Job: these are the facts of the attempt's Lease the
+    worker writes, its report as the `termination` message."""
 
     number: int
     name: str
@@ -64,6 +66,8 @@ class AttemptJob:
     """When the operator first saw the task container terminated, by its own clock."""
     renewed_seen_at: datetime | None = None
     """When the operator last saw the attempt's heartbeat Lease renewed, by its own clock."""
+    worker: str | None = None
+    """The pull worker that wrote the attempt's Lease (no Job: nothing to delete)."""
 
     @property
     def run_started(self) -> datetime | None:

@@ -25,6 +25,8 @@ class Effective:
     start_timeout: timedelta = DEFAULT_START_TIMEOUT
     heartbeat_sidecar: bool = False
     job_retention: timedelta = DEFAULT_JOB_RETENTION
+    workers: bool = False
+    """The pool delivers to pull workers (`delivery: Workers`): no Job, no pod."""
 
     @classmethod
     def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
@@ -35,7 +37,8 @@ class Effective:
                    start_timeout=spec.start_timeout or pool.start_timeout,
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar,
-                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention)
+                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
+                   workers=pool.delivery == "Workers")
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,8 @@ class Observation:
     namespace), with this message: it is created again, with backoff."""
     gate: Gate = RUN
     """What its key and dependencies say, for a task that has not started yet."""
+    worker: str | None = None
+    """A Workers pool: the live worker with room the next attempt would go to (None: none has room)."""
+    worker_alive_until: datetime | None = None
+    """A Workers pool: until when the open attempt's worker is alive by its Lease, as last seen
+    (None: its Lease is gone, or was never seen)."""

@@ -25,9 +25,11 @@ LEASE_LOST = "LeaseLost"         # the SDK could not renew its lease and stopped
 HTTP_STATUS = "HTTPStatus"       # a push task's endpoint answered with a status that is not success
 NETWORK_ERROR = "NetworkError"   # a push task's request got no answer (DNS, refused, reset, TLS)
 CANCELLED = "Cancelled"
+INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's document
 
 # Why a task is where it is (conditions and the task's message).
 WAITING_FOR_SLOT = "WaitingForSlot"
+WAITING_FOR_WORKER = "WaitingForWorker"  # a Workers pool with no live worker with room
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"
 BACKING_OFF = "BackingOff"

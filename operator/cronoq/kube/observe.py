@@ -8,6 +8,7 @@ from typing import Any
 
 from cronoq.engine import naming
 from cronoq.engine.observed import AttemptJob, Termination
+from cronoq.pod_protocol import REPORT_LIMIT, Annotation, Label
 
 
 NO_SKEW = timedelta(0)
@@ -111,3 +112,51 @@ def combine(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
     return replace(job, pod_phase=pod.phase, pod_reason=pod.reason, pod_message=pod.message,
                    disruption=pod.disruption, started_at=pod.started_at, termination=pod.termination,
                    waiting_reason=waiting_reason, waiting_message=waiting_message)
+
+
+def served_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:
+    """The attempt a pull worker's attempt Lease claims to be, its report (when the worker has
+    written one) as the termination message; None for a Lease no worker wrote. A report longer
+    than the protocol allows is kept cut, so it reads as no report at all (InvalidReport)."""
+    meta = lease.get("metadata", {})
+    labels = meta.get("labels") or {}
+    worker = labels.get(Label.WORKER)
+    try:
+        number = int(labels[naming.ATTEMPT])
+    except (KeyError, ValueError):
+        return None
+    if not worker:
+        return None
+    report = (meta.get("annotations") or {}).get(Annotation.REPORT)
+    if report is not None and len(report.encode()) > REPORT_LIMIT:
+        report = report[:REPORT_LIMIT]
+    return AttemptJob(number=number, name=meta.get("name", ""), uid=meta.get("uid", ""),
+                      lease_id=labels.get(naming.LEASE_ID), created_at=parse_time(meta.get("creationTimestamp"), skew),
+                      worker=worker, termination=None if report is None else Termination(exit_code=0, message=report))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFacts:
+    """A pull worker's own Lease: which pool it serves, with how much room, and whether it renews."""
+
+    name: str
+    pool: str
+    capacity: int
+    holder: str | None
+    renew_time: str | None
+    duration: float
+
+
+def worker_facts(lease: dict[str, Any]) -> WorkerFacts | None:
+    """A pull worker's Lease reduced to its facts; None for a Lease that is not one."""
+    meta = lease.get("metadata", {})
+    pool = (meta.get("labels") or {}).get(Label.WORKER_POOL)
+    if not pool:
+        return None
+    spec = lease.get("spec") or {}
+    try:
+        capacity = max(int((meta.get("annotations") or {}).get(Annotation.CAPACITY, "1")), 0)
+    except ValueError:
+        capacity = 0  # a worker that says nothing usable of its room gets nothing
+    return WorkerFacts(name=meta.get("name", ""), pool=pool, capacity=capacity, holder=spec.get("holderIdentity"),
+                       renew_time=spec.get("renewTime"), duration=float(spec.get("leaseDurationSeconds") or 0))

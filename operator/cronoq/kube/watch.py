@@ -249,7 +249,8 @@ def _chunks(response: Any) -> Iterator[list[bytes]]:
 
 def listers(api: Any, namespace: str | None) -> dict[str, tuple[str, Lister, str | None]]:
     """What cronoq watches, in one namespace or (None) all: kind → (apiVersion, list call, label
-    selector). Attempt Jobs, pods and Leases are only those carrying cronoq's task-uid label."""
+    selector). Attempt Jobs, pods and Leases are only those carrying cronoq's task-uid label;
+    pull workers' own Leases those carrying their pool's label."""
     from kubernetes import client
 
     from cronoq.api import GROUP, VERSION
@@ -266,6 +267,7 @@ def listers(api: Any, namespace: str | None) -> dict[str, tuple[str, Lister, str
             "Job": ("batch/v1", batch.list_job_for_all_namespaces, ours),
             "Pod": ("v1", core.list_pod_for_all_namespaces, ours),
             "Lease": ("coordination.k8s.io/v1", coordination.list_lease_for_all_namespaces, ours),
+            "WorkerLease": ("coordination.k8s.io/v1", coordination.list_lease_for_all_namespaces, naming.WORKER_POOL),
         }
     ns = namespace
     return {
@@ -275,4 +277,6 @@ def listers(api: Any, namespace: str | None) -> dict[str, tuple[str, Lister, str
         "Job": ("batch/v1", lambda **kw: batch.list_namespaced_job(ns, **kw), ours),
         "Pod": ("v1", lambda **kw: core.list_namespaced_pod(ns, **kw), ours),
         "Lease": ("coordination.k8s.io/v1", lambda **kw: coordination.list_namespaced_lease(ns, **kw), ours),
+        "WorkerLease": ("coordination.k8s.io/v1", lambda **kw: coordination.list_namespaced_lease(ns, **kw),
+                        naming.WORKER_POOL),
     }
