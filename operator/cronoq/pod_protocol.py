@@ -8,6 +8,7 @@ outside the standard library: it runs in task images that carry only the SDK.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ class Label:
     """On an attempt's Lease written by a pull worker: the worker that ran it."""
     WORKER_POOL: Final = "cronoq.io/worker-pool"
     """On a pull worker's own Lease: the pool it serves."""
+    HANDLER: Final = "cronoq.io/handler"
+    """On a Task of a Workers pool: which of the worker's handlers runs it (when it has several)."""
 
 
 class Annotation:
@@ -68,6 +71,23 @@ class Annotation:
 
 REPORT_LIMIT: Final = 4096
 """Bytes of a report, as of a termination message: the same document, the same bound."""
+
+
+MAX_ATTEMPT_NAME: Final = 57
+"""The Job controller names a pod `<job>-<5 random characters>`, cutting `<job>-` to 58
+characters: a Job name of at most 57 keeps the pod name `<job>-xxxxx` whole, so the task-lease
+admission policy can tell a pod's attempt (its Lease shares the Job's name) from the pod name."""
+
+
+def attempt_name(task: str, attempt: int) -> str:
+    """The name of an attempt's Job and of its Lease (a pull worker's too): `<task>-a<n>`, or for
+    names too long to fit, a prefix of the task name and a hash of it."""
+    suffix = f"-a{attempt}"
+    if len(task) + len(suffix) <= MAX_ATTEMPT_NAME:
+        return task + suffix
+    digest = hashlib.sha256(task.encode()).hexdigest()[:8]
+    keep = MAX_ATTEMPT_NAME - len(suffix) - len(digest) - 1
+    return f"{task[:keep].rstrip('-')}-{digest}{suffix}"
 
 
 @dataclass(frozen=True)

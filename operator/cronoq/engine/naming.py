@@ -2,9 +2,7 @@
 leader finds the same Job for the same (task, attempt), and never a second one."""
 from __future__ import annotations
 
-import hashlib
-
-from cronoq.pod_protocol import Label
+from cronoq.pod_protocol import MAX_ATTEMPT_NAME, Label, attempt_name
 
 # The label keys are the pod protocol's: the attempt labels its own Lease with them.
 LABEL_PREFIX, TASK_UID, TASK, ATTEMPT = Label.PREFIX, Label.TASK_UID, Label.TASK, Label.ATTEMPT
@@ -13,10 +11,8 @@ LEASE_ID, POOL, WORKER, WORKER_POOL = Label.LEASE_ID, Label.POOL, Label.WORKER, 
 MAX_NAME = 63
 """Names that end up in a label value (Job names in their pods' `job-name` label, Task names)."""
 
-MAX_JOB_NAME = 57
-"""The Job controller names a pod `<job>-<5 random characters>`, cutting `<job>-` to 58
-characters: a Job name of at most 57 keeps the pod name `<job>-xxxxx` whole, so the task-lease
-admission policy can tell a pod's attempt (its Lease shares the Job's name) from the pod name."""
+MAX_JOB_NAME = MAX_ATTEMPT_NAME
+"""Job names stay within 57 characters, so their pods' names keep them whole (pod_protocol)."""
 
 TASK_CONTAINER = "task"
 """The container that runs the task; others in a full template are sidecars."""
@@ -24,12 +20,7 @@ TASK_CONTAINER = "task"
 
 def job_name(task: str, attempt: int) -> str:
     """`<task>-a<n>`, or for names too long to fit, a prefix of the task name and a hash of it."""
-    suffix = f"-a{attempt}"
-    if len(task) + len(suffix) <= MAX_JOB_NAME:
-        return task + suffix
-    digest = hashlib.sha256(task.encode()).hexdigest()[:8]
-    keep = MAX_JOB_NAME - len(suffix) - len(digest) - 1
-    return f"{task[:keep].rstrip('-')}-{digest}{suffix}"
+    return attempt_name(task, attempt)
 
 
 def lease_id(epoch: int, attempt: int) -> str:

@@ -200,13 +200,13 @@ class KubeLease:
     """
 
     def __init__(self, namespace: str, name: str, holder: str, *, kubeconfig: str | None = None,
-                 owner: Owner | None = None, ttl: float = 0.0) -> None:
+                 owner: Owner | None = None, ttl: float = 0.0, worker: str | None = None, api: Any = None) -> None:
         self.namespace, self.name, self.holder = namespace, name, holder
         self._kubeconfig = kubeconfig
-        self._owner, self._ttl = owner, ttl
+        self._owner, self._ttl, self._worker = owner, ttl, worker
         self._held = False
         """A renewal has succeeded: from now on a missing Lease means the task is gone."""
-        self._api: Any = None
+        self._api: Any = api
 
     def renew(self, timeout: float) -> Renewal:
         from kubernetes.client.rest import ApiException
@@ -235,7 +235,7 @@ class KubeLease:
         """This attempt's Lease, held by its lease id and owned by its task."""
         from kubernetes.client.rest import ApiException
 
-        body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl)
+        body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl, self._worker)
         now = renew_time()
         body["spec"].update(acquireTime=now, renewTime=now)
         try:
@@ -249,21 +249,35 @@ class KubeLease:
         self._held = True
         return Renewal.ok()
 
+    @property
+    def held(self) -> bool:
+        """The Lease exists as this holder's (it was created or renewed by us)."""
+        return self._held
+
     def _coordination(self) -> Any:
         if self._api is None:
-            from kubernetes import client, config
+            from kubernetes import client
 
-            configuration = client.Configuration()
-            if self._kubeconfig:
-                config.load_kube_config(config_file=self._kubeconfig, client_configuration=configuration)
-            else:
-                try:
-                    config.load_incluster_config(client_configuration=configuration)
-                except config.ConfigException:
-                    config.load_kube_config(client_configuration=configuration)
-            configuration.retries = 0  # the keeper retries, on its own schedule
-            self._api = client.CoordinationV1Api(client.ApiClient(configuration))
+            self._api = client.CoordinationV1Api(api_client(self._kubeconfig))
         return self._api
+
+
+def api_client(kubeconfig: str | None) -> Any:
+    """A kubernetes ApiClient without retries (callers retry on their own schedule). Credentials:
+    the kubeconfig at `kubeconfig` when given (KUBECONFIG), else the pod's ServiceAccount
+    (in-cluster), else the default kubeconfig."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)
+    configuration.retries = 0
+    return client.ApiClient(configuration)
 
 
 def _cause(err: Exception) -> str:

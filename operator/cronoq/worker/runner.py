@@ -38,14 +38,26 @@ class Context:
     lease_id: str
     lease_ttl: float
     """Seconds; 0 when heartbeats are off."""
+    worker: str | None = None
+    """The pull worker running it (`cronoq.worker.serve`); None in an attempt's own pod."""
     _keeper: LeaseKeeper | None = field(default=None, repr=False, compare=False)
+    _aborted: threading.Event | None = field(default=None, repr=False, compare=False)
 
     def heartbeat(self, timeout: float | None = None) -> bool:
         """Renew the attempt's lease now, besides the automatic renewals every TTL/3, and wait for
         it (at most `timeout` seconds, default the TTL). True when renewed; False when the renewal
-        failed or heartbeats are off. If the lease turns out lost, the process self-fences and
-        this never returns."""
+        failed, heartbeats are off, or (served by a worker) the attempt was aborted. In an
+        attempt's own pod, a lease that turns out lost self-fences the process: this never returns."""
+        if self.aborted:
+            return False
         return self._keeper.renew_now(timeout) if self._keeper is not None else False
+
+    @property
+    def aborted(self) -> bool:
+        """Served by a worker: the attempt was aborted (timeout, cancellation, lease lost) and
+        whatever the handler still returns is stale. A synchronous handler should check this
+        between steps and return; a coroutine handler is cancelled instead."""
+        return self._aborted is not None and self._aborted.is_set()
 
 
 def run(handler: Callable[[Context], Any], *, environ: Mapping[str, str] | None = None) -> NoReturn:

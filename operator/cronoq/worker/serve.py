@@ -1,0 +1,417 @@
+"""A long-running pull worker: it serves a pool with `delivery: Workers`, running the attempts the
+operator hands it, with no Job and no pod per attempt.
+
+    import cronoq.worker
+
+    def send(ctx: cronoq.worker.Context):
+        mail(ctx.payload["to"])                        # (ctx.id, ctx.attempt) fences side effects
+        return "sent"
+
+    cronoq.worker.serve("mail", send, concurrency=8)
+
+The operator decides and fences, the worker only runs and reports:
+- it announces itself with a Lease of its own (labelled with the pool, annotated with its room),
+  renewed every TTL/3; while it lapses the operator hands it nothing, and the attempts it was
+  running end as LeaseExpired and are retried. A worker that cannot renew it for a whole TTL
+  (cut off from the API server) stops every handler and exits (code 3), as a pod's SDK fences;
+- it watches its pool's Tasks and starts an attempt when the status names it as the attempt's
+  worker (the status is written before: attempt numbers never repeat);
+- it heartbeats each attempt on the attempt's Lease (created at TTL/3, renewed every TTL/3) and
+  reports the outcome on that Lease as an annotation (one write for a short attempt), which the
+  operator validates (attempt, lease id, worker) and records; the worker never writes a Task;
+- when the status says the attempt ended (timeout, cancellation, a lost lease) or the task goes,
+  the handler is aborted: a coroutine handler is cancelled; a synchronous one sees `ctx.aborted`
+  turn true and `ctx.heartbeat()` return False (a thread cannot be stopped from outside), and
+  what it returns later is reported and ignored by the operator as stale.
+SIGTERM (or SIGINT) drains: the worker tells the operator it has no room, lets running handlers
+finish (at most `grace` seconds), then deletes its Lease and returns.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from cronoq.pod_protocol import (
+    API_VERSION, Annotation, Label, Owner, attempt_name, lease_body, worker_lease_body,
+)
+from cronoq.worker import report
+from cronoq.worker.errors import Permanent, Retryable
+from cronoq.worker.lease import KubeLease, LeaseKeeper, api_client, renew_time
+from cronoq.worker.report import Report
+from cronoq.worker.runner import Context
+
+log = logging.getLogger("cronoq.worker")
+
+GROUP, VERSION = API_VERSION.split("/")
+Handler = Callable[[Context], Any]
+DEFAULT_LEASE_TTL = 30.0
+"""An attempt's lease TTL when neither its task nor its pool says (the pool's default)."""
+FINISHED_KEPT = 10_000
+"""Attempts remembered as done, so a replayed watch event never starts one twice."""
+
+
+def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: int = 4,
+          namespace: str | None = None, name: str | None = None, ttl: float = 15.0, grace: float = 30.0,
+          kubeconfig: str | None = None) -> int:
+    """Serve `pool` until SIGTERM/SIGINT (returns 0 once drained) or until this worker's Lease
+    is lost (every handler aborted, returns 3). `handler` is one function for every task, or a
+    mapping from the task's `cronoq.io/handler` label to functions. `ttl` is the worker Lease's
+    (seconds); `namespace` defaults to the pod's (or the kubeconfig's, else `default`)."""
+    worker = Worker(pool, handler, concurrency=concurrency, namespace=namespace or _namespace(kubeconfig),
+                    name=name or worker_name(pool), ttl=ttl, grace=grace,
+                    kubeconfig=kubeconfig or os.environ.get("KUBECONFIG") or None)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: worker.drain())
+    return worker.run()
+
+
+def worker_name(pool: str) -> str:
+    """`<pool>-<host>-<random>`: a DNS label of at most 63 characters, new for every process, so a
+    restarted worker is never taken for the one before it."""
+    host = re.sub(r"[^a-z0-9-]", "-", (os.environ.get("POD_NAME") or socket.gethostname()).lower())
+    suffix = "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=6))
+    base = f"{pool}-{host}"[: 63 - len(suffix) - 1].strip("-")
+    return f"{base}-{suffix}"
+
+
+@dataclass
+class Running:
+    """One attempt this worker runs."""
+
+    context: Context
+    aborted: threading.Event
+    keeper: LeaseKeeper | None
+    lease: KubeLease
+    cancel: Callable[[], None] = lambda: None
+    why: str = ""
+
+
+@dataclass
+class Worker:
+    pool: str
+    handler: Handler | Mapping[str, Handler]
+    concurrency: int
+    namespace: str
+    name: str
+    ttl: float
+    grace: float
+    kubeconfig: str | None
+    running: dict[tuple[str, int], Running] = field(default_factory=dict)
+    finished: OrderedDict[tuple[str, int], None] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _draining: threading.Event = field(default_factory=threading.Event)
+    _lost: str | None = None
+    _pool_ttl: tuple[float, float] = (0.0, DEFAULT_LEASE_TTL)
+    """(when read, the pool's leaseTTL in seconds)."""
+
+    def __post_init__(self) -> None:
+        self.api = api_client(self.kubeconfig)
+        from kubernetes import client
+
+        self.coordination = client.CoordinationV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.pool_runner = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cronoq-handler")
+
+    # ------------------------------------------------------------------ life
+
+    def run(self) -> int:
+        self._announce()
+        own = KubeLease(self.namespace, self.name, self.name, api=self.coordination)
+        own._held = True  # created just now: from here a missing Lease means it was taken from us
+        keeper = LeaseKeeper(self.ttl, own.renew)
+        keeper.start(self._fence)
+        watcher = threading.Thread(target=self._watch, name="cronoq-worker-watch", daemon=True)
+        watcher.start()
+        log.info("worker %s serves pool %s/%s with room for %d", self.name, self.namespace, self.pool, self.concurrency)
+        self._stop.wait()
+        keeper.stop()
+        if self._lost is not None:
+            log.error("worker %s lost its Lease (%s): every attempt aborted", self.name, self._lost)
+            self._abort_all(f"the worker's Lease was lost: {self._lost}")
+            sys.stdout.flush()
+            os._exit(report.EXIT_LEASE_LOST)  # a handler thread must not run on past the fence
+        deadline = time.monotonic() + self.grace
+        while self.running and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._abort_all("the worker stopped")
+        self.pool_runner.shutdown(wait=False, cancel_futures=True)
+        try:
+            self.coordination.delete_namespaced_lease(self.name, self.namespace, _request_timeout=5)
+        except Exception as err:  # noqa: BLE001 - it lapses on its own
+            log.warning("could not delete the worker's Lease: %s", err)
+        return 0
+
+    def drain(self) -> None:
+        """Take nothing new (room 0 on the Lease), let running handlers end, then stop."""
+        if self._draining.is_set():
+            return
+        self._draining.set()
+        try:
+            patch = {"metadata": {"annotations": {Annotation.CAPACITY: "0"}}}
+            self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=5)
+        except Exception as err:  # noqa: BLE001 - the operator may hand over a few more; they are retried
+            log.warning("could not say the worker drains: %s", err)
+        self._stop.set()
+
+    def _announce(self) -> None:
+        body = worker_lease_body(self.namespace, self.name, self.pool, self.concurrency, self.ttl)
+        now = renew_time()
+        body["spec"].update(acquireTime=now, renewTime=now)
+        self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
+
+    def _fence(self, why: str) -> None:
+        self._lost = why
+        self._stop.set()
+
+    # ------------------------------------------------------------------ what the operator says
+
+    def _watch(self) -> None:
+        """List, then watch, the pool's Tasks; list again whenever the watch breaks."""
+        from kubernetes import watch
+
+        selector = f"spec.pool={self.pool}"
+        while not self._stop.is_set():
+            try:
+                listing = self.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
+                for task in listing.get("items", []):
+                    self._on_task(task, deleted=False)
+                version = listing["metadata"]["resourceVersion"]
+                stream = watch.Watch().stream(
+                    self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, "tasks",
+                    field_selector=selector, resource_version=version, timeout_seconds=60,
+                    allow_watch_bookmarks=True, _request_timeout=75)
+                for event in stream:
+                    if self._stop.is_set():
+                        return
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self._on_task(event["object"], deleted=event["type"] == "DELETED")
+            except Exception as err:  # noqa: BLE001 - the watch is for ever; a gone version lists again
+                if not self._stop.is_set():
+                    log.warning("watching tasks failed (%s); again in 1s", err)
+                    time.sleep(1)
+
+    def _on_task(self, task: dict[str, Any], *, deleted: bool) -> None:
+        meta, spec, status = task["metadata"], task.get("spec") or {}, task.get("status") or {}
+        uid, number = meta["uid"], int(status.get("attempt") or 0)
+        attempts = status.get("attempts") or []
+        current = attempts[-1] if attempts and attempts[-1].get("number") == number else None
+        with self._lock:
+            for (task_uid, n), run in list(self.running.items()):
+                if task_uid != uid:
+                    continue
+                if deleted or n != number or current is None or current.get("outcome") or spec.get("cancel"):
+                    why = ("the task was deleted" if deleted else "cancelled" if spec.get("cancel") else
+                           f"the operator ended it ({(current or {}).get('reason') or 'a newer attempt'})")
+                    self._abort(run, why)
+            if deleted or current is None:
+                return
+            key = (uid, number)
+            if (current.get("worker") != self.name or current.get("outcome") or status.get("phase") != "Running"
+                    or key in self.running or key in self.finished or self._draining.is_set()):
+                return
+            self._start(task, current)
+
+    # ------------------------------------------------------------------ one attempt
+
+    def _start(self, task: dict[str, Any], attempt: dict[str, Any]) -> None:
+        meta, spec = task["metadata"], task.get("spec") or {}
+        number, lease_name = int(attempt["number"]), attempt_name(meta["name"], int(attempt["number"]))
+        ttl = _seconds(spec.get("leaseTTL")) if spec.get("leaseTTL") is not None else self._pool_lease_ttl()
+        context = Context(id=meta["uid"], name=meta["name"], namespace=self.namespace, attempt=number,
+                          payload=spec.get("payload"), lease_name=lease_name, lease_id=attempt.get("leaseId", ""), lease_ttl=ttl, worker=self.name)
+        lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(meta["name"], meta["uid"], number),
+                          ttl=ttl, worker=self.name, api=self.coordination)
+        keeper = LeaseKeeper(ttl, lease.renew) if ttl > 0 else None
+        aborted = threading.Event()
+        context = replace(context, _keeper=keeper, _aborted=aborted)
+        run = Running(context, aborted, keeper, lease)
+        self.running[(meta["uid"], number)] = run
+        handler = self._handler_for(meta.get("labels") or {})
+        self.pool_runner.submit(self._attempt, run, handler)
+
+    def _attempt(self, run: Running, handler: Handler | None) -> None:
+        context = run.context
+        if run.keeper is not None:
+            # The attempt's Lease is created at its first renewal, a third of its TTL from now: an
+            # attempt shorter than that writes it once, with its report.
+            timer = threading.Timer(context.lease_ttl / 3, lambda: run.keeper.start(lambda why: self._lease_lost(run, why)))
+            timer.daemon = True
+            timer.start()
+        try:
+            result = (Report(report.PERMANENT, f"worker {self.name} has no handler for this task's "
+                             f"{Label.HANDLER} label") if handler is None else self._call(handler, run))
+        finally:
+            if run.keeper is not None:
+                timer.cancel()
+                run.keeper.stop()
+        if run.aborted.is_set():
+            log.info("attempt %d of %s ended after it was aborted (%s); reporting it anyway (stale)",
+                     context.attempt, context.name, run.why)
+        self._report(run, result)
+        with self._lock:
+            self.running.pop((context.id, context.attempt), None)
+            self.finished[(context.id, context.attempt)] = None
+            while len(self.finished) > FINISHED_KEPT:
+                self.finished.popitem(last=False)
+
+    def _call(self, handler: Handler, run: Running) -> Report:
+        try:
+            value = handler(run.context)
+            if inspect.isawaitable(value):
+                value = self._await(value, run)
+            return Report(report.SUCCESS, output=report.encode_output(value))
+        except Permanent as err:
+            return Report(report.PERMANENT, err.message or _describe(err))
+        except Retryable as err:
+            return Report(report.RETRYABLE, err.message or _describe(err), retry_after=err.retry_after)
+        except asyncio.CancelledError:
+            return Report(report.RETRYABLE, f"aborted: {run.why}")
+        except Exception as err:  # noqa: BLE001 - any other failure is retryable
+            traceback.print_exc()
+            return Report(report.RETRYABLE, _describe(err))
+
+    def _await(self, awaitable: Any, run: Running) -> Any:
+        """Run a coroutine handler on a loop of its own, cancellable from the watch's thread."""
+        loop = asyncio.new_event_loop()
+        try:
+            future = asyncio.ensure_future(awaitable, loop=loop)
+            run.cancel = lambda: loop.call_soon_threadsafe(future.cancel)
+            if run.aborted.is_set():
+                future.cancel()
+            return loop.run_until_complete(future)
+        finally:
+            loop.close()
+
+    def _abort(self, run: Running, why: str) -> None:
+        if run.aborted.is_set():
+            return
+        run.why = why
+        run.aborted.set()
+        run.cancel()
+        if run.keeper is not None:
+            run.keeper.stop()
+        log.info("attempt %d of %s aborted: %s", run.context.attempt, run.context.name, why)
+
+    def _abort_all(self, why: str) -> None:
+        with self._lock:
+            for run in list(self.running.values()):
+                self._abort(run, why)
+
+    def _lease_lost(self, run: Running, why: str) -> None:
+        with self._lock:
+            self._abort(run, f"its lease was lost: {why}")
+
+    def _report(self, run: Running, result: Report) -> None:
+        """The outcome on the attempt's Lease: created with it when the attempt never heartbeat,
+        else added to it, tested against our holder. Tried until it lands, for up to a TTL."""
+        from kubernetes.client.rest import ApiException
+
+        context, text = run.context, result.encode().decode()
+        deadline = time.monotonic() + max(run.context.lease_ttl, self.ttl)
+        delay = 0.2
+        while True:
+            try:
+                if not run.lease.held:
+                    body = lease_body(self.namespace, context.lease_name, context.lease_id,
+                                      Owner(context.name, context.id, context.attempt), context.lease_ttl, self.name)
+                    now = renew_time()
+                    body["spec"].update(acquireTime=now, renewTime=now)
+                    body["metadata"]["annotations"] = {Annotation.REPORT: text}
+                    try:
+                        self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
+                        return
+                    except ApiException as err:
+                        if err.status != 409:
+                            raise
+                        run.lease._held = True  # a renewal made it meanwhile: add the report to it
+                patch = [{"op": "test", "path": "/spec/holderIdentity", "value": context.lease_id},
+                         {"op": "add", "path": "/metadata/annotations", "value": {Annotation.REPORT: text}}]
+                self.coordination.patch_namespaced_lease(context.lease_name, self.namespace, patch,
+                                                         _content_type="application/json-patch+json", _request_timeout=10)
+                return
+            except ApiException as err:
+                if err.status in (404, 422):  # the task went, or another attempt holds the Lease: nobody listens
+                    log.info("the report of attempt %d of %s has no Lease to go to (%s)", context.attempt,
+                             context.name, err.status)
+                    return
+                problem: Exception = err
+            except Exception as err:  # noqa: BLE001 - network: try again
+                problem = err
+            if time.monotonic() >= deadline:
+                log.error("could not report attempt %d of %s: %s", context.attempt, context.name, problem)
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _handler_for(self, labels: Mapping[str, str]) -> Handler | None:
+        if callable(self.handler):
+            return self.handler
+        return self.handler.get(labels.get(Label.HANDLER, ""))
+
+    def _pool_lease_ttl(self) -> float:
+        """The pool's leaseTTL (re-read at most every 30 s: a pool's spec may change)."""
+        read_at, ttl = self._pool_ttl
+        if time.monotonic() - read_at > 30:
+            try:
+                pool = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskpools", self.pool,
+                                                                _request_timeout=10)
+                ttl = _seconds((pool.get("spec") or {}).get("leaseTTL", f"{DEFAULT_LEASE_TTL:g}s"))
+                self._pool_ttl = (time.monotonic(), ttl)
+            except Exception as err:  # noqa: BLE001 - keep what we knew
+                log.warning("could not read pool %s: %s", self.pool, err)
+        return ttl
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(value: Any) -> float:
+    """A Kubernetes-style duration (`30s`, `1m30s`, `500ms`) in seconds."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    total, text = 0.0, str(value).strip()
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text):
+        total += float(number) * _UNITS[unit]
+    return total
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _namespace(kubeconfig: str | None) -> str:
+    """The pod's namespace, else the kubeconfig context's, else `default`."""
+    env = os.environ.get("CRONOQ_NAMESPACE") or os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip()
+    except OSError:
+        pass
+    try:
+        from kubernetes import config
+
+        _, context = config.list_kube_config_contexts(config_file=kubeconfig or os.environ.get("KUBECONFIG"))
+        return (context.get("context") or {}).get("namespace") or "default"
+    except Exception:  # noqa: BLE001
+        return "default"
