@@ -23,8 +23,9 @@ The operator decides and fences, the worker only runs and reports:
   the handler is aborted: a coroutine handler is cancelled; a synchronous one sees `ctx.aborted`
   turn true and `ctx.heartbeat()` return False (a thread cannot be stopped from outside), and
   what it returns later is reported and ignored by the operator as stale.
-SIGTERM (or SIGINT) drains: the worker tells the operator it has no room, lets running handlers
-finish (at most `grace` seconds), then deletes its Lease and returns.
+SIGTERM (or SIGINT) drains: the worker tells the operator it has no room, runs what was handed
+over meanwhile and lets running handlers finish (at most `grace` seconds), then deletes its Lease
+and returns.
 """
 from __future__ import annotations
 
@@ -60,6 +61,9 @@ GROUP, VERSION = API_VERSION.split("/")
 Handler = Callable[[Context], Any]
 DEFAULT_LEASE_TTL = 30.0
 """An attempt's lease TTL when neither its task nor its pool says (the pool's default)."""
+QUIET = 1.0
+"""Seconds a draining worker waits after its last hand-over before it stops: the operator may
+hand over a few attempts before it reads the worker's room of 0."""
 FINISHED_KEPT = 10_000
 """Attempts remembered as done, so a replayed watch event never starts one twice."""
 
@@ -116,6 +120,7 @@ class Worker:
     _stop: threading.Event = field(default_factory=threading.Event)
     _draining: threading.Event = field(default_factory=threading.Event)
     _lost: str | None = None
+    _last_start: float = 0.0
     _pool_ttl: tuple[float, float] = (0.0, DEFAULT_LEASE_TTL)
     """(when read, the pool's leaseTTL in seconds)."""
 
@@ -145,8 +150,10 @@ class Worker:
             self._abort_all(f"the worker's Lease was lost: {self._lost}")
             sys.stdout.flush()
             os._exit(report.EXIT_LEASE_LOST)  # a handler thread must not run on past the fence
+        # Drain: what the operator handed over before it read our room of 0 still comes in and
+        # runs; stop once nothing runs and nothing new came for a second.
         deadline = time.monotonic() + self.grace
-        while self.running and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (self.running or time.monotonic() - self._last_start < QUIET):
             time.sleep(0.1)
         self._abort_all("the worker stopped")
         self.pool_runner.shutdown(wait=False, cancel_futures=True)
@@ -161,6 +168,7 @@ class Worker:
         if self._draining.is_set():
             return
         self._draining.set()
+        self._last_start = time.monotonic()
         try:
             patch = {"metadata": {"annotations": {Annotation.CAPACITY: "0"}}}
             self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=5)
@@ -223,9 +231,10 @@ class Worker:
                 return
             key = (uid, number)
             if (current.get("worker") != self.name or current.get("outcome") or status.get("phase") != "Running"
-                    or key in self.running or key in self.finished or self._draining.is_set()):
+                    or key in self.running or key in self.finished or self._lost is not None):
                 return
             self._start(task, current)
+            self._last_start = time.monotonic()
 
     # ------------------------------------------------------------------ one attempt
 

@@ -1,0 +1,210 @@
+"""Pull delivery (`delivery: Workers`): workers that are real processes (tests/support/pull_worker.py)
+claim a pool's tasks on the real control plane, with no Job and no pod, and keep the guarantees:
+fencing, leases, retries, timeouts, cancellation, stale reports."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.support.waiting import wait_until
+
+GROUP, VERSION = "cronoq.io", "v1alpha1"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Workers:
+    """Worker processes of one test, stopped (SIGKILL) at its end."""
+
+    def __init__(self, namespace: str, kubeconfig: str, tmp: Path) -> None:
+        self.namespace, self.kubeconfig, self.tmp = namespace, kubeconfig, tmp
+        self.journal = tmp / "journal.jsonl"
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, pool: str = "default", concurrency: int = 4, ttl: float = 3.0,
+              kubeconfig: str | None = None) -> subprocess.Popen:
+        env = {**os.environ, "KUBECONFIG": kubeconfig or self.kubeconfig, "CRONOQ_NAMESPACE": self.namespace,
+               "PYTHONPATH": f"{ROOT}:{ROOT / 'operator'}"}
+        log = open(self.tmp / f"{name}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.pull_worker", pool, name, str(self.journal),
+                                 str(concurrency), str(ttl)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        return proc
+
+    def lines(self) -> list[dict]:
+        if not self.journal.exists():
+            return []
+        return [json.loads(line) for line in self.journal.read_text().splitlines() if line.strip()]
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def workers(cq, kubeconfig, tmp_path):
+    w = Workers(cq.namespace, kubeconfig, tmp_path)
+    yield w
+    w.stop()
+
+
+def served_task(cq, name: str, payload: dict | None = None, pool: str = "default", **spec) -> dict:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": name, "labels": spec.pop("labels", {})},
+            "spec": {"pool": pool, "payload": payload or {}, **spec}}
+    return cq.custom.create_namespaced_custom_object(GROUP, VERSION, cq.namespace, "tasks", body)
+
+
+def wait_worker(api, namespace: str, name: str) -> None:
+    leases = client.CoordinationV1Api(api)
+    wait_until(lambda: any(lease.metadata.name == name for lease in leases.list_namespaced_lease(
+        namespace, label_selector="cronoq.io/worker-pool").items), timeout=30, what=f"worker {name}'s Lease")
+
+
+def overlaps(lines: list[dict]) -> list[str]:
+    """Tasks with two attempts running at the same time, by the journal."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    starts = {(line["task"], line["attempt"]): line["t"] for line in lines if line["event"] == "start"}
+    for line in lines:
+        if line["event"] == "end":
+            spans.setdefault(line["task"], []).append((starts[(line["task"], line["attempt"])], line["t"]))
+    bad = []
+    for task, runs in spans.items():
+        runs.sort()
+        bad += [task for (_, end), (start, _) in zip(runs, runs[1:]) if start < end]
+    return bad
+
+
+def test_workers_run_a_pools_tasks_without_jobs_and_report_outputs(cq, api, workers):
+    cq.pool(delivery="Workers", leaseTTL="3s", retry={"maxAttempts": 2, "initialBackoff": "0s"})
+    workers.start("w-one", concurrency=3)
+    wait_worker(api, cq.namespace, "w-one")
+    for i in range(6):
+        served_task(cq, f"job-{i}", {"echo": i, "sleep": 0.2})
+    served_task(cq, "permanent", {"fail": "permanent"})
+
+    statuses = {f"job-{i}": cq.wait_phase(f"job-{i}", "Succeeded", timeout=60) for i in range(6)}
+    failed = cq.wait_phase("permanent", "Failed", timeout=30)
+
+    for i in range(6):
+        (attempt,) = statuses[f"job-{i}"]["attempts"]
+        assert attempt["worker"] == "w-one" and "job" not in attempt
+        assert json.loads(statuses[f"job-{i}"]["output"]) == {"echo": i, "by": "w-one"}
+        assert attempt["durationMs"] >= 200
+    assert [a["reason"] for a in failed["attempts"]] == ["Permanent"]
+    assert cq.batch.list_namespaced_job(cq.namespace).items == [], "no Job was made"
+    assert cq.core.list_namespaced_pod(cq.namespace).items == [], "no pod was made"
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("job-0-a1", cq.namespace)
+    assert lease.metadata.labels["cronoq.io/worker"] == "w-one"
+    assert json.loads(lease.metadata.annotations["cronoq.io/report"])["outcome"] == "success"
+    running = max(sum(1 for line in workers.lines()[:k + 1] if line["event"] == "start")
+                  - sum(1 for line in workers.lines()[:k + 1] if line["event"] == "end")
+                  for k in range(len(workers.lines())))
+    assert running <= 3, "never more at once than the worker's room"
+
+
+def test_a_killed_workers_attempt_is_retried_elsewhere_after_its_lease_never_twice_at_once(cq, api, workers):
+    cq.pool(delivery="Workers", leaseTTL="3s", retry={"maxAttempts": 3, "initialBackoff": "0s"})
+    doomed = workers.start("w-doomed")
+    wait_worker(api, cq.namespace, "w-doomed")
+    served_task(cq, "long", {"sleep": 4})
+    wait_until(lambda: any(line["event"] == "start" for line in workers.lines()), timeout=30, what="attempt 1 started")
+
+    doomed.send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    workers.start("w-heir")
+    status = cq.wait_phase("long", "Succeeded", timeout=90)
+
+    first, second = status["attempts"]
+    assert (first["worker"], first["reason"], second["worker"]) == ("w-doomed", "LeaseExpired", "w-heir")
+    starts = [line for line in workers.lines() if line["event"] == "start"]
+    assert [(s["worker"], s["attempt"]) for s in starts] == [("w-doomed", 1), ("w-heir", 2)]
+    assert starts[1]["t"] >= killed_at, "attempt 2 started only after attempt 1's worker was gone"
+    assert overlaps(workers.lines()) == []
+
+
+def test_timeout_and_cancellation_abort_running_handlers_and_a_late_report_is_stale(cq, api, workers):
+    cq.pool(delivery="Workers", leaseTTL="3s", retry={"maxAttempts": 1})
+    workers.start("w-abort")
+    wait_worker(api, cq.namespace, "w-abort")
+    stale_before = cq.operator.metric("cronoq_stale_completions_total")
+
+    served_task(cq, "slow-async", {"sleep": 30}, labels={"cronoq.io/handler": "async"}, timeout="2s")
+    served_task(cq, "cancelled", {"sleep": 30})
+    served_task(cq, "deaf", {"sleep": 5, "deaf": True})
+    wait_until(lambda: {line["task"] for line in workers.lines() if line["event"] == "start"} >= {"cancelled", "deaf"},
+               timeout=30, what="both started")
+    cq.patch_task("cancelled", {"cancel": True})
+    cq.patch_task("deaf", {"cancel": True})
+
+    timed_out = cq.wait_phase("slow-async", "DeadLettered", timeout=30)
+    cq.wait_phase("cancelled", "Cancelled", timeout=30)
+    cq.wait_phase("deaf", "Cancelled", timeout=30)
+
+    assert timed_out["attempts"][0]["reason"] == "Timeout"
+    ends = {line["task"]: line["how"] for line in workers.lines() if line["event"] == "end"}
+    wait_until(lambda: len({line["task"] for line in workers.lines() if line["event"] == "end"}) == 3, timeout=30,
+               what="every handler ended")
+    ends = {line["task"]: line["how"] for line in workers.lines() if line["event"] == "end"}
+    assert ends == {"slow-async": "cancelled", "cancelled": "abandoned", "deaf": "returned"}
+    wait_until(lambda: "StaleCompletion" in cq.reasons("deaf"), timeout=30, what="the deaf handler's report ignored")
+    assert cq.status("deaf")["phase"] == "Cancelled"
+    assert cq.operator.metric("cronoq_stale_completions_total") >= stale_before + 1
+
+
+def test_two_workers_share_a_pool_and_scale_down_under_load_each_attempt_once(cq, api, workers):
+    cq.pool(delivery="Workers", leaseTTL="3s", concurrency=6, retry={"maxAttempts": 3, "initialBackoff": "0s"})
+    first = workers.start("w-a", concurrency=3)
+    workers.start("w-b", concurrency=3)
+    wait_worker(api, cq.namespace, "w-a")
+    wait_worker(api, cq.namespace, "w-b")
+    for i in range(24):
+        served_task(cq, f"t-{i}", {"sleep": 0.5})
+    wait_until(lambda: sum(1 for line in workers.lines() if line["event"] == "end") >= 6, timeout=60,
+               what="a few done")
+
+    first.send_signal(signal.SIGTERM)  # drains: takes nothing new, finishes what it runs
+    assert first.wait(30) == 0, workers.log("w-a")
+    statuses = [cq.wait_phase(f"t-{i}", "Succeeded", timeout=120) for i in range(24)]
+
+    assert all(len(s["attempts"]) == 1 for s in statuses), "a drained worker lost no attempt"
+    by = {s["attempts"][0]["worker"] for s in statuses}
+    assert by == {"w-a", "w-b"}
+    starts = [(line["task"], line["attempt"]) for line in workers.lines() if line["event"] == "start"]
+    assert len(starts) == len(set(starts)) == 24, "every attempt ran once"
+    assert client.CoordinationV1Api(api).list_namespaced_lease(
+        cq.namespace, field_selector="metadata.name=w-a").items == [], "the drained worker removed its Lease"
+
+
+def test_a_worker_cut_off_from_the_api_server_fences_itself(cq, api, workers, kubeconfig, tmp_path):
+    from tests.support.toxiproxy import Toxiproxy, server_of, through
+
+    cq.pool(delivery="Workers", leaseTTL="3s", retry={"maxAttempts": 2, "initialBackoff": "0s"})
+    with Toxiproxy.start(tmp_path / "toxiproxy.log") as toxi:
+        proxy = toxi.proxy("apiserver", upstream=server_of(kubeconfig))
+        cut_off = workers.start("w-cut", ttl=3.0, kubeconfig=through(kubeconfig, proxy, tmp_path / "proxied"))
+        wait_worker(api, cq.namespace, "w-cut")
+        served_task(cq, "stranded", {"sleep": 20})
+        wait_until(lambda: any(line["event"] == "start" for line in workers.lines()), timeout=30, what="started")
+
+        proxy.enabled(False)
+        assert cut_off.wait(30) == 3, "it fenced itself: exit 3, every handler aborted"
+        lost_at = time.time()
+        workers.start("w-after")
+        status = cq.wait_phase("stranded", "Succeeded", timeout=90)
+
+    assert [a["worker"] for a in status["attempts"]] == ["w-cut", "w-after"]
+    assert status["attempts"][0]["reason"] == "LeaseExpired"
+    second = next(line for line in workers.lines() if line["event"] == "start" and line["attempt"] == 2)
+    assert second["t"] >= lost_at - 1

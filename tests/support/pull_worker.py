@@ -1,0 +1,65 @@
+"""A pull worker for the tests, run as its own process: `python -m tests.support.pull_worker POOL
+NAME JOURNAL [CONCURRENCY [TTL]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
+
+Its handler does what the task's payload says — `{"sleep": s, "fail": "retryable"|"permanent",
+"deaf": true}` — and writes a line to JOURNAL (JSON) when an attempt starts and when it ends
+(`how`: returned, raised, cancelled, abandoned), so a test can tell what ran where and when.
+A coroutine handler serves the tasks labelled `cronoq.io/handler: async`, a synchronous one the
+rest; a `deaf` synchronous handler ignores `ctx.aborted` and returns when its time is up.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+
+import cronoq.worker
+from cronoq.worker import Context
+
+_journal_lock = threading.Lock()
+
+
+def journal(path: str, ctx: Context, event: str, **more) -> None:
+    line = {"event": event, "task": ctx.name, "attempt": ctx.attempt, "worker": ctx.worker, "t": time.time(), **more}
+    with _journal_lock, open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def main() -> int:
+    pool, name, path = sys.argv[1:4]
+    concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
+    ttl = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
+
+    def sync(ctx: Context):
+        payload = ctx.payload or {}
+        journal(path, ctx, "start")
+        until = time.monotonic() + float(payload.get("sleep", 0))
+        while time.monotonic() < until:
+            if ctx.aborted and not payload.get("deaf"):
+                journal(path, ctx, "end", how="abandoned")
+                return "abandoned"
+            time.sleep(0.05)
+        journal(path, ctx, "end", how="raised" if payload.get("fail") else "returned")
+        if payload.get("fail") == "permanent":
+            raise cronoq.worker.Permanent("told to fail")
+        if payload.get("fail") == "retryable":
+            raise cronoq.worker.Retryable("told to fail", retry_after=0)
+        return {"echo": payload.get("echo"), "by": ctx.worker}
+
+    async def coroutine(ctx: Context):
+        journal(path, ctx, "start")
+        try:
+            await asyncio.sleep(float((ctx.payload or {}).get("sleep", 0)))
+        except asyncio.CancelledError:
+            journal(path, ctx, "end", how="cancelled")
+            raise
+        journal(path, ctx, "end", how="returned")
+        return "slept"
+
+    return cronoq.worker.serve(pool, {"": sync, "async": coroutine}, concurrency=concurrency, name=name, ttl=ttl)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
