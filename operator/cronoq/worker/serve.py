@@ -61,6 +61,8 @@ GROUP, VERSION = API_VERSION.split("/")
 Handler = Callable[[Context], Any]
 DEFAULT_LEASE_TTL = 30.0
 """An attempt's lease TTL when neither its task nor its pool says (the pool's default)."""
+POD_PREFIX = 56
+"""Characters of the pod name a worker's name starts with (63, less a dash and 6 random)."""
 QUIET = 1.0
 """Seconds a draining worker waits after its last hand-over before it stops: the operator may
 hand over a few attempts before it reads the worker's room of 0."""
@@ -84,12 +86,13 @@ def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: i
 
 
 def worker_name(pool: str) -> str:
-    """`<pool>-<host>-<random>`: a DNS label of at most 63 characters, new for every process, so a
-    restarted worker is never taken for the one before it."""
-    host = re.sub(r"[^a-z0-9-]", "-", (os.environ.get("POD_NAME") or socket.gethostname()).lower())
+    """A DNS label of at most 63 characters, new for every process, so a restarted worker is never
+    taken for the one before it: in a pod, `<pod name, cut to 56>-<6 random>` (the chart's worker
+    policy checks that prefix against the pod its token is bound to), else `<pool>-<host>-<random>`."""
     suffix = "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=6))
-    base = f"{pool}-{host}"[: 63 - len(suffix) - 1].strip("-")
-    return f"{base}-{suffix}"
+    pod = os.environ.get("POD_NAME")
+    base = pod[:POD_PREFIX] if pod else re.sub(r"[^a-z0-9-]", "-", f"{pool}-{socket.gethostname()}".lower())
+    return f"{base[:POD_PREFIX].strip('-')}-{suffix}"
 
 
 @dataclass
