@@ -196,6 +196,12 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
         return draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
                             f"all {n} attempts used (maxAttempts is {settings.retry.max_attempts}){detail}")
 
+    if ready and settings.workers and (given := _pod_fields(task)):
+        return draft.finish(TaskPhase.FAILED, reasons.INVALID_SPEC, (
+            f"pool {seen.pool_name} delivers to workers (delivery: Workers), which run the payload with their own "
+            f"code; this task gives {', '.join(given)}, which only a Job can run: remove them, or submit it to a "
+            f"pool with delivery: Job"))
+
     if ready and seen.pool_found and seen.admit and (seen.worker is not None or not settings.workers):
         number = n + 1
         served = seen.worker if settings.workers else None
@@ -234,6 +240,25 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
     if not _acknowledged(status, task):  # a priority change: say it was seen
         return draft.plan(draft.stamped(), wants_slot=ready)
     return draft.plan(wants_slot=ready)
+
+
+POD_FIELDS = ("image", "command", "args", "env", "resources", "service_account_name", "node_selector",
+              "tolerations", "priority_class_name", "pod_metadata", "template", "http", "heartbeat_sidecar",
+              "start_timeout", "job_retention")
+"""Task fields only a Job-delivered attempt can honour."""
+
+
+def _pod_fields(task: Task) -> list[str]:
+    """The pod fields a task sets (by their API names), which a worker-served attempt cannot honour."""
+    spec = task.spec
+    given = [name for name in POD_FIELDS if getattr(spec, name) not in (None, (), {})]
+    fields = type(spec).model_fields
+    return [fields[name].alias or _camel(name) for name in given]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def settle(name: str, attempt: int, records: Sequence[Any], jobs: Iterable[AttemptJob]) -> Plan:

@@ -1,0 +1,171 @@
+"""The Task state machine for attempts pull workers serve (`delivery: Workers`): handed to a live
+worker and recorded before it may start, judged by the Lease the worker writes and by its own."""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+
+from cronoq.api import AttemptOutcome, Task, TaskPhase
+from cronoq.engine import reasons
+from cronoq.engine.attempts import reconcile
+from cronoq.engine.observed import AttemptJob, Termination
+from cronoq.engine.plan import Plan
+
+from tests.unit.builders import T0, at, make_task, observe, settings, with_status
+
+WORKERS = {"delivery": "Workers", "leaseTTL": "10s", "retry": {"maxAttempts": 2, "initialBackoff": "0s", "jitter": "none"}}
+ALIVE = at(100)
+
+
+def served(name: str = "t") -> Task:
+    return make_task(name).unset("image").spec(payload={"n": 1}).obj()
+
+
+def run(task: Task, now=T0, pool=None, jobs=(), **seen) -> Plan:
+    seen.setdefault("worker_alive_until", ALIVE)
+    return reconcile(task, settings(task, pool or WORKERS), observe(*jobs, now=now, **seen), random.Random(0))
+
+
+def handed(task: Task, worker: str = "w-1", now=T0) -> Task:
+    plan = run(task, now=now, admit=True, worker=worker)
+    assert plan.status is not None and plan.status.phase is TaskPhase.RUNNING, plan
+    return with_status(task, plan.status)
+
+
+def lease(task: str, number: int, worker: str = "w-1", report: dict | str | None = None, lease_id: str = "e1-a1",
+          renewed=None) -> AttemptJob:
+    text = report if isinstance(report, str) or report is None else json.dumps(report)
+    return AttemptJob(number=number, name=f"{task}-a{number}", uid=f"lease-{number}", lease_id=lease_id,
+                      worker=worker, renewed_seen_at=renewed,
+                      termination=None if text is None else Termination(exit_code=0, message=text))
+
+
+def test_a_worker_pool_records_the_attempt_with_its_worker_and_makes_no_job() -> None:
+    plan = run(served(), admit=True, worker="w-1")
+
+    (attempt,) = plan.status.attempts
+    assert (attempt.worker, attempt.job, attempt.lease_id) == ("w-1", None, "e1-a1")
+    assert plan.create_job is None and plan.started == attempt
+    assert plan.requeue_after is not None and plan.requeue_after <= 10, "looked at again by its lease's deadline"
+    assert "on worker w-1" in plan.status.message
+
+
+def test_admitted_with_no_worker_with_room_it_waits_and_says_why() -> None:
+    plan = run(served(), admit=True, worker=None)
+
+    assert plan.status.phase is TaskPhase.QUEUED and plan.status.attempts == () and plan.wants_slot
+    assert plan.status.conditions[0].reason == reasons.WAITING_FOR_WORKER
+    assert "cronoq.io/worker-pool=default" in plan.status.message
+
+
+def test_the_workers_report_ends_the_attempt_with_its_output() -> None:
+    task = handed(served())
+    report = {"outcome": "success", "message": "", "output": "{\"sum\":3}"}
+
+    plan = run(task, now=at(2), jobs=(lease("t", 1, report=report),))
+
+    assert plan.status.phase is TaskPhase.SUCCEEDED and plan.status.output == "{\"sum\":3}"
+    (attempt,) = plan.status.attempts
+    assert attempt.outcome is AttemptOutcome.SUCCESS and attempt.duration_ms == 2000
+    assert plan.delete_jobs == ()
+
+
+def test_a_report_that_is_not_the_sdks_document_is_retryable_not_a_success() -> None:
+    task = handed(served())
+
+    plan = run(task, now=at(1), jobs=(lease("t", 1, report="done!"),))
+
+    assert plan.status.attempts[0].reason == reasons.INVALID_REPORT
+    assert plan.status.phase is TaskPhase.RETRYING
+
+
+def test_a_report_from_another_worker_is_not_taken() -> None:
+    task = handed(served(), worker="w-1")
+
+    plan = run(task, now=at(1), jobs=(lease("t", 1, worker="w-2", report={"outcome": "success"}),))
+
+    assert plan.status is None or plan.status.phase is TaskPhase.RUNNING
+
+
+def test_a_lapsed_worker_lease_ends_the_attempt_as_lease_expired_and_retries() -> None:
+    task = handed(served())
+
+    still = run(task, now=at(4), worker_alive_until=at(5))
+    lapsed = run(task, now=at(5), worker_alive_until=at(5))
+    gone = run(task, now=at(1), worker_alive_until=None)
+
+    assert still.status is None and still.requeue_after == 1.0
+    for plan in (lapsed, gone):
+        assert plan.status.attempts[0].reason == reasons.LEASE_EXPIRED
+        assert "w-1" in plan.status.attempts[0].message
+        assert plan.status.phase is TaskPhase.RETRYING and plan.delete_jobs == ()
+
+
+def test_the_attempts_own_lease_must_be_renewed_within_its_ttl_counted_from_the_hand_over() -> None:
+    task = handed(served())
+
+    quiet = run(task, now=at(10))
+    renewed = run(task, now=at(10), jobs=(lease("t", 1, renewed=at(6)),))
+
+    assert quiet.status.attempts[0].reason == reasons.LEASE_EXPIRED
+    assert renewed.status is None and renewed.requeue_after == 6.0
+
+
+def test_a_timeout_counts_from_the_hand_over_and_the_late_report_is_stale() -> None:
+    task = handed(make_task("t").unset("image").timeout("3s").obj())
+
+    timed_out = run(task, now=at(3))
+    task = with_status(task, timed_out.status)
+    late = run(task, now=at(4), jobs=(lease("t", 1, report={"outcome": "success"}),))
+
+    assert timed_out.status.attempts[0].reason == reasons.TIMEOUT
+    assert late.stale_jobs == ("lease-1",)
+    assert [e.reason for e in late.events] == [reasons.STALE_COMPLETION]
+    assert late.delete_jobs == ()
+
+
+def test_cancelling_a_served_attempt_deletes_nothing_the_worker_reads_the_status() -> None:
+    task = handed(served())
+    task = task.model_copy(update={"spec": task.spec.model_copy(update={"cancel": True})})
+
+    plan = run(task, now=at(1))
+
+    assert plan.status.phase is TaskPhase.CANCELLED and plan.delete_jobs == ()
+    assert plan.status.attempts[0].outcome is AttemptOutcome.CANCELLED
+
+
+def test_a_task_that_gives_pod_fields_in_a_worker_pool_fails_saying_which() -> None:
+    task = make_task("t").spec(template={"spec": {"containers": [{"name": "task", "image": "x"}]}}).obj()
+
+    plan = run(task, admit=True, worker="w-1")
+
+    assert plan.status.phase is TaskPhase.FAILED and plan.status.attempts == ()
+    assert "image, template" in plan.status.message and "delivery: Job" in plan.status.message
+
+
+def test_the_retry_goes_to_whichever_worker_has_room() -> None:
+    task = handed(served(), worker="w-1")
+    task = with_status(task, run(task, now=at(1), worker_alive_until=None).status)
+
+    plan = run(task, now=at(2), admit=True, worker="w-2", epoch=1)
+
+    assert [(a.number, a.worker) for a in plan.status.attempts] == [(1, "w-1"), (2, "w-2")]
+    assert plan.status.attempts[1].lease_id == "e1-a2"
+
+
+def test_served_attempts_keep_their_judge_if_the_pool_goes_back_to_jobs() -> None:
+    task = handed(served())
+
+    plan = run(task, now=at(1), pool={"delivery": "Job"}, jobs=(lease("t", 1, report={"outcome": "success"}),))
+
+    assert plan.status.phase is TaskPhase.SUCCEEDED and plan.create_job is None
+
+
+def test_an_attempt_recorded_by_an_older_leader_is_judged_by_its_own_lease_id() -> None:
+    task = handed(served())
+    other = replace(lease("t", 1, report={"outcome": "success"}), lease_id="e0-a1")
+
+    plan = run(task, now=at(1), jobs=(other,))
+
+    assert plan.status is None or plan.status.phase is TaskPhase.RUNNING, "a Lease with another lease id is not ours"
