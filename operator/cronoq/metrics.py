@@ -17,7 +17,8 @@ TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by n
                 ["namespace", "pool", "status"], registry=REGISTRY)
 ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
                    "(success, retryable, permanent, cancelled).", ["namespace", "pool", "outcome"], registry=REGISTRY)
-STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs of attempts that were not current "
+STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs (or pull workers) of attempts that "
+                            "were not current "
                             "(ignored: they change nothing).", registry=REGISTRY)
 LEASE_EXPIRATIONS = Counter("cronoq_lease_expirations_total", "Attempts aborted because their heartbeat lease "
                             "was not renewed within its TTL.", registry=REGISTRY)
@@ -25,12 +26,17 @@ QUEUE_DEPTH = Gauge("cronoq_queue_depth", "Tasks of the pool ready to run and wa
                     "and pool.", ["namespace", "pool"], registry=REGISTRY)
 RUNNING_ATTEMPTS = Gauge("cronoq_running_attempts", "Attempts running now, by namespace and pool.",
                          ["namespace", "pool"], registry=REGISTRY)
+WORKERS = Gauge("cronoq_workers", "Live pull workers of a pool with delivery: Workers (their Lease renewed), by "
+                "namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
+WORKER_ROOM = Gauge("cronoq_worker_room", "Attempts the live workers of a pool could still take now, by namespace "
+                    "and pool.", ["namespace", "pool"], registry=REGISTRY)
 TASK_DURATION = Histogram("cronoq_task_duration_seconds", "From submission to the terminal phase, per task "
                           "(labels: namespace, pool, status as in cronoq_tasks_total).", ["namespace", "pool", "status"],
                           registry=REGISTRY,
                           buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400))
 DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment an attempt could start (submission, "
-                             "or the end of its backoff) to its Job's creation (labels: namespace, pool).",
+                             "or the end of its backoff) to its Job's creation, or its hand-over to a pull worker "
+                             "(labels: namespace, pool).",
                              ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))

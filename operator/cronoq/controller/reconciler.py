@@ -236,7 +236,11 @@ class Controller:
             return
         capacity = admission.capacity(pool.spec)
         if pool.spec.delivery == "Workers":  # no more than its live workers have room for
-            capacity = min(capacity, running + sum(max(r, 0) for r in self.store.worker_room(pool_key, self.clock()).values()))
+            room = self.store.worker_room(pool_key, self.clock())
+            free = sum(max(r, 0) for r in room.values())
+            metrics.WORKERS.labels(namespace, name).set(len(room))
+            metrics.WORKER_ROOM.labels(namespace, name).set(free)
+            capacity = min(capacity, running + free)
         for key in self.slots.admit(pool_key, capacity, self.clock()):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
 
