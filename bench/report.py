@@ -122,6 +122,8 @@ def markdown(r: dict[str, Any]) -> str:
                            f"{o['cpu_seconds']:.1f} | {o['rss_peak'] / MIB:.0f} MiB | {o['rss_after'] / MIB:.0f} MiB |")
             out.append("")
 
+    out += _pull(r)
+
     runs = idle_runs(r)
     if len(runs) > 1:
         out += ["## Idle with finished Tasks present, by size", "",
@@ -217,6 +219,55 @@ def markdown(r: dict[str, Any]) -> str:
     out += ["Raw numbers: `latest.json`; charts: `latest.png`" + (", `latest-soak.png`" if soak else "") +
             "; analysis: `bench/README.md`.", ""]
     return "\n".join(out)
+
+
+def _pull(r: dict[str, Any]) -> list[str]:
+    """Pull delivery beside Job-mode cronoq and bare Jobs of the same run and N."""
+    rows = [row for row in r.get("throughput", []) if row.get("pull")]
+    if not rows:
+        return []
+    out = ["## Pull delivery (`delivery: Workers`) beside Job mode and bare Jobs", "",
+           "Warm workers (`cronoq.worker.serve`, their handler returns at once) run the tasks: no Job, no pod. "
+           "Writes per task count the operator's and the workers' requests together (the workers run with the "
+           "operator's credentials); the workers' own Lease renewals are set apart. API-server CPU per item is the "
+           "kube-apiserver's CPU seconds during the run over N.", "",
+           "| N | mode | items / s | create → handler (or Job) p50 / p99 | create → Succeeded p50 / p99 | writes / item "
+           "| API-server CPU ms / item | etcd CPU ms / item | operator CPU ms / item | workers CPU ms / item | "
+           "first-attempt successes |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        for mode, run, start_key in (("bare Jobs", row.get("baseline"), None), ("cronoq, Job", row.get("cronoq"), "to_job"),
+                                     ("cronoq, Workers", row.get("pull"), "to_handler")):
+            if not run:
+                continue
+            lat = run["latency"]
+            start = lat.get(start_key) if start_key else None
+            cpu = run.get("cluster_cpu_seconds") or {}
+            n = run["n"]
+
+            def per(v: float | None) -> str:
+                return "—" if v is None else f"{v / n * 1000:.1f}"
+
+            first = run.get("succeeded_first_attempt", run.get("completed"))
+            out.append(f"| {n} | {mode} | {_s(run.get('throughput'), '', 1)} | "
+                       f"{_s(start['p50'], '', 3) + ' / ' + _s(start['p99'], '', 3) if start else '—'} | "
+                       f"{_s(lat['to_succeeded']['p50'], '', 3)} / {_s(lat['to_succeeded']['p99'], '', 3)} | "
+                       f"{_s((run.get('api') or {}).get('writes_per_task'), '', 2) if run.get('api') else '—'} | "
+                       f"{per(cpu.get('kube-apiserver'))} | {per(cpu.get('etcd'))} | "
+                       f"{per((run.get('operator') or {}).get('cpu_seconds'))} | "
+                       f"{_s(run['workers_cpu_seconds_per_task'] * 1000, '', 1) if 'workers_cpu_seconds_per_task' in run else '—'} | "
+                       f"{first}/{n} |")
+    for p in r.get("paced_pull", []):
+        lat = p["latency"]
+        out.append(f"| {p['n']} | Workers, paced at {p['paced_rate']:.1f}/s (half max) | {_s(p.get('throughput'), '', 1)} | "
+                   f"{_s(lat['to_handler']['p50'], '', 3)} / {_s(lat['to_handler']['p99'], '', 3)} | "
+                   f"{_s(lat['to_succeeded']['p50'], '', 3)} / {_s(lat['to_succeeded']['p99'], '', 3)} | "
+                   f"{_s(p['api']['writes_per_task'], '', 2)} | — | — | — | — | {p['succeeded_first_attempt']}/{p['n']} |")
+    pull = rows[-1]["pull"]
+    writes = [t for t in pull["api"]["table"] if t["write"]]
+    out += ["", f"Writes per task of the Workers burst at N={pull['n']}: " +
+            ", ".join(f"{t['verb']} {t['resource']} {t['per_task']:.3f}" for t in writes) + ".", ""]
+    return out
 
 
 def _fill(idle: dict[str, Any]) -> str:

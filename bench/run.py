@@ -37,9 +37,10 @@ from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
 from bench.replica import has_flag  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
+from bench.pull import pull  # noqa: E402
 from bench.throughput import Context, baseline, cronoq  # noqa: E402
 
-SCENARIOS = ("baseline", "cronoq", "paced", "lean", "backlog", "soak", "idle", "failover")
+SCENARIOS = ("baseline", "cronoq", "pull", "paced", "lean", "backlog", "soak", "idle", "failover")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -136,6 +137,12 @@ def rewrite(path: Path, into: Path, work: Path) -> int:
     return 0
 
 
+def _serves(source: str | None) -> bool:
+    """Whether the measured source has pull workers (`cronoq.worker.serve`)."""
+    root = Path(source) if source else REPO / "operator"
+    return (root / "cronoq" / "worker" / "serve.py").exists()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.report_only:
@@ -180,12 +187,18 @@ def main(argv: list[str] | None = None) -> int:
                 row["cronoq"] = cronoq(ctx, n, keep=keep, profile=n == largest)
                 if keep:
                     kept.append(row["cronoq"]["namespace"])
+            if "pull" in args.only and _serves(source):
+                row["pull"] = pull(ctx, n)
             if len(row) > 1:  # a run of neither baseline nor cronoq has no row
                 results["throughput"].append(row)
             save()
             max_rate = (row.get("cronoq") or {}).get("throughput")
             if "paced" in args.only and n in args.paced_sizes and max_rate:
                 results["paced"].append(cronoq(ctx, n, rate=max_rate / 2, label="paced"))
+                save()
+            pull_rate = (row.get("pull") or {}).get("throughput")
+            if "paced" in args.only and n in args.paced_sizes and pull_rate:
+                results.setdefault("paced_pull", []).append(pull(ctx, n, rate=pull_rate / 2, label="paced"))
                 save()
         if "lean" in args.only and has_flag("--events", sys.executable, source):
             results["lean"] = cronoq(ctx, args.lean, label="lean", operator_args=("--events=warnings",), leaseTTL="0s")
