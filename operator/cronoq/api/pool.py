@@ -81,8 +81,9 @@ class TaskPoolSpec(Model):
     finished tasks are kept until someone deletes them. A task's own value wins."""
     job_retention: JobRetention = timedelta(hours=1)
     """How long an attempt's Job and pod are kept after the attempt finishes, so its logs stay
-    readable (0s to 720h; set as the Job's ttlSecondsAfterFinished, applies to Jobs created
-    afterwards). Default 1h. A task's own value wins."""
+    readable (0s to 720h; set as the Job's ttlSecondsAfterFinished). Changing it applies to the
+    Jobs already there, finished ones included: lowered, Jobs past it are deleted at once.
+    Default 1h. A task's own value wins."""
     template: PoolTemplate | None = None
     """Pod settings the pool's tasks inherit (image, serviceAccountName, resources, nodeSelector,
     tolerations, priorityClassName, ...)."""
