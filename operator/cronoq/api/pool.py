@@ -1,7 +1,8 @@
 """The TaskPool resource: where tasks run, how many at once, and the defaults they inherit.
 
 Unlike a Task, a pool's spec may change at any time (raise concurrency, change the defaults);
-the change applies to attempts started afterwards. Its retry policy is complete — the API
+the change applies to attempts started afterwards, but for the retention of finished work
+(`ttlAfterFinished`, `jobRetention`), which applies to what is already there. Its retry policy is complete — the API
 server fills in DESIGN's defaults — so a task's `retry` only has to say what differs.
 """
 from __future__ import annotations
