@@ -1,7 +1,7 @@
 """What a decision reads and what it decides, in their own module because every layer above the
 engine speaks them: `Effective` settings of an attempt, the `Observation` a reconcile reads
-besides the Task, and the `Plan` it returns (status first, then Job, deletes, re-timed Jobs and
-`Event`s)."""
+besides the Task, and the `Plan` it returns (status first, then Job, deletes, `Event`s and
+re-timed Jobs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
