@@ -18,14 +18,14 @@ DESIGN_METRICS = ("cronoq_tasks_total", "cronoq_attempts_total", "cronoq_stale_c
                   "cronoq_task_duration_seconds", "cronoq_dispatch_latency_seconds", "cronoq_leader")
 
 # The operator's contract with the API server, (apiGroup, resource, verb): the whole of it, and
-# only the calls operator/cronoq/kube/ makes (issue 26: no Lease writes, no jobs patch, no
-# events.k8s.io, status written by PUT).
+# only the calls operator/cronoq/kube/ makes (issue 26: no Lease writes, no events.k8s.io,
+# status written by PUT; jobs are patched only to bring their TTL to a changed jobRetention).
 NAMESPACED_PERMISSIONS = {
     *{("cronoq.io", r, v) for r in ("tasks", "taskpools", "taskschedules") for v in ("get", "list", "watch")},
     *{("cronoq.io", "tasks", v) for v in ("create", "patch", "delete")},  # fires, Replace's cancel, TTL
     *{("cronoq.io", f"{r}/status", "update") for r in ("tasks", "taskpools", "taskschedules")},
     ("cronoq.io", "tasks/finalizers", "update"),
-    *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")},
+    *{("batch", "jobs", v) for v in ("get", "list", "watch", "create", "patch", "delete")},
     *{("", "pods", v) for v in ("get", "list", "watch")},
     ("", "events", "create"),
     *{("coordination.k8s.io", "leases", v) for v in ("list", "watch")},

@@ -132,3 +132,58 @@ def test_an_outcome_lost_while_the_operator_was_down_past_job_retention_is_retri
     assert (first["outcome"], first["reason"]) == ("Retryable", "JobDeleted"), first
     assert "jobRetention" in first["message"]
     assert (second["number"], second["outcome"], status["output"]) == (2, "Success", "done")
+
+
+def finished_job(cq: Cronoq, task: str) -> client.V1Job | None:
+    """The task's one Job, once the Job controller has marked it finished (its TTL counts from then)."""
+    jobs = cq.jobs(task)
+    if len(jobs) == 1 and any(c.type in ("Complete", "Failed") and c.status == "True"
+                              for c in jobs[0].status.conditions or ()):
+        return jobs[0]
+    return None
+
+
+def test_lowering_the_pools_job_retention_removes_the_jobs_already_there(cq):
+    """Issue 27: a pool's jobRetention lowered (etcd filling up) applies to the Jobs and pods
+    already kept, not only to Jobs created afterwards; a task's own jobRetention still wins."""
+    cq.pool(jobRetention="1h", leaseTTL="0s")
+    cq.task("old", message="done", delay="100ms")
+    cq.task("own", jobRetention="2h", message="done", delay="100ms")
+    cq.wait_phase("old", "Succeeded")
+    cq.wait_phase("own", "Succeeded")
+    job = wait_until(lambda: finished_job(cq, "old"), timeout=30, what="old's Job finished")
+    assert job.spec.ttl_seconds_after_finished == 3600
+    assert all(owned(cq, "old")[kind] for kind in ("jobs", "pods")), owned(cq, "old")  # kept for the hour
+    wait_until(lambda: finished_job(cq, "own"), timeout=30, what="own's Job finished")
+
+    cq.custom.patch_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "taskpools", "default",
+                                             {"spec": {"jobRetention": "0s"}})
+    patched = time.monotonic()
+    wait_until(lambda: not any(owned(cq, "old")[kind] for kind in ("jobs", "pods")), timeout=30,
+               what="old's Job and pod deleted by the TTL controller under the pool's new jobRetention")
+    assert time.monotonic() - patched < 15, time.monotonic() - patched
+
+    # A barrier: a task run since has been reconciled after the pool change, so `own` was too.
+    cq.task("barrier", message="ok", delay="100ms")
+    cq.wait_phase("barrier", "Succeeded")
+    (kept,) = cq.jobs("own")
+    assert kept.spec.ttl_seconds_after_finished == 7200  # the task's own value wins over the pool's
+    assert owned(cq, "own")["pods"]
+    status = cq.status("old")
+    assert status["phase"] == "Succeeded" and status["output"] == "done"  # the outcome stays
+    assert "StaleCompletion" not in cq.reasons("old")
+
+
+def test_raising_the_pools_job_retention_keeps_the_jobs_already_there_longer(cq):
+    cq.pool(jobRetention="6s", leaseTTL="0s")
+    cq.task("logs", message="done", delay="100ms")
+    cq.wait_phase("logs", "Succeeded")
+    job = wait_until(lambda: finished_job(cq, "logs"), timeout=30, what="the Job finished")
+    assert job.spec.ttl_seconds_after_finished == 6
+    cq.custom.patch_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "taskpools", "default",
+                                             {"spec": {"jobRetention": "1h"}})
+    wait_until(lambda: [j for j in cq.jobs("logs") if j.spec.ttl_seconds_after_finished == 3600], timeout=5,
+               what="the Job's TTL raised to the pool's new jobRetention")
+    finished_at = max(c.last_transition_time for c in job.status.conditions if c.status == "True").timestamp()
+    wait_until(lambda: time.time() > finished_at + 10, timeout=20, what="the old jobRetention long past")
+    assert cq.jobs("logs") and owned(cq, "logs")["pods"]  # still there to read its logs

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cronoq.api import Task, TaskPoolSpec, TaskStatus
-from cronoq.engine.plan import Effective, Observation
+from cronoq.engine.plan import DEFAULT_JOB_RETENTION, Effective, Observation
 from cronoq.engine.naming import job_name
 from cronoq.engine.observed import AttemptJob, Termination
+from cronoq.engine.retention import ttl_seconds
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 """The tests' epoch: every clock in the unit tests counts from here."""
@@ -107,7 +108,7 @@ class JobBuilder:
 
     def __init__(self, task: str, number: int) -> None:
         self._job = AttemptJob(number=number, name=job_name(task, number), uid=f"job-uid-{task}-{number}",
-                               created_at=T0)
+                               created_at=T0, ttl_after_finished=ttl_seconds(DEFAULT_JOB_RETENTION))
 
     def named(self, name: str) -> JobBuilder:
         self._job = replace(self._job, name=name)

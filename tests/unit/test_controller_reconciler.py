@@ -26,6 +26,7 @@ class FakeWriter:
         self.job_fail: list[Exception] = []
         """Exceptions the next Job creations raise, in order."""
         self.events: list[tuple[str, str, str]] = []
+        self.jobs: dict[str, dict[str, Any]] = {}
         self.version = 100
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -54,10 +55,19 @@ class FakeWriter:
         self.calls.append(("job", job["metadata"]["name"]))
         created = copy.deepcopy(job)
         created["metadata"].update(uid=f"uid-{job['metadata']['name']}", creationTimestamp="2026-12-03T12:00:00Z")
-        return self._bump(created)
+        self.jobs[job["metadata"]["name"]] = self._bump(created)
+        return copy.deepcopy(created)
 
     async def delete_job(self, namespace: str, name: str) -> None:
         self.calls.append(("delete-job", name))
+
+    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
+        self.calls.append(("retime-job", f"{name}={seconds}"))
+        job = self.jobs.get(name)
+        if job is None:
+            return None
+        job["spec"]["ttlSecondsAfterFinished"] = seconds
+        return copy.deepcopy(self._bump(job))
 
     async def post_event(self, raw: dict[str, Any], event: Any, now: datetime) -> None:
         self.calls.append(("event", event.reason))
@@ -70,10 +80,10 @@ class FakeWriter:
         return {**raw, "status": status}
 
 
-def pool(concurrency: int = 1) -> dict[str, Any]:
+def pool(concurrency: int = 1, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool",
             "metadata": {"name": "p", "namespace": NS, "uid": "pool-uid", "resourceVersion": "1", "generation": 1},
-            "spec": {"concurrency": concurrency, "leaseTTL": "0s"}}
+            "spec": {"concurrency": concurrency, "leaseTTL": "0s", **spec}}
 
 
 def task(name: str) -> dict[str, Any]:
@@ -103,8 +113,9 @@ class World:
                                      warnings_only=warnings_only)
         self.controller.intake.on_pool(None, pool(concurrency))
 
-    def submit(self, name: str) -> None:
+    def submit(self, name: str, **spec: Any) -> None:
         raw = task(name)
+        raw["spec"].update(spec)
         self.writer.tasks[name] = copy.deepcopy(raw)
         self.controller.intake.on_task(None, raw)
 
@@ -147,6 +158,34 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         assert world.status("a")["phase"] == "Succeeded"
         assert counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded") == before + 1
         assert [c for c in world.writer.calls if c[0] == "job"] == [("job", "a-a1")]
+    asyncio.run(scenario())
+
+
+def test_a_pools_changed_job_retention_retimes_the_finished_tasks_jobs_once_and_the_hot_path_never() -> None:
+    async def scenario() -> None:
+        world = World(concurrency=2)
+        world.submit("a")
+        world.submit("own", jobRetention="2h")
+        await world.settle()
+        world.controller.intake.on_pod(None, pod("a-a1", "a", 0))
+        world.controller.intake.on_pod(None, pod("own-a1", "own", 0))
+        await world.settle()
+        assert world.status("a")["phase"] == "Succeeded" and world.status("own")["phase"] == "Succeeded"
+        assert not [c for c in world.writer.calls if c[0] == "retime-job"]  # created at the value in effect
+
+        changed = pool(2, jobRetention="0s")
+        changed["metadata"]["resourceVersion"] = "5"
+        world.controller.intake.on_pool(None, changed)
+        await world.settle()
+        # The finished task's Job is brought to the pool's new value; the task's own value wins.
+        assert [c for c in world.writer.calls if c[0] == "retime-job"] == [("retime-job", "a-a1=0")]
+        assert world.writer.jobs["a-a1"]["spec"]["ttlSecondsAfterFinished"] == 0
+
+        world.controller.intake.on_job(None, copy.deepcopy(world.writer.jobs["a-a1"]))  # its watch event
+        for name in ("a", "own"):  # and a resync
+            world.controller.queue.add(("task", NS, name))
+        await world.settle()
+        assert [c for c in world.writer.calls if c[0] == "retime-job"] == [("retime-job", "a-a1=0")]
     asyncio.run(scenario())
 
 
@@ -229,6 +268,7 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
                                 "creationTimestamp": "2026-12-03T12:00:00Z",
                                 "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": stored.lease_id,
                                            "cronoq.io/task": "a", "cronoq.io/task-uid": "uid-a", "cronoq.io/pool": "p"}},
+                   "spec": {"ttlSecondsAfterFinished": stored.ttl_after_finished},
                    "status": {"active": 1, "ready": 1}}
         world.controller.intake.on_job(None, raw_job)
         assert len(world.controller.queue) == 0, "a Job whose counts moved changes no decision"

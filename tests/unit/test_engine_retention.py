@@ -1,5 +1,6 @@
 """Lifetime of finished work (`engine.retention`, DESIGN §10): when a finished task may be
-deleted, and when an attempt whose Job is not seen counts as lost rather than never created."""
+deleted, when an attempt whose Job is not seen counts as lost rather than never created, and
+which Jobs are re-timed when the jobRetention in effect changes."""
 from __future__ import annotations
 
 import random
@@ -7,11 +8,13 @@ from datetime import timedelta
 
 from cronoq.api import AttemptOutcome, TaskPhase, TaskPoolSpec
 from cronoq.engine import reasons
-from cronoq.engine.attempts import reconcile
+from cronoq.engine.attempts import reconcile, settle
 from cronoq.engine.jobs import build_job
-from cronoq.engine.retention import expires_at, job_may_be_gone, task_expires_at
+from cronoq.engine.naming import lease_id
+from cronoq.engine.retention import expires_at, job_may_be_gone, job_retention_of, retime, task_expires_at
+from cronoq.kube.observe import job_facts
 
-from tests.unit.builders import T0, at, make_task, observe, settings, with_status
+from tests.unit.builders import T0, at, attempt_job, make_task, observe, settings, with_status
 
 HOUR = timedelta(hours=1)
 
@@ -75,3 +78,99 @@ def test_job_retention_becomes_the_jobs_ttl() -> None:
     job = build_job(task, None, 1, "e1-a1", job_retention=timedelta(milliseconds=1500))
     assert job["spec"]["ttlSecondsAfterFinished"] == 2
     assert build_job(task, None, 1, "e1-a1", job_retention=timedelta(0))["spec"]["ttlSecondsAfterFinished"] == 0
+
+
+# --------------------------------------------------------------------------- re-timing Jobs
+
+def _kept(ttl: int | None, number: int = 1, task: str = "t"):
+    """A finished attempt's Job whose ttlSecondsAfterFinished is `ttl`."""
+    return attempt_job(task, number).with_(ttl_after_finished=ttl, finished="Complete", lease_id=lease_id(1, number))
+
+
+def test_retime_lists_the_jobs_not_at_the_retention_in_effect() -> None:
+    jobs = [_kept(3600, 1), _kept(0, 2), _kept(None, 3)]
+    assert retime(jobs, timedelta(0)) == (("t-a1", 0), ("t-a3", 0))
+    assert retime(jobs, timedelta(milliseconds=1500)) == (("t-a1", 2), ("t-a2", 2), ("t-a3", 2))  # whole seconds, up
+    assert retime(jobs, None) == ()  # unknown (no pool): the Jobs keep what they have
+
+
+def test_retime_leaves_jobs_that_are_going() -> None:
+    jobs = [_kept(3600, 1), attempt_job("t", 2).with_(ttl_after_finished=3600, deleting=True),
+            attempt_job("t", 3).with_(ttl_after_finished=3600, gone=True), _kept(3600, 4)]
+    assert retime(jobs, timedelta(0), deleting=("t-a4",)) == (("t-a1", 0),)
+
+
+def test_the_tasks_own_job_retention_wins_and_no_pool_means_unknown() -> None:
+    pool = TaskPoolSpec.model_validate({"jobRetention": "10m"})
+    assert job_retention_of(None, pool) == timedelta(minutes=10)
+    assert job_retention_of(timedelta(seconds=5), pool) == timedelta(seconds=5)
+    assert job_retention_of(timedelta(seconds=5), None) == timedelta(seconds=5)
+    assert job_retention_of(None, None) is None
+
+
+def test_a_job_built_with_the_retention_in_effect_is_never_retimed() -> None:
+    """The hot path writes nothing more: the Job a reconcile creates already holds the value the
+    next reconcile would set."""
+    for retention in ("0s", "1500ms", "1h", "720h"):
+        task = make_task("t").spec(jobRetention=retention).obj()
+        effective = settings(task)
+        facts = job_facts(build_job(task, None, 1, "e1-a1", job_retention=effective.job_retention))
+        assert facts is not None and facts.ttl_after_finished is not None
+        assert retime([facts], effective.job_retention) == ()
+
+
+def _running(pool_spec: dict, **spec: str):
+    task = make_task("t").spec(**spec).obj()
+    plan = reconcile(task, settings(task, pool_spec), observe(now=T0, admit=True), random.Random(0))
+    return with_status(task, plan.status)
+
+
+def test_a_running_tasks_job_follows_its_pools_changed_job_retention() -> None:
+    task = _running({"jobRetention": "1h"})
+    job = attempt_job("t", 1).running(T0).with_(ttl_after_finished=3600, lease_id=lease_id(1, 1))
+    unchanged = reconcile(task, settings(task, {"jobRetention": "1h"}), observe(job, now=at(1)), random.Random(0))
+    assert unchanged.retime_jobs == ()
+    lowered = reconcile(task, settings(task, {"jobRetention": "0s"}), observe(job, now=at(1)), random.Random(0))
+    assert lowered.retime_jobs == (("t-a1", 0),) and lowered.status is None  # nothing else changes
+
+
+def test_a_tasks_own_job_retention_wins_over_its_pools_change() -> None:
+    task = _running({"jobRetention": "1h"}, jobRetention="2h")
+    job = attempt_job("t", 1).running(T0).with_(ttl_after_finished=7200, lease_id=lease_id(1, 1))
+    plan = reconcile(task, settings(task, {"jobRetention": "0s"}), observe(job, now=at(1)), random.Random(0))
+    assert plan.retime_jobs == ()
+
+
+def test_without_its_pool_a_task_leaves_its_jobs_as_they_are() -> None:
+    task = _running({"jobRetention": "1h"})
+    job = attempt_job("t", 1).running(T0).with_(ttl_after_finished=0, lease_id=lease_id(1, 1))
+    plan = reconcile(task, settings(task, None), observe(job, now=at(1), pool_found=False), random.Random(0))
+    assert plan.retime_jobs == ()
+
+
+def test_a_deposed_replica_retimes_nothing() -> None:
+    task = _running({"jobRetention": "1h"})
+    job = attempt_job("t", 1).running(T0).with_(ttl_after_finished=3600, lease_id=lease_id(1, 1))
+    plan = reconcile(task, settings(task, {"jobRetention": "0s"}), observe(job, now=at(1), epoch=0), random.Random(0))
+    assert plan.retime_jobs == ()
+
+
+class _Mark:
+    def __init__(self, number: int) -> None:
+        self.number, self.lease_id, self.reason = number, lease_id(1, number), None
+
+
+def test_a_finished_tasks_jobs_are_retimed_finished_ones_included() -> None:
+    jobs = [_kept(3600, 1), _kept(3600, 2)]
+    plan = settle("t", 2, [_Mark(1), _Mark(2)], jobs, timedelta(0))
+    assert plan.retime_jobs == (("t-a1", 0), ("t-a2", 0)) and plan.delete_jobs == ()
+    raised = settle("t", 2, [_Mark(1), _Mark(2)], jobs, timedelta(hours=2))
+    assert raised.retime_jobs == (("t-a1", 7200), ("t-a2", 7200))
+    assert settle("t", 2, [_Mark(1), _Mark(2)], jobs, timedelta(hours=1)).retime_jobs == ()
+    assert settle("t", 2, [_Mark(1), _Mark(2)], jobs, None).retime_jobs == ()
+
+
+def test_a_finished_tasks_running_leftover_is_deleted_not_retimed() -> None:
+    leftover = attempt_job("t", 3).running(T0).with_(ttl_after_finished=3600)  # an attempt the status never named
+    plan = settle("t", 2, [_Mark(1), _Mark(2)], [_kept(3600, 1), leftover], timedelta(0))
+    assert plan.delete_jobs == ("t-a3",) and plan.retime_jobs == (("t-a1", 0),)

@@ -66,6 +66,7 @@ def test_the_workers_report_ends_the_attempt_with_its_output() -> None:
     plan = run(task, now=at(2), jobs=(lease("t", 1, report=report),))
 
     assert plan.status.phase is TaskPhase.SUCCEEDED and plan.status.output == "{\"sum\":3}"
+    assert plan.retime_jobs == (), "a worker's attempt Lease is no Job to re-time"
     (attempt,) = plan.status.attempts
     assert attempt.outcome is AttemptOutcome.SUCCESS and attempt.duration_ms == 2000
     assert plan.delete_jobs == ()

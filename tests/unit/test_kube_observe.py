@@ -29,6 +29,7 @@ def test_a_failed_attempts_job_and_pod() -> None:
     assert (job.number, job.name, job.lease_id) == (1, "rec-failed-a1", "e1-a1")
     assert job.uid == recorded("job", "rec-failed-a1")["metadata"]["uid"]
     assert (job.finished, job.failure_reason) == ("Failed", "BackoffLimitExceeded")
+    assert job.ttl_after_finished == 3600  # its jobRetention, which a changed one is compared with
     assert pod.job == "rec-failed-a1" and pod.phase == "Failed" and not pod.deleting
     end = pod.termination
     assert end is not None
@@ -57,6 +58,13 @@ def test_objects_without_cronoqs_labels_are_not_attempts() -> None:
     for obj in (job, pod):
         del obj["metadata"]["labels"]["cronoq.io/attempt"]
     assert job_facts(job) is None and pod_facts(pod) is None
+
+
+def test_a_job_without_a_ttl_says_so() -> None:
+    job = recorded("job", "rec-running-a1")
+    del job["spec"]["ttlSecondsAfterFinished"]
+    facts = job_facts(job)
+    assert facts is not None and facts.ttl_after_finished is None
 
 
 def test_a_deleting_pod_and_job_say_so() -> None:

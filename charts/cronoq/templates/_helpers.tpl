@@ -133,10 +133,11 @@ Tasks are created, and their spec patched (cancel), only for TaskSchedules.
 - apiGroups: ["cronoq.io"]
   resources: ["tasks/finalizers"]
   verbs: ["update"]
-# One Job per attempt: created, read back when it exists already, deleted to abort the attempt.
+# One Job per attempt: created, read back when it exists already, deleted to abort the attempt,
+# and patched (spec.ttlSecondsAfterFinished only) when the jobRetention in effect changes.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Attempt pods are only observed (start time, termination state); never exec'd or logged.
 - apiGroups: [""]
   resources: ["pods"]

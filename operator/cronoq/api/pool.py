@@ -1,7 +1,8 @@
 """The TaskPool resource: where tasks run, how many at once, and the defaults they inherit.
 
 Unlike a Task, a pool's spec may change at any time (raise concurrency, change the defaults);
-the change applies to attempts started afterwards. Its retry policy is complete — the API
+the change applies to attempts started afterwards, but for the retention of finished work
+(`ttlAfterFinished`, `jobRetention`), which applies to what is already there. Its retry policy is complete — the API
 server fills in DESIGN's defaults — so a task's `retry` only has to say what differs.
 """
 from __future__ import annotations
@@ -86,8 +87,9 @@ class TaskPoolSpec(Model):
     finished tasks are kept until someone deletes them. A task's own value wins."""
     job_retention: JobRetention = timedelta(hours=1)
     """How long an attempt's Job and pod are kept after the attempt finishes, so its logs stay
-    readable (0s to 720h; set as the Job's ttlSecondsAfterFinished, applies to Jobs created
-    afterwards). Default 1h. A task's own value wins."""
+    readable (0s to 720h; set as the Job's ttlSecondsAfterFinished). Changing it applies to the
+    Jobs already there, finished ones included: lowered, Jobs past it are deleted at once.
+    Default 1h. A task's own value wins."""
     template: PoolTemplate | None = None
     """Pod settings the pool's tasks inherit (image, serviceAccountName, resources, nodeSelector,
     tolerations, priorityClassName, ...)."""

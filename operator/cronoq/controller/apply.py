@@ -3,7 +3,8 @@
 1. write the status (PUT with the stored resourceVersion: a concurrent change makes it fail,
    and the task is re-read and decided again);
 2. only then book pool slots and count metrics (together, with no await in between), create the
-   attempt's Job, delete Jobs, post Events.
+   attempt's Job, delete Jobs, post Events, and bring the Jobs' ttlSecondsAfterFinished to the
+   jobRetention in effect.
 
 So a crash between 1 and 2 leaves a status that names an attempt without a Job, which the next
 decision creates (same deterministic name), and never a Job the status does not name.
@@ -131,7 +132,12 @@ class Applier:
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
         if refused is not None:
-            raise refused
+            raise refused  # the retry's plan re-times the Jobs
+        for job_name, seconds in plan.retime_jobs:  # last: a failing patch holds up nothing else
+            retimed = await self.writer.retime_job(namespace, job_name, seconds)
+            facts = job_facts(retimed, self.skew()) if retimed is not None else None
+            if facts is not None:  # known before its watch event: not patched again meanwhile
+                self.store.put_job(namespace, entry.uid, name, facts)
 
     def _book_slots(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key) -> None:
         namespace, name = entry.raw["metadata"]["namespace"], entry.name

@@ -26,6 +26,7 @@ from cronoq.engine import admission, dependencies, keys
 from cronoq.engine.attempts import is_ready, reconcile, settle
 from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.gate import RUN, Gate
+from cronoq.engine.retention import job_retention_of
 from cronoq.kube.writes import NotLeader, Writer
 
 log = logging.getLogger(__name__)
@@ -188,9 +189,11 @@ class Controller:
         await self.applier.apply(entry, task, plan, pool_key, pool, now, settings)
 
     async def _settle(self, entry: TaskEntry, pool: TaskPool | None, now: datetime) -> None:
-        """A finished task: stop leftover Jobs, ignore late reports, and delete it when its time comes."""
+        """A finished task: stop leftover Jobs, ignore late reports, keep its Jobs for the
+        jobRetention now in effect, and delete it when its time comes."""
         done = entry.finished
-        plan = settle(entry.name, done.attempt, done.marks, self.store.attempt_jobs(entry))
+        plan = settle(entry.name, done.attempt, done.marks, self.store.attempt_jobs(entry),
+                      job_retention_of(done.job_retention, pool.spec if pool else None))
         await self.applier.settle(entry, plan, (entry.raw["metadata"]["namespace"], done.pool), pool, now)
 
     async def _gate(self, entry: TaskEntry, pool: TaskPoolSpec | None, now: datetime) -> Gate:

@@ -53,6 +53,8 @@ class Finished:
     output_available: bool = False
     ttl_after_finished: timedelta | None = None
     """The task's own ttlAfterFinished (None: its pool's)."""
+    job_retention: timedelta | None = None
+    """The task's own jobRetention (None: its pool's)."""
 
     @classmethod
     def of(cls, task: Task) -> Finished:
@@ -62,7 +64,7 @@ class Finished:
                    marks=tuple(Mark(a.number, a.lease_id, a.reason) for a in status.attempts),
                    key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
                    duplicate_of=status.duplicate_of, output_available=status.output_available,
-                   ttl_after_finished=spec.ttl_after_finished)
+                   ttl_after_finished=spec.ttl_after_finished, job_retention=spec.job_retention)
 
 
 def _slim(raw: dict[str, Any]) -> dict[str, Any]:

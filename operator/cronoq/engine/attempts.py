@@ -81,6 +81,13 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
     if status.epoch > seen.epoch:
         # Written by a newer leader: this replica is deposed and must not act at all.
         return Plan()
+    plan = _decide(task, status, settings, seen, rng)
+    known = seen.pool_found or task.spec.job_retention is not None
+    return replace(plan, retime_jobs=retention.retime(seen.jobs, settings.job_retention if known else None,
+                                                      plan.delete_jobs))
+
+
+def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observation, rng: random.Random) -> Plan:
     records = list(status.attempts)
     n = status.attempt
     current = records[-1] if records and records[-1].number == n else None
@@ -261,11 +268,14 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def settle(name: str, attempt: int, records: Sequence[Any], jobs: Iterable[AttemptJob]) -> Plan:
-    """A finished task's plan: only its leftover Jobs to stop and late reports to ignore.
+def settle(name: str, attempt: int, records: Sequence[Any], jobs: Sequence[AttemptJob],
+           job_retention: timedelta | None = None) -> Plan:
+    """A finished task's plan: its leftover Jobs to stop, late reports to ignore, and its Jobs
+    brought to the `job_retention` in effect (None: unknown, left as they are).
     `records` need only `number`, `lease_id` and `reason` (a finished task is kept compact)."""
     cleanup = _cleanup(name, attempt, None, records, jobs)
-    return Plan(delete_jobs=cleanup.deletes, events=cleanup.events, stale_jobs=cleanup.stale)
+    return Plan(delete_jobs=cleanup.deletes, events=cleanup.events, stale_jobs=cleanup.stale,
+                retime_jobs=retention.retime(jobs, job_retention, cleanup.deletes))
 
 
 def refusal(stored: TaskStatus | None, error: str, generation: int | None, epoch: int,

@@ -14,13 +14,13 @@ kubelet fills (`valueFrom`), so the Job never holds a secret. The pool's other p
 from __future__ import annotations
 
 import copy
-import math
 from datetime import timedelta
 from typing import Any
 
 from cronoq import pod_protocol
 from cronoq.api import API_VERSION, HTTPRequest, PodSettings, Task, TaskPoolSpec
 from cronoq.engine import naming
+from cronoq.engine.retention import ttl_seconds
 from cronoq.pod_protocol import Env, PushHeader, PushRequest
 
 
@@ -127,7 +127,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         pod_meta["annotations"] = pod_annotations
     job_spec: dict[str, Any] = {"backoffLimit": 0, "completions": 1, "parallelism": 1}
     if job_retention is not None:
-        job_spec["ttlSecondsAfterFinished"] = math.ceil(job_retention.total_seconds())
+        job_spec["ttlSecondsAfterFinished"] = ttl_seconds(job_retention)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -41,6 +41,9 @@ class AttemptJob:
     created_at: datetime | None = None
     deleting: bool = False
     """The Job has a deletionTimestamp (someone, maybe we, is deleting it)."""
+    ttl_after_finished: int | None = None
+    """The Job's spec.ttlSecondsAfterFinished (its jobRetention when it was created or last
+    brought in line); None when unset."""
     gone: bool = False
     """The Job was seen and has since been deleted."""
     finished: str | None = None

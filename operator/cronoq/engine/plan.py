@@ -1,6 +1,7 @@
 """What a decision reads and what it decides, in their own module because every layer above the
 engine speaks them: `Effective` settings of an attempt, the `Observation` a reconcile reads
-besides the Task, and the `Plan` it returns (status first, then Job, deletes and `Event`s)."""
+besides the Task, and the `Plan` it returns (status first, then Job, deletes, `Event`s and
+re-timed Jobs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ class Plan:
     create_job: int | None = None
     """Attempt number whose Job to create (already recorded in `status` or the stored status)."""
     delete_jobs: tuple[str, ...] = ()
+    retime_jobs: tuple[tuple[str, int], ...] = ()
+    """(Job name, seconds): Jobs of the task whose ttlSecondsAfterFinished to set to the
+    jobRetention in effect (engine.retention.retime)."""
     events: tuple[Event, ...] = ()
     stale_jobs: tuple[str, ...] = ()
     """uids of Jobs whose late reports were ignored (the runtime counts each uid once)."""

@@ -1,12 +1,16 @@
 """How long finished work is kept (DESIGN §10): a finished Task until `ttlAfterFinished` after its
 finishedAt — and never before its key has stopped deduplicating (`keyRetention`), so a
 resubmission within the window still finds the original. Attempt Jobs are left to the Job's own
-`ttlSecondsAfterFinished` (set from `jobRetention` when the Job is built)."""
+`ttlSecondsAfterFinished`: set from `jobRetention` when the Job is built, and brought to the new
+value on the Jobs already there when the jobRetention in effect changes (`retime`)."""
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
+from typing import Collection, Iterable
 
 from cronoq.api import TaskPoolSpec
+from cronoq.engine.observed import AttemptJob
 
 
 def expires_at(finished_at: datetime | None, ttl: timedelta | None, *, keyed: bool,
@@ -34,3 +38,30 @@ def job_may_be_gone(dispatched_at: datetime | None, job_retention: timedelta, no
     Job cannot have been cleaned up: it was never created (the operator stopped in between) and
     is created now. Later, the attempt's outcome is lost, and it counts as a retryable attempt."""
     return dispatched_at is not None and now >= dispatched_at + job_retention
+
+
+def ttl_seconds(job_retention: timedelta) -> int:
+    """A jobRetention as a Job's ttlSecondsAfterFinished (whole seconds, never shorter)."""
+    return math.ceil(job_retention.total_seconds())
+
+
+def job_retention_of(own: timedelta | None, pool: TaskPoolSpec | None) -> timedelta | None:
+    """The jobRetention in effect for a task's Jobs: its own, else its pool's; None while the pool
+    is not known (then the Jobs keep what they have, rather than a default the pool may not mean)."""
+    if own is not None:
+        return own
+    return pool.job_retention if pool is not None else None
+
+
+def retime(jobs: Iterable[AttemptJob], job_retention: timedelta | None,
+           deleting: Collection[str] = ()) -> tuple[tuple[str, int], ...]:
+    """(Job name, seconds) of the task's Jobs whose ttlSecondsAfterFinished is not the jobRetention
+    in effect, finished ones included: a retention lowered because etcd fills up applies to the
+    Jobs already there, a raised one keeps them longer. Jobs that are going (or that the same
+    plan deletes) are left alone; a Job already in line costs no write."""
+    if job_retention is None:
+        return ()
+    seconds = ttl_seconds(job_retention)
+    return tuple((job.name, seconds) for job in jobs
+                 if job.worker is None  # a pull worker's attempt Lease: no Job to re-time
+                 and not (job.gone or job.deleting or job.name in deleting) and job.ttl_after_finished != seconds)

@@ -52,7 +52,7 @@ def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | No
     return AttemptJob(
         number=number, name=meta.get("name", ""), uid=meta.get("uid", ""), lease_id=labels.get(naming.LEASE_ID),
         created_at=parse_time(meta.get("creationTimestamp"), skew), deleting=bool(meta.get("deletionTimestamp")),
-        finished=finished, failure_reason=failure_reason, failure_message=failure_message)
+        ttl_after_finished=(job.get("spec") or {}).get("ttlSecondsAfterFinished"), finished=finished, failure_reason=failure_reason, failure_message=failure_message)
 
 
 def pod_facts(pod: dict[str, Any], skew: timedelta = NO_SKEW) -> PodFacts | None:

@@ -195,6 +195,19 @@ class Writer:
             if err.status != 404:
                 raise
 
+    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
+        """Set a Job's ttlSecondsAfterFinished (a merge patch, nothing read first): the TTL
+        controller then deletes it (and its pod) that long after it finished, at once if that
+        has passed. Returns the Job as stored, or None when it is gone already."""
+        self.check()
+        try:
+            return await self.request("PATCH", f"{_jobs(namespace)}/{name}",
+                                      {"spec": {"ttlSecondsAfterFinished": seconds}}, MERGE_PATCH)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
     async def post_event(self, raw: dict[str, Any], event: Event, now: datetime) -> None:
         self.check()
         meta = raw["metadata"]
