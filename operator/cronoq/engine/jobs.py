@@ -110,7 +110,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         task_id=task_uid, task_name=task_name, attempt=attempt, lease_name=naming.lease_name(task_name, attempt),
         lease_id=lease, lease_ttl=lease_ttl.total_seconds(), payload=task.spec.payload))
     if http is not None:
-        env += _push_env(http)
+        env += _push_env(http, allow_link_local=pool.allow_link_local if pool else False)
     container["env"] = env
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     pod_spec["restartPolicy"] = "Never"
@@ -149,7 +149,7 @@ def _proxies_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | No
     return kept + [pools[n].to_dict() | {"value": pools[n].value} for n in sorted(PROXY_VARIABLES & pools.keys())]
 
 
-def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:
+def _push_env(http: HTTPRequest, *, allow_link_local: bool) -> list[dict[str, Any]]:
     """The runner's request (`cronoq.push.request_from` reads it) and the variables the kubelet
     fills from Secrets and ConfigMaps."""
     headers: list[PushHeader] = []
@@ -167,7 +167,8 @@ def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:
         refs.append({"name": ca_env, "valueFrom": {"configMapKeyRef": http.ca_bundle.config_map_key_ref.to_dict()}})
     request = PushRequest(url=http.url, method=http.method.value, headers=tuple(headers),
                           timeout=http.timeout.total_seconds(), body=http.body,
-                          success_codes=tuple(sorted(http.success_codes or ())), ca_env=ca_env)
+                          success_codes=tuple(sorted(http.success_codes or ())), ca_env=ca_env,
+                          allow_link_local=allow_link_local)
     return [{"name": Env.HTTP, "value": request.to_json()}] + refs
 
 
