@@ -396,6 +396,12 @@ def test_workload_policy_exempts_the_operator_and_can_be_switched_off(render):
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
     assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
                     f"{NS}-{FULLNAME}-workloads")
+    owners = only(render(), "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-workloads-schedule-owners")
+    assert owners["spec"]["matchConditions"] == policy["spec"]["matchConditions"]
+    assert owners["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert only(render(), "ValidatingAdmissionPolicyBinding", f"{NS}-{FULLNAME}-workloads-schedule-owners")
+    assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
+                    f"{NS}-{FULLNAME}-workloads-schedule-owners")
 
 
 def test_task_lease_policy_judges_requests_by_the_task_service_accounts_not_by_label(render):
