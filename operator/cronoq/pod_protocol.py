@@ -143,6 +143,8 @@ class PushRequest:
     """Empty: any 2xx."""
     ca_env: str | None = None
     """The variable holding the PEM CA bundle, when the request has its own."""
+    allow_link_local: bool = False
+    """The pool lets the request reach link-local and cloud metadata addresses (its `allowLinkLocal`)."""
 
     def to_json(self) -> str:
         request: dict[str, Any] = {
@@ -156,6 +158,8 @@ class PushRequest:
             request["successCodes"] = list(self.success_codes)
         if self.ca_env is not None:
             request["caEnv"] = self.ca_env
+        if self.allow_link_local:
+            request["allowLinkLocal"] = True
         return json.dumps(request, separators=(",", ":"))
 
     @classmethod
@@ -183,7 +187,8 @@ class PushRequest:
             raise ValueError(f"successCodes must be whole numbers, not {codes!r}")
         return cls(url=url, method=(_field(spec, "method", str) or "POST").upper(), headers=tuple(headers),
                    timeout=float(timeout), body=_field(spec, "body", str), success_codes=tuple(codes),
-                   ca_env=_field(spec, "caEnv", str) or None)
+                   ca_env=_field(spec, "caEnv", str) or None,
+                   allow_link_local=_flag(spec, "allowLinkLocal"))
 
 
 def _field(spec: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = False,
@@ -196,6 +201,14 @@ def _field(spec: dict[str, Any], key: str, kind: type | tuple[type, ...], *, req
         return None
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ValueError(f"{where}{key} has the wrong type: {value!r}")
+    return value
+
+
+def _flag(spec: dict[str, Any], key: str) -> bool:
+    """`spec[key]` when it is a boolean, False when absent."""
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, not {value!r}")
     return value
 
 

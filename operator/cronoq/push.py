@@ -12,8 +12,17 @@ attempt like any other, and heartbeats its Lease the same way (it runs inside th
 | answered anything else (4xx, 3xx: redirects are not followed) | permanent | HTTPStatus | 2 |
 | no answer within `timeout` | retryable | Timeout | 1 |
 | no answer at all (DNS, refused, reset, TLS) | retryable, with the error | NetworkError | 1 |
+| to a link-local or metadata address, and the pool does not allow it | permanent, naming the switch | AddressNotAllowed | 2 |
 
-Every report but the last two carries `responseCode`. The request carries
+A metadata service (169.254.169.254) hands out the node's cloud credentials, so the runner never
+connects to a link-local or metadata address unless the pool's `allowLinkLocal` says so. It checks
+the address it will connect to, not the name: names are resolved once, by the resolver below, and
+aiohttp connects to exactly the addresses it returned (the URL's host stays the Host header and
+the TLS server name), so a name that resolves elsewhere the second time (DNS rebinding) gains
+nothing. Through a proxy (the pool's HTTPS_PROXY) the runner connects to the proxy, and checks
+that address; the proxy resolves the target.
+
+Every report but the last three carries `responseCode`. The request carries
 `Idempotency-Key: <task uid>`, `X-Cronoq-Task: <namespace>/<name>` and
 `X-Cronoq-Attempt: <n>`, so the receiver can fence its side effects by (key, attempt).
 
@@ -25,9 +34,11 @@ the kube layer: it runs in the task's pod.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import math
 import os
+import socket
 import ssl
 import sys
 from dataclasses import dataclass
@@ -35,8 +46,11 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
 
 from cronoq import __version__
 from cronoq.pod_protocol import Env, PushRequest
@@ -52,6 +66,13 @@ EXCERPT = 512
 """Characters of a failed answer's body quoted in the message."""
 
 TIMEOUT, NETWORK_ERROR, HTTP_STATUS = "Timeout", "NetworkError", "HTTPStatus"
+ADDRESS_NOT_ALLOWED = "AddressNotAllowed"
+
+METADATA_ADDRESSES = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
+"""Cloud metadata services: AWS, GCP, Azure, OpenStack and others on IPv4; AWS (Nitro) on IPv6."""
+LINK_LOCAL_NETWORKS = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
+SWITCH = "spec.allowLinkLocal"
+"""The TaskPool field that lets its push tasks reach these addresses."""
 
 
 class InvalidRequest(ValueError):
@@ -71,6 +92,8 @@ class Request:
     """Empty: any 2xx."""
     ca_bundle: str | None = None
     """PEM certificates replacing the default trust store."""
+    allow_link_local: bool = False
+    """The pool allows link-local and metadata addresses."""
 
 
 def request_from(environ: Mapping[str, str], context: Context) -> Request:
@@ -109,7 +132,54 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
         ca = environ.get(spec.ca_env, "")
         if "-----BEGIN CERTIFICATE-----" not in ca:
             raise InvalidRequest(f"the CA bundle ({spec.ca_env}) holds no PEM certificate")
-    return Request(spec.url, spec.method, tuple(headers), body, spec.timeout, frozenset(spec.success_codes), ca)
+    return Request(spec.url, spec.method, tuple(headers), body, spec.timeout, frozenset(spec.success_codes), ca,
+                   spec.allow_link_local)
+
+
+def forbidden_kind(address: str) -> str | None:
+    """What `address` (an IP address in text) is when a push request may not connect to it by
+    default ("a cloud metadata address", "link-local"); None when it may, or when it is no IP
+    address. An IPv4 address mapped into IPv6 counts as the IPv4 address it carries."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0].strip("[]"))
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if any(ip in network for network in LINK_LOCAL_NETWORKS):
+        return "link-local"
+    return None
+
+
+class AddressNotAllowed(Exception):
+    """The request would connect to a link-local or metadata address its pool does not allow."""
+
+    def __init__(self, host: str, address: str, kind: str) -> None:
+        named = f"{address} is" if host == address else f"{host} resolves to {address},"
+        super().__init__(f"{named} {kind}: push tasks may not call link-local or cloud metadata addresses "
+                         f"unless their TaskPool sets {SWITCH}: true")
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves each name once and refuses it when any of its addresses is forbidden. aiohttp
+    connects to the addresses returned here, so what was checked is what is connected to."""
+
+    def __init__(self, inner: AbstractResolver | None = None) -> None:
+        self._inner = inner if inner is not None else DefaultResolver()
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        for result in results:
+            kind = forbidden_kind(result["host"])
+            if kind is not None:
+                raise AddressNotAllowed(host, result["host"], kind)
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
 
 
 def retry_after(value: str | None, *, now: datetime, date: str | None = None) -> float | None:
@@ -161,8 +231,10 @@ def judge_answer(request: Request, status: int, headers: Mapping[str, str], body
     return Report(report.PERMANENT, message, reason=HTTP_STATUS, response_code=status)
 
 
-async def send(request: Request, *, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> Report:
-    """Make the request once and judge the answer, or its absence."""
+async def send(request: Request, *, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+               resolver: AbstractResolver | None = None) -> Report:
+    """Make the request once and judge the answer, or its absence. `resolver` resolves names
+    (default: the system's); unless the pool allows it, forbidden addresses are refused."""
     tls: ssl.SSLContext | bool = True
     if request.ca_bundle is not None:
         try:
@@ -170,14 +242,26 @@ async def send(request: Request, *, clock: Callable[[], datetime] = lambda: date
         except ssl.SSLError as err:
             return Report(report.PERMANENT, f"the CA bundle cannot be loaded: {err}")
     where = f"{request.method} {request.url}"
+    if not request.allow_link_local:
+        # A literal address is never resolved, so the guarded resolver never sees it.
+        host = urlsplit(request.url).hostname or ""
+        kind = forbidden_kind(host)
+        if kind is not None:
+            return Report(report.PERMANENT, f"{where}: {AddressNotAllowed(host, host, kind)}",
+                          reason=ADDRESS_NOT_ALLOWED)
+        resolver = GuardedResolver(resolver)
+    connector = aiohttp.TCPConnector(resolver=resolver) if resolver is not None else None
     try:
-        # trust_env: HTTPS_PROXY, NO_PROXY from the task's env, as a corporate network may need.
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=request.timeout),
+        # trust_env: HTTPS_PROXY, NO_PROXY from the pool's env (engine/jobs.py drops the task's),
+        # as a corporate network may need.
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=request.timeout), connector=connector,
                                          trust_env=True) as session:
             async with session.request(request.method, request.url, headers=list(request.headers),
                                        data=request.body, ssl=tls, allow_redirects=False) as answer:
                 body = await _read_up_to(answer, OUTPUT_LIMIT)
                 return judge_answer(request, answer.status, answer.headers, body, now=clock())
+    except AddressNotAllowed as err:
+        return Report(report.PERMANENT, f"{where}: {err}", reason=ADDRESS_NOT_ALLOWED)
     except TimeoutError:  # aiohttp's timeouts are TimeoutErrors (ServerTimeoutError too)
         return Report(report.RETRYABLE, f"{where}: no answer within {request.timeout:g}s", reason=TIMEOUT)
     except aiohttp.ClientError as err:  # DNS, refused, reset, TLS handshake and certificate

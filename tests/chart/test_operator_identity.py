@@ -9,6 +9,7 @@ import pytest
 
 from tests.chart.identity import service_account_kubeconfig
 from tests.support.operator import OperatorProcess
+from tests.support.schedules import Schedules
 from tests.support.waiting import wait_until
 from tests.support.tasks import Cronoq
 
@@ -35,6 +36,14 @@ def test_the_operator_runs_a_task_with_the_charts_identity(mode, api, kubectl, i
         status = cq.wait_phase("as-sa", "Succeeded", timeout=60)
         assert (status["attempt"], status["output"]) == (2, "done")
         wait_until(lambda: "AttemptEnded" in cq.reasons("as-sa"), timeout=10, what="Events allowed too")
+        # A schedule fires under the workload policy, which lets only this identity make a Task
+        # owned by a TaskSchedule (issue 26, point 5): the fire's Task is the schedule's.
+        schedules = Schedules(cq)
+        schedule = schedules.create("tick", every="1s", plays={"delay": "100ms"})
+        fired = wait_until(lambda: schedules.tasks("tick"), timeout=30, what="a fire of the schedule")
+        (ref,) = fired[0]["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["uid"], ref["controller"]) == ("TaskSchedule", schedule["metadata"]["uid"], True)
+        schedules.patch("tick", {"suspend": True})
         assert "Forbidden" not in proc.log_path.read_text()
     finally:
         proc.stop()

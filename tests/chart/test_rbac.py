@@ -145,6 +145,19 @@ def test_task_pods_renew_leases_only_in_namespaces_they_are_bound_in(kubectl, in
     assert allowed(kubectl, unbound, [("update", "leases.coordination.k8s.io", elsewhere)]) == []
 
 
+def test_by_default_a_namespaces_default_service_account_writes_no_leases(kubectl, install, namespace, make_namespace):
+    """Issue 26, point 2: the default values bind the lease role to the chart's task ServiceAccount
+    only (the operator runs attempt pods that name none as it), not to every pod running as `default`."""
+    tasks = make_namespace("tasks")
+    install(RELEASE, namespace, f"--set-json=watchNamespaces={json.dumps([tasks])}")
+    lease_writes = [(verb, "leases.coordination.k8s.io", tasks) for verb in ("get", "create", "update", "patch")]
+    assert denied(kubectl, f"system:serviceaccount:{tasks}:cronoq-task", lease_writes) == []
+    assert allowed(kubectl, f"system:serviceaccount:{tasks}:default", lease_writes) == []
+    args = json.loads(kubectl("get", "deployment", RELEASE, "-o", "json", namespace=namespace).stdout)[
+        "spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--task-service-account=cronoq-task" in args and f"--task-service-account-namespace={tasks}" in args
+
+
 def test_identity_kubeconfig_acts_as_the_service_account_with_a_real_token(kubectl, install, namespace, make_namespace, tmp_path):
     other = make_namespace("tasks")
     install(RELEASE, namespace)

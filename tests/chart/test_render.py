@@ -262,8 +262,7 @@ def test_task_lease_role_with_watch_namespaces_is_a_role_in_each(render):
         assert permissions(only(objects, "Role", f"{FULLNAME}-task-lease", namespace)) == TASK_LEASE_PERMISSIONS
         binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", namespace)
         assert binding["roleRef"]["kind"] == "Role"
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": namespace}
-                                       for n in ("default", "cronoq-task")]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cronoq-task", "namespace": namespace}]
     objects = render(set_json={"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"enabled": False}}})
     # Only the admission policy remains: it narrows whatever lease access task pods are given.
     assert {o["kind"] for o in objects if o["metadata"]["name"].endswith("task-lease")} == {
@@ -397,6 +396,12 @@ def test_workload_policy_exempts_the_operator_and_can_be_switched_off(render):
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
     assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
                     f"{NS}-{FULLNAME}-workloads")
+    owners = only(render(), "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-workloads-schedule-owners")
+    assert owners["spec"]["matchConditions"] == policy["spec"]["matchConditions"]
+    assert owners["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert only(render(), "ValidatingAdmissionPolicyBinding", f"{NS}-{FULLNAME}-workloads-schedule-owners")
+    assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
+                    f"{NS}-{FULLNAME}-workloads-schedule-owners")
 
 
 def test_task_lease_policy_judges_requests_by_the_task_service_accounts_not_by_label(render):
@@ -420,7 +425,32 @@ def test_task_pods_get_a_service_account_of_their_own_which_the_default_pool_run
     off = render(set_json={"watchNamespaces": ["a"], "defaultPool": {"create": True},
                            "taskPods": {"serviceAccount": {"create": False}}})
     assert not find(off, "ServiceAccount", "cronoq-task") and "template" not in only(off, "TaskPool")["spec"]
-    binding = only(off, "RoleBinding", f"{FULLNAME}-task-lease", "a")
-    assert [s["name"] for s in binding["subjects"]] == ["default"]
+    assert not find(off, "RoleBinding", f"{FULLNAME}-task-lease")  # and no other subject by default
     # Cluster-wide without leaseRole.namespaces the chart knows no task namespace: no account.
     assert not find(render(), "ServiceAccount", "cronoq-task")
+
+
+def test_by_default_only_the_task_service_account_holds_the_lease_role_and_the_operator_uses_it(render):
+    """Issue 26, point 2: not every pod running as a namespace's `default` may write Leases; the
+    operator runs attempt pods that name no ServiceAccount as the chart's, where it exists."""
+    objects = render(set_json={"watchNamespaces": ["a", "b"]})
+    for namespace in ("a", "b"):
+        binding = only(objects, "RoleBinding", f"{FULLNAME}-task-lease", namespace)
+        assert [(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]] == \
+            [("ServiceAccount", "cronoq-task", namespace)]
+    args = operator_container(objects)["args"]
+    assert [a for a in args if a.startswith("--task-service-account")] == [
+        "--task-service-account=cronoq-task", "--task-service-account-namespace=a",
+        "--task-service-account-namespace=b"]
+    # Cluster-wide, where the chart created it (leaseRole.namespaces), and nowhere without any.
+    wide = operator_container(render(set_json={"taskPods": {"leaseRole": {"namespaces": ["jobs"]}}}))["args"]
+    assert [a for a in wide if a.startswith("--task-service-account")] == [
+        "--task-service-account=cronoq-task", "--task-service-account-namespace=jobs"]
+    for values in ({}, {"watchNamespaces": ["a"], "taskPods": {"serviceAccount": {"create": False}}},
+                   {"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"enabled": False}}},
+                   {"watchNamespaces": ["a"], "rbac": {"create": False}}):
+        assert not any(a.startswith("--task-service-account") for a in operator_container(render(set_json=values))["args"])
+    # An upgrade that keeps `default` for the attempts still running as it.
+    kept = render(set_json={"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"serviceAccounts": ["default"]}}})
+    assert [s["name"] for s in only(kept, "RoleBinding", f"{FULLNAME}-task-lease", "a")["subjects"]] == \
+        ["default", "cronoq-task"]

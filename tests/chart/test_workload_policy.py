@@ -164,6 +164,45 @@ def test_the_operator_creates_only_jobs_a_task_controls(kubectl, namespace, poli
     assert admitted.returncode == 0, admitted.stderr
 
 
+def test_only_the_operator_makes_a_task_owned_by_a_schedule(kubectl, namespace, policy):
+    """Issue 26, point 5 follow-up: a fire counts only when the schedule controls the Task of its
+    name, but the schedule's uid is readable, so a tenant could forge that ownerReference on a
+    Task of their own under the next fire's name and hijack it. Only the operator may."""
+    editor = "editor@example.com"
+    bind(kubectl, namespace, editor, "edit")  # may create Tasks and Jobs: everything but this
+    schedule = json.loads(kubectl("create", "-o", "json", "-f", "-", namespace=namespace, input=json.dumps({
+        "apiVersion": "cronoq.io/v1alpha1", "kind": "TaskSchedule", "metadata": {"name": "nightly"},
+        "spec": {"every": "1h", "suspend": True, "taskTemplate": {"spec": {"image": "example.invalid/x:1"}}}})).stdout)
+    owner = {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskSchedule", "name": "nightly",
+             "uid": schedule["metadata"]["uid"], "controller": True, "blockOwnerDeletion": False}
+
+    def owned_by(name: str, owners: list[dict]) -> dict:
+        body = task(name, image="example.invalid/x:1")
+        body["metadata"]["ownerReferences"] = owners
+        return body
+
+    forged = owned_by("nightly-1767225600", [owner])
+    wait_until(lambda: refused(create_as(kubectl, editor, namespace, forged), REFUSED,
+                               "only the operator may make a Task owned by a TaskSchedule", editor,
+                               "TaskSchedule nightly"),
+               timeout=30, what="the workload policy to refuse a Task with a forged schedule owner")
+    # Not as a mere (non-controller) owner either, nor added later to a Task of one's own.
+    assert refused(create_as(kubectl, editor, namespace, owned_by("nightly-2", [{**owner, "controller": False}])),
+                   REFUSED, "TaskSchedule nightly")
+    assert create_as(kubectl, editor, namespace, owned_by("mine", [])).returncode == 0
+    patched = kubectl("patch", f"--as={editor}", "task", "mine", "--type=merge", "-p",
+                      json.dumps({"metadata": {"ownerReferences": [owner]}}), namespace=namespace, check=False)
+    assert refused(patched, REFUSED, "TaskSchedule nightly"), patched.stderr
+
+    # The operator makes the fire's Task; its users may still label it (its owners unchanged).
+    bind(kubectl, namespace, OPERATOR, "edit")
+    fired = create_as(kubectl, OPERATOR, namespace, forged)
+    assert fired.returncode == 0, fired.stderr
+    labelled = kubectl("label", f"--as={editor}", "task", forged["metadata"]["name"], "seen=yes", namespace=namespace,
+                       check=False)
+    assert labelled.returncode == 0, labelled.stderr
+
+
 def test_built_in_roles_carry_cronoqs_view_edit_admin(kubectl, namespace, policy):
     """Aggregation, asked of the authorizer: view reads, edit enqueues, only admin writes pools."""
     for user, role in (("viewer@example.com", "view"), ("editor@example.com", "edit"), ("admin@example.com", "admin")):

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from cronoq.api import GROUP, VERSION
 
+from tests.support.waiting import wait_until
 from tests.unit.test_push_runner import Receiver, push
 
 OPERATOR_IMAGE_PREFIX = "ghcr.io/cronoq/operator:"
@@ -129,3 +130,45 @@ def test_a_push_task_succeeds_in_a_namespace_enforcing_pod_security_restricted(c
     push_task(cq, "notify", {"url": "https://hooks.example.com/orders"}, plays(1, ok_code, ok))
     status = cq.wait_phase("notify", "Succeeded", "Failed", "DeadLettered")
     assert status["phase"] == "Succeeded", status
+
+
+METADATA = "http://169.254.169.254/latest/meta-data/"
+LINK_LOCAL = "http://169.254.0.1:9/hook"
+"""Link-local, and no metadata service: the allowed request must not reach a real one where the tests run."""
+
+
+def played_by_the_runner(cq, tmp_path: Path, probe: str, pool: str, url: str) -> tuple[str, tuple[int, str]]:
+    """The CRONOQ_HTTP the operator built for a task of `pool`, and what the real runner reports
+    when handed exactly that (the probe's pod never starts, so only the runner here makes the request)."""
+    push_task(cq, probe, {"url": url, "timeout": "1s"}, {"kwok.cronoq.io/outcome": "Pending"}, pool=pool)
+    job = wait_until(lambda: next(iter(cq.jobs(probe)), None), timeout=30, what=f"the Job of {probe}")
+    (container,) = job.spec.template.spec.containers
+    request = {e.name: e.value for e in container.env}["CRONOQ_HTTP"]
+    code, message, _ = push(tmp_path, json.loads(request))
+    return request, (code, json.dumps(message))
+
+
+def test_a_push_to_a_metadata_address_fails_unless_the_pool_allows_link_local(cq, tmp_path) -> None:
+    """Issue 26, point 6: without the pool's switch the runner refuses the address before any
+    connection, Permanent with a reason naming the switch; with it the request is made."""
+    cq.pool("hooks", retry={"maxAttempts": 1})
+    cq.pool("link-local-ok", retry={"maxAttempts": 1}, allowLinkLocal=True)
+    refused_request, refused = played_by_the_runner(cq, tmp_path, "probe-refused", "hooks", METADATA)
+    allowed_request, allowed = played_by_the_runner(cq, tmp_path, "probe-allowed", "link-local-ok", LINK_LOCAL)
+    assert "allowLinkLocal" not in json.loads(refused_request)
+    assert json.loads(allowed_request)["allowLinkLocal"] is True
+
+    push_task(cq, "steal", {"url": METADATA, "timeout": "1s"}, plays(1, *refused), pool="hooks")
+    push_task(cq, "allowed", {"url": LINK_LOCAL, "timeout": "1s"}, plays(1, *allowed), pool="link-local-ok")
+
+    status = cq.wait_phase("steal", "Failed")
+    (attempt,) = status["attempts"]
+    assert (attempt["outcome"], attempt["reason"], attempt["exitCode"]) == ("Permanent", "AddressNotAllowed", 2)
+    assert "169.254.169.254 is a cloud metadata address" in status["message"]
+    assert "unless their TaskPool sets spec.allowLinkLocal: true" in status["message"]
+    # With the switch the request went out: whatever answered (nothing, or a network's egress
+    # filter), it was not the runner's refusal.
+    status = cq.wait_phase("allowed", "Failed", "DeadLettered", "Succeeded")
+    (attempt,) = status["attempts"]
+    assert attempt["reason"] in ("Timeout", "NetworkError", "HTTPStatus", "Completed"), attempt
+    assert "allowLinkLocal" not in status.get("message", "")

@@ -122,3 +122,36 @@ def test_the_quota_docs_install_md_gives_bounds_a_tenants_tasks(cq):
     with pytest.raises(ApiException) as refused:
         cq.task("three")
     assert refused.value.status == 403 and "exceeded quota: cronoq" in refused.value.body
+
+
+def test_attempt_pods_naming_no_service_account_run_as_the_task_service_account(own):
+    """Point 2: with the chart's `--task-service-account`, a task whose pool names no ServiceAccount
+    runs as the one holding the lease role, not as the namespace's `default`; one that names its
+    own keeps it. Before, every such pod ran as `default`, which then needed the lease role."""
+    namespace = own.namespace
+    own.operator.extra_args = ("--task-service-account=cronoq-task", f"--task-service-account-namespace={namespace}")
+    own.operator.start()
+    own.core.create_namespaced_service_account(namespace, client.V1ServiceAccount(
+        metadata=client.V1ObjectMeta(name="cronoq-task")))
+    own.pool()
+    own.task("plain")
+    own.task("named", serviceAccountName="default")
+
+    for name, account in (("plain", "cronoq-task"), ("named", "default")):
+        assert own.wait_phase(name, "Succeeded")["phase"] == "Succeeded"
+        (job,) = own.jobs(name)
+        assert job.spec.template.spec.service_account_name == account, name
+        (pod,) = own.core.list_namespaced_pod(namespace, label_selector=f"cronoq.io/task={name}").items
+        assert pod.spec.service_account_name == account, name
+
+
+def test_the_task_service_account_is_not_used_where_it_does_not_exist(own):
+    """A namespace the chart created no task ServiceAccount in keeps `default`: a pod naming a
+    missing ServiceAccount would never be created."""
+    own.operator.extra_args = ("--task-service-account=cronoq-task", "--task-service-account-namespace=elsewhere")
+    own.operator.start()
+    own.pool()
+    own.task("plain")
+    assert own.wait_phase("plain", "Succeeded")["phase"] == "Succeeded"
+    (job,) = own.jobs("plain")
+    assert job.spec.template.spec.service_account_name is None

@@ -117,3 +117,13 @@ def test_the_operator_takes_a_minimum_schedule_interval_and_refuses_a_bad_one(ca
     assert parser().parse_args(["operator"]).min_schedule_interval == timedelta()
     with pytest.raises(UsageError, match="--min-schedule-interval"):
         parser().parse_args(["operator", "--min-schedule-interval", "often"])
+
+
+def test_the_operator_takes_the_task_service_account_and_where_it_exists() -> None:
+    """Issue 26, point 2."""
+    from cronoq.cli import parser
+    args = parser().parse_args(["operator", "--task-service-account", "cronoq-task",
+                                "--task-service-account-namespace", "a", "--task-service-account-namespace", "b"])
+    assert (args.task_service_account, args.task_service_account_namespaces) == ("cronoq-task", ["a", "b"])
+    args = parser().parse_args(["operator"])
+    assert (args.task_service_account, args.task_service_account_namespaces) == (None, [])

@@ -21,7 +21,7 @@ from hypothesis import given, strategies as st
 
 from cronoq.api import TaskPoolSpec
 from cronoq.engine import naming
-from cronoq.engine.jobs import build_job
+from cronoq.engine.jobs import TaskServiceAccount, build_job
 from cronoq.engine.naming import MAX_JOB_NAME, job_name, lease_id
 
 from tests.unit.builders import make_task
@@ -183,6 +183,32 @@ def test_the_pool_fills_what_the_task_and_its_template_leave_unset() -> None:
     assert {t["key"] for t in pod_spec(job)["tolerations"]} == {"pool", "template"}
     assert {k: v for k, v in env(job).items() if not k.startswith("CRONOQ_")} == {
         "A": "template", "B": "template", "C": "pool"}
+
+
+def test_pods_that_name_no_service_account_get_the_operators_task_service_account() -> None:
+    """Issue 26, point 2: the chart's task ServiceAccount holds the lease role, so the namespace's
+    `default` need not; a ServiceAccount named anywhere (task, its template, its pool) wins."""
+    def account(task_spec: dict[str, Any], pool_spec: TaskPoolSpec | None = None) -> str | None:
+        job = build_job(make_task().spec(**task_spec).obj(), pool_spec, 1, "e1-a1", service_account="cronoq-task")
+        return pod_spec(job).get("serviceAccountName")
+
+    assert account({}) == "cronoq-task"
+    assert account({}, pool(image="p:1")) == "cronoq-task"
+    assert account({"serviceAccountName": "mine"}) == "mine"
+    assert account({}, pool(serviceAccountName="pools")) == "pools"
+    assert account({"template": {"spec": {"serviceAccountName": "templates", "containers": [{"name": "task"}]}}}) == \
+        "templates"
+    deprecated = build_job(make_task().spec(template={"spec": {"serviceAccount": "old", "containers": []}}).obj(),
+                           None, 1, "e1-a1", service_account="cronoq-task")
+    assert pod_spec(deprecated).get("serviceAccountName") is None  # the API server copies serviceAccount over
+    assert "serviceAccountName" not in pod_spec(build_job(make_task().obj(), None, 1, "e1-a1"))
+
+
+def test_the_task_service_account_applies_only_where_it_exists() -> None:
+    everywhere, some = TaskServiceAccount("cronoq-task"), TaskServiceAccount("cronoq-task", frozenset({"jobs"}))
+    assert (everywhere.in_namespace("any"), some.in_namespace("jobs"), some.in_namespace("other")) == \
+        ("cronoq-task", "cronoq-task", None)
+    assert TaskServiceAccount().in_namespace("jobs") is None
 
 
 def test_the_tasks_own_fields_win_over_both_templates() -> None:

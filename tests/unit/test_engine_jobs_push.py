@@ -174,3 +174,13 @@ def test_a_push_pod_without_heartbeats_gets_no_service_account_token() -> None:
     assert build(push_task(), lease_ttl=timedelta(0))["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     # With heartbeats the runner renews its Lease with the pod's token.
     assert "automountServiceAccountToken" not in build(push_task(), lease_ttl=timedelta(seconds=30))["spec"]["template"]["spec"]
+
+
+def test_only_the_pool_lets_a_push_task_reach_link_local_addresses() -> None:
+    """Issue 26, point 6: the switch is the pool's (its writers are admins); a Task has no such field."""
+    allowed = TaskPoolSpec.model_validate({"allowLinkLocal": True})
+    assert json.loads(env(build(push_task(), allowed))["CRONOQ_HTTP"])["allowLinkLocal"] is True
+    assert "allowLinkLocal" not in json.loads(env(build(push_task(), TaskPoolSpec()))["CRONOQ_HTTP"])
+    assert "allowLinkLocal" not in json.loads(env(build(push_task()))["CRONOQ_HTTP"])
+    # The API server prunes the unknown field from a Task; the model ignores it too.
+    assert "allowLinkLocal" not in json.loads(env(build(push_task(allowLinkLocal=True)))["CRONOQ_HTTP"])

@@ -275,7 +275,8 @@ def test_long_pod_messages_are_truncated() -> None:
     (sdk(outcome="permanent", reason="HTTPStatus", responseCode=404), 2, (P, reasons.HTTP_STATUS, 404)),
     (sdk(outcome="retryable", reason="Timeout"), 1, (R, reasons.TIMEOUT, None)),
     (sdk(outcome="retryable", reason="NetworkError", message="connection refused"), 1, (R, reasons.NETWORK_ERROR, None)),
-], ids=["2xx", "503", "404", "timeout", "refused"])
+    (sdk(outcome="permanent", reason="AddressNotAllowed"), 2, (P, reasons.ADDRESS_NOT_ALLOWED, None)),
+], ids=["2xx", "503", "404", "timeout", "refused", "link-local"])
 def test_push_reports_carry_their_reason_and_response_code(report: str, code: int, want) -> None:
     verdict = from_termination(end(code, report), POLICY)
     assert (verdict.outcome, verdict.reason, verdict.response_code) == want

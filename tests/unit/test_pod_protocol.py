@@ -118,7 +118,7 @@ headers = st.builds(PushHeader, name=st.text(min_size=1), value=st.text(),
                  headers=st.lists(headers, max_size=4).map(tuple),
                  timeout=st.floats(min_value=0.001, max_value=3600), body=st.none() | st.text(),
                  success_codes=st.lists(st.integers(100, 599), max_size=4).map(tuple),
-                 ca_env=st.none() | st.text(min_size=1)))
+                 ca_env=st.none() | st.text(min_size=1), allow_link_local=st.booleans()))
 def test_a_push_request_survives_its_json(sent: PushRequest) -> None:
     assert PushRequest.from_json(sent.to_json()) == sent
 
@@ -132,6 +132,7 @@ def test_a_push_request_survives_its_json(sent: PushRequest) -> None:
     ('{"url": "u", "headers": [{"value": "v"}]}', "headers[0].name is missing"),
     ('{"url": "u", "headers": ["h"]}', "headers[0] is not an object"),
     ('{"url": "u", "successCodes": ["200"]}', "successCodes must be whole numbers"),
+    ('{"url": "u", "allowLinkLocal": "yes"}', "allowLinkLocal must be true or false"),
     ("{", "not JSON"),
 ])
 def test_a_bad_push_request_names_the_field(text: str, field: str) -> None:

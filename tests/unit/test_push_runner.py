@@ -4,6 +4,7 @@ leaves, and the exact request the receiver saw. No cluster is needed: the runner
 API server only to heartbeat, and these attempts have heartbeats off."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -17,9 +18,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from cronoq import __version__
-from cronoq.push import judge_answer, retry_after, Request
+from cronoq.push import forbidden_kind, judge_answer, retry_after, Request, send
 
 UID = "0f9e8d7c-6b5a-4321-8000-123456789abc"
 SERVER_DATE = "Wed, 02 Dec 2026 21:00:00 GMT"
@@ -276,6 +278,85 @@ def test_a_missing_secret_value_or_bad_request_is_permanent(tmp_path, receiver) 
     for bad in ({"no": "url"}, ["a list"], {"url": "http://h/", "headers": [{"value": "no name"}]}):
         code, message, _ = push(tmp_path, bad)
         assert code == 2 and "CRONOQ_HTTP is not a request" in message["message"]
+
+
+# --- link-local and metadata addresses (issue 26, point 6) ---------------------------------------------
+
+
+@pytest.mark.parametrize("url, named", [
+    ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud metadata address"),
+    ("http://[fd00:ec2::254]/latest/api/token", "fd00:ec2::254 is a cloud metadata address"),
+    ("http://169.254.10.20:8080/", "169.254.10.20 is link-local"),
+    ("https://[fe80::1]/hook", "fe80::1 is link-local"),
+    ("http://[::ffff:169.254.169.254]/", "::ffff:169.254.169.254 is a cloud metadata address"),
+])
+def test_a_link_local_or_metadata_address_is_refused_permanently_naming_the_switch(tmp_path, url, named) -> None:
+    code, message, _ = push(tmp_path, {"url": url, "timeout": 5})
+    assert code == 2
+    assert message == {"outcome": "permanent", "reason": "AddressNotAllowed", "message": (
+        f"POST {url}: {named}: push tasks may not call link-local or cloud metadata addresses unless their "
+        "TaskPool sets spec.allowLinkLocal: true")}
+
+
+def test_with_the_pools_switch_a_link_local_address_is_attempted(tmp_path) -> None:
+    # Whatever the network makes of 169.254.0.1 (no answer, or a sandbox's egress filter answering
+    # 403), the request went out: the guard did not stop it.
+    code, message, _ = push(tmp_path, {"url": "http://169.254.0.1:9/", "timeout": 1, "allowLinkLocal": True})
+    assert message["reason"] in ("Timeout", "NetworkError", "HTTPStatus"), message
+    assert "allowLinkLocal" not in message["message"]
+
+
+@pytest.mark.parametrize("address, kind", [
+    ("169.254.169.254", "a cloud metadata address"), ("fd00:ec2::254", "a cloud metadata address"),
+    ("169.254.0.0", "link-local"), ("169.254.255.255", "link-local"), ("fe80::1", "link-local"),
+    ("febf:ffff::1", "link-local"), ("fe80::1%eth0", "link-local"), ("::ffff:169.254.1.1", "link-local"),
+    ("169.253.255.255", None), ("169.255.0.0", None), ("fec0::1", None), ("fd00:ec2::253", None),
+    ("127.0.0.1", None), ("10.0.0.1", None), ("2001:db8::1", None), ("hooks.example.com", None), ("", None),
+])
+def test_forbidden_addresses(address: str, kind: str | None) -> None:
+    assert forbidden_kind(address) == kind
+
+
+class FakeDNS(AbstractResolver):
+    """Answers each lookup with the next address of `answers`: a name that rebinds."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.lookups = list(answers), 0
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        address = self.answers[min(self.lookups, len(self.answers) - 1)]
+        self.lookups += 1
+        return [{"hostname": host, "host": address, "port": port, "family": socket.AF_INET, "proto": 0, "flags": 0}]
+
+    async def close(self) -> None:
+        pass
+
+
+def test_a_name_resolving_to_a_metadata_address_is_refused_before_any_connection(receiver) -> None:
+    url = f"http://metadata.hooks.test:{receiver.server.server_port}/ok"
+    verdict = asyncio.run(send(Request(url, "GET", (), None, 5, frozenset()), resolver=FakeDNS("169.254.169.254")))
+    assert (verdict.outcome, verdict.reason) == ("permanent", "AddressNotAllowed")
+    assert verdict.message.startswith(f"GET {url}: metadata.hooks.test resolves to 169.254.169.254, a cloud metadata "
+                                      "address: push tasks may not call")
+    assert "spec.allowLinkLocal: true" in verdict.message and receiver.requests == []
+
+
+def test_the_name_is_resolved_once_and_the_checked_address_is_the_one_connected_to(receiver) -> None:
+    """DNS rebinding: a name that answers 127.0.0.1 to the check and the metadata address to a
+    second lookup gains nothing, as there is no second lookup; the Host header keeps the name."""
+    dns = FakeDNS("127.0.0.1", "169.254.169.254")
+    url = f"http://rebind.hooks.test:{receiver.server.server_port}/ok"
+    verdict = asyncio.run(send(Request(url, "GET", (), None, 5, frozenset()), resolver=dns))
+    assert (verdict.outcome, verdict.response_code, dns.lookups) == ("success", 200, 1)
+    (seen,) = receiver.requests
+    assert ("Host", f"rebind.hooks.test:{receiver.server.server_port}") in seen["headers"]
+
+
+def test_with_the_switch_a_name_resolving_to_a_link_local_address_is_not_refused(receiver) -> None:
+    url = f"http://hooks.test:{receiver.server.server_port}/ok"
+    request = Request(url, "GET", (), None, 1, frozenset(), allow_link_local=True)
+    verdict = asyncio.run(send(request, resolver=FakeDNS("169.254.0.1")))
+    assert verdict.reason in ("Timeout", "NetworkError", "HTTPStatus") and "allowLinkLocal" not in verdict.message
 
 
 # --- the pure parts ---------------------------------------------------------------------------------------

@@ -90,6 +90,12 @@ class TaskPoolSpec(Model):
     readable (0s to 720h; set as the Job's ttlSecondsAfterFinished). Changing it applies to the
     Jobs already there, finished ones included: lowered, Jobs past it are deleted at once.
     Default 1h. A task's own value wins."""
+    allow_link_local: bool = False
+    """Let the pool's push tasks (`http`) call link-local addresses (169.254.0.0/16, fe80::/10) and
+    cloud metadata addresses (169.254.169.254, fd00:ec2::254), whether named literally or reached
+    through a name that resolves to them. Default false: such a request ends its attempt Permanent
+    with reason AddressNotAllowed, as a metadata service hands out the node's cloud credentials.
+    Only pool writers (the namespace's admins) can set it; a Task has no such field."""
     template: PoolTemplate | None = None
     """Pod settings the pool's tasks inherit (image, serviceAccountName, resources, nodeSelector,
     tolerations, priorityClassName, ...)."""

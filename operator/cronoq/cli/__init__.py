@@ -65,6 +65,12 @@ def parser() -> Parser:
     op.add_argument("--lease-name", default="cronoq-leader", help="name of the leader Lease")
     op.add_argument("--sidecar-image", default=f"ghcr.io/cronoq/operator:{__version__}",
                     help="image of the heartbeat sidecar added to pods of tasks with heartbeatSidecar: true")
+    op.add_argument("--task-service-account", default=None, metavar="NAME",
+                    help="ServiceAccount of attempt pods whose task and pool name none (the one holding the lease "
+                         "role; default: none, so the namespace's default)")
+    op.add_argument("--task-service-account-namespace", action="append", default=[], metavar="NAMESPACE",
+                    dest="task_service_account_namespaces",
+                    help="only in this namespace (repeatable), where that ServiceAccount exists; default: every one")
     op.add_argument("--min-schedule-interval", type=_duration, default=timedelta(), metavar="DURATION",
                     help="least time between two fires of a TaskSchedule, e.g. 1m; a schedule that fires more "
                          "often makes no fire and says why (default 0s: any interval the API allows)")

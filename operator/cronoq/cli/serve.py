@@ -8,6 +8,7 @@ import logging
 
 def run_operator(args: argparse.Namespace) -> int:
     from cronoq.controller.runtime import RUNTIME, Options, serve
+    from cronoq.engine.jobs import TaskServiceAccount
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.WARNING)
@@ -16,6 +17,8 @@ def run_operator(args: argparse.Namespace) -> int:
                               watch_seconds=args.watch_seconds, events=args.events,
                               leader_election=args.leader_election, lease_namespace=args.lease_namespace,
                               lease_name=args.lease_name, sidecar_image=args.sidecar_image,
-                              min_schedule_interval=args.min_schedule_interval)
+                              min_schedule_interval=args.min_schedule_interval,
+                              task_service_account=TaskServiceAccount(
+                                  args.task_service_account, frozenset(args.task_service_account_namespaces)))
     asyncio.run(serve(RUNTIME))
     return 0

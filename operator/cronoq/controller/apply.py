@@ -29,7 +29,7 @@ from cronoq.engine import reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import refusal
 from cronoq.engine.plan import Effective, Plan
-from cronoq.engine.jobs import build_job
+from cronoq.engine.jobs import TaskServiceAccount, build_job
 from cronoq.engine.naming import lease_id
 from cronoq.kube.observe import job_facts
 from cronoq.kube.writes import Conflict, Rejected, Writer
@@ -58,10 +58,11 @@ def refusal_of(message: str) -> str:
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, term: Term, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
-                 warnings_only: bool = False) -> None:
+                 warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
         self.sidecar_image = sidecar_image
+        self.task_service_account = task_service_account or TaskServiceAccount()
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
 
@@ -181,7 +182,8 @@ class Applier:
         pool = self.store.pools.get(pool_key)
         job = build_job(task, pool.spec if pool else None, number, lease, lease_ttl=settings.lease_ttl,
                         sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
-                        job_retention=settings.job_retention, push_image=self.sidecar_image)
+                        job_retention=settings.job_retention, push_image=self.sidecar_image,
+                        service_account=self.task_service_account.in_namespace(namespace))
         try:
             created = await self.writer.create_job(job)
         except Rejected as err:

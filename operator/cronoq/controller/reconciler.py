@@ -27,6 +27,7 @@ from cronoq.engine.attempts import is_ready, reconcile, settle
 from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.retention import job_retention_of
+from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.kube.writes import NotLeader, Writer
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class Controller:
     def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
                  clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None,
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
-                 warnings_only: bool = False) -> None:
+                 warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -80,7 +81,8 @@ class Controller:
         self.expiry = Expiry(writer, self.term, clock, busy=lambda: self.queue.urgent)
         self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=clock, skew=skew)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
-                               clock=clock, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only)
+                               clock=clock, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only,
+                               task_service_account=task_service_account)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=clock)
 
     async def run(self) -> None:

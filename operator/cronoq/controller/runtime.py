@@ -21,6 +21,7 @@ from cronoq import metrics
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
+from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.kube.skew import SKEW
 from cronoq.kube.client import api_client
 from cronoq.kube.watch import WATCH_SECONDS, Watch, listers
@@ -45,6 +46,8 @@ class Options:
     lease_namespace: str | None = None
     lease_name: str = "cronoq-leader"
     sidecar_image: str | None = None
+    task_service_account: TaskServiceAccount = field(default_factory=TaskServiceAccount)
+    """The ServiceAccount of attempt pods that name none, and where."""
     min_schedule_interval: timedelta = timedelta()
     """Least time between two fires of any TaskSchedule; one that fires more often makes none."""
 
@@ -75,7 +78,8 @@ class Runtime:
         writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
-                                     warnings_only=self.options.events == "warnings")
+                                     warnings_only=self.options.events == "warnings",
+                                     task_service_account=self.options.task_service_account)
         self.schedules = Schedules(writer, min_interval=self.options.min_schedule_interval)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)

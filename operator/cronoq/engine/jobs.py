@@ -14,6 +14,7 @@ kubelet fills (`valueFrom`), so the Job never holds a secret. The pool's other p
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +41,21 @@ PROXY_VARIABLES = frozenset(n for v in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
 named by the task would receive the pool's secret headers."""
 
 
+@dataclass(frozen=True)
+class TaskServiceAccount:
+    """The operator's `--task-service-account`: the ServiceAccount of attempt pods whose task and
+    pool name none, in the namespaces where it exists (the chart creates it there, with the lease
+    role). Elsewhere pods keep the namespace's `default`, since a pod naming a missing
+    ServiceAccount is never created."""
+
+    name: str | None = None
+    namespaces: frozenset[str] = frozenset()
+    """Empty: every namespace."""
+
+    def in_namespace(self, namespace: str) -> str | None:
+        return self.name if self.name and (not self.namespaces or namespace in self.namespaces) else None
+
+
 def push_request(task: Task, pool: TaskPoolSpec | None) -> HTTPRequest | None:
     """The request a push task makes: its own `http`, else its pool's when the task names no
     container of its own (the API server allows at most one of the two on each)."""
@@ -62,12 +78,15 @@ def _name_and_uid(task: Task) -> tuple[str, str]:
 
 def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
               lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
-              job_retention: timedelta | None = None, push_image: str | None = None) -> dict[str, Any]:
+              job_retention: timedelta | None = None, push_image: str | None = None,
+              service_account: str | None = None) -> dict[str, Any]:
     """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease. With
     `job_retention`, Kubernetes' TTL controller deletes the Job (and its pod) that long after it
     finishes: the operator has read its outcome by then, and writes nothing to clean up.
     `push_image` (the operator image) runs a push task's request; the runner heartbeats itself,
-    so a push task's pod never gets the sidecar."""
+    so a push task's pod never gets the sidecar. `service_account` (the operator's
+    `--task-service-account`) is the pod's ServiceAccount when neither the task nor its pool names
+    one: the one that holds the lease role, so the namespace's `default` need not."""
     meta = task.metadata
     task_name, task_uid = _name_and_uid(task)
     name = naming.job_name(task_name, attempt)
@@ -96,6 +115,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     # Lowest layer first, so the task's own named fields are applied last and win.
     _apply(pod_spec, container, pool.template if pool else None, only_unset=True)
     _apply(pod_spec, container, task.spec, only_unset=False)
+    if service_account and not (pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount")):
+        pod_spec["serviceAccountName"] = service_account
     http = push_request(task, pool)
     if http is not None:
         container.update(image=push_image, command=list(PUSH_COMMAND), securityContext=copy.deepcopy(RESTRICTED))
@@ -110,7 +131,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         task_id=task_uid, task_name=task_name, attempt=attempt, lease_name=naming.lease_name(task_name, attempt),
         lease_id=lease, lease_ttl=lease_ttl.total_seconds(), payload=task.spec.payload))
     if http is not None:
-        env += _push_env(http)
+        env += _push_env(http, allow_link_local=pool.allow_link_local if pool else False)
     container["env"] = env
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     pod_spec["restartPolicy"] = "Never"
@@ -149,7 +170,7 @@ def _proxies_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | No
     return kept + [pools[n].to_dict() | {"value": pools[n].value} for n in sorted(PROXY_VARIABLES & pools.keys())]
 
 
-def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:
+def _push_env(http: HTTPRequest, *, allow_link_local: bool) -> list[dict[str, Any]]:
     """The runner's request (`cronoq.push.request_from` reads it) and the variables the kubelet
     fills from Secrets and ConfigMaps."""
     headers: list[PushHeader] = []
@@ -167,7 +188,8 @@ def _push_env(http: HTTPRequest) -> list[dict[str, Any]]:
         refs.append({"name": ca_env, "valueFrom": {"configMapKeyRef": http.ca_bundle.config_map_key_ref.to_dict()}})
     request = PushRequest(url=http.url, method=http.method.value, headers=tuple(headers),
                           timeout=http.timeout.total_seconds(), body=http.body,
-                          success_codes=tuple(sorted(http.success_codes or ())), ca_env=ca_env)
+                          success_codes=tuple(sorted(http.success_codes or ())), ca_env=ca_env,
+                          allow_link_local=allow_link_local)
     return [{"name": Env.HTTP, "value": request.to_json()}] + refs
 
 

@@ -52,7 +52,8 @@ def truncate(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
 
 _SDK_OUTCOMES = {"success": AttemptOutcome.SUCCESS, "retryable": AttemptOutcome.RETRYABLE,
                  "permanent": AttemptOutcome.PERMANENT}
-REPORTED_REASONS = frozenset({reasons.LEASE_LOST, reasons.TIMEOUT, reasons.NETWORK_ERROR, reasons.HTTP_STATUS})
+REPORTED_REASONS = frozenset({reasons.LEASE_LOST, reasons.TIMEOUT, reasons.NETWORK_ERROR, reasons.HTTP_STATUS,
+                              reasons.ADDRESS_NOT_ALLOWED})
 """Reasons a termination message may give for a failure: the SDK's self-fencing and the push
 runner's. Any other word is ignored, so a container cannot pose as the operator's own verdicts."""
 

@@ -24,6 +24,7 @@ LEASE_EXPIRED = "LeaseExpired"
 LEASE_LOST = "LeaseLost"         # the SDK could not renew its lease and stopped itself
 HTTP_STATUS = "HTTPStatus"       # a push task's endpoint answered with a status that is not success
 NETWORK_ERROR = "NetworkError"   # a push task's request got no answer (DNS, refused, reset, TLS)
+ADDRESS_NOT_ALLOWED = "AddressNotAllowed"  # a push task's request would reach a link-local or metadata address
 CANCELLED = "Cancelled"
 INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's document
 
