@@ -15,9 +15,12 @@ export CRONOQ_REAL_NODE := $(REAL_NODE)
 
 .PHONY: demo operator-up test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
+# examples/real-node/ needs real containers (`make cluster-up REAL_NODE=1`, then apply it yourself)
+KWOK_EXAMPLES := $(shell find examples -name '*.yaml' -not -path 'examples/real-node/*' | sort)
+
 ## demo: start the local cluster, install the CRDs, run the operator and apply examples/
 demo: $(BIN)/.installed cluster-up install-crds operator-up
-	kubectl apply -R -f examples/
+	kubectl apply $(addprefix -f ,$(KWOK_EXAMPLES))
 	@$(BIN)/python hack/await_tasks.py --timeout 120
 	@echo
 	@echo "The operator runs in the background, on the default namespace (log: .cluster/logs/operator.log; metrics: http://127.0.0.1:21090/metrics)."
