@@ -158,12 +158,13 @@ def dump(objects: list[dict[str, Any]], fmt: str, single: bool) -> str:
 
 def attempts_table(task: Task) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for h in ("ATTEMPT", "TRIGGER", "STARTED", "DURATION", "OUTCOME", "EXIT CODE", "REASON", "MESSAGE"):
+    for h in ("ATTEMPT", "TRIGGER", "RAN ON", "STARTED", "DURATION", "OUTCOME", "EXIT CODE", "REASON", "MESSAGE"):
         table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
     for a in (task.status.attempts if task.status else ()):
         outcome = Text(str(a.outcome) if a.outcome else "running",
                        style={"Success": "green", "Retryable": "magenta", "Permanent": "red"}.get(str(a.outcome), ""))
         table.add_row(Text(str(a.number)), Text(str(a.trigger)),
+                      Text(f"worker {a.worker}" if a.worker else f"Job {a.job}" if a.job else "-"),
                       Text(a.started_at.strftime("%Y-%m-%d %H:%M:%S") if a.started_at else "-"),
                       Text(duration(a.duration_ms)), outcome,
                       Text("-" if a.exit_code is None else str(a.exit_code)), Text(a.reason or "-"),

@@ -408,6 +408,11 @@ class Client:
             raise LogsUnavailable(f"task {name} has not started an attempt yet")
         if number > newest:
             raise LogsUnavailable(f"task {name} has no attempt {number} (its newest is {newest})")
+        record = next((a for a in task.status.attempts if a.number == number), None) if task.status else None
+        if record is not None and record.worker:
+            raise LogsUnavailable(f"attempt {number} ran on pull worker {record.worker}, not in a pod of its own: "
+                                  f"its lines are in that worker's log (the worker's pod is named by the part of "
+                                  f"{record.worker} before its last dash)")
         selector = f"{naming.TASK}={name},{naming.ATTEMPT}={number}"
         if task.metadata.uid:
             selector += f",{naming.TASK_UID}={task.metadata.uid}"
