@@ -14,8 +14,8 @@ The operator decides and fences, the worker only runs and reports:
   renewed every TTL/3; while it lapses the operator hands it nothing, and the attempts it was
   running end as LeaseExpired and are retried. A worker that cannot renew it for a whole TTL
   (cut off from the API server) stops every handler and exits (code 3), as a pod's SDK fences;
-- it watches its pool's Tasks and starts an attempt when the status names it as the attempt's
-  worker (the status is written before: attempt numbers never repeat);
+- it watches its pool's Running Tasks and starts an attempt when the status names it as the
+  attempt's worker (the status is written before: attempt numbers never repeat);
 - it heartbeats each attempt on the attempt's Lease (created at TTL/3, renewed every TTL/3) and
   reports the outcome on that Lease as an annotation (one write for a short attempt), which the
   operator validates (attempt, lease id, worker) and records; the worker never writes a Task;
@@ -192,10 +192,11 @@ class Worker:
     # ------------------------------------------------------------------ what the operator says
 
     def _watch(self) -> None:
-        """List, then watch, the pool's Tasks; list again whenever the watch breaks."""
+        """List, then watch, the pool's Running Tasks (a task leaving Running, or going, arrives
+        as DELETED: its attempt has ended); list again whenever the watch breaks."""
         from kubernetes import watch
 
-        selector = f"spec.pool={self.pool}"
+        selector = f"spec.pool={self.pool},status.phase=Running"
         while not self._stop.is_set():
             try:
                 listing = self.custom.list_namespaced_custom_object(
@@ -227,8 +228,8 @@ class Worker:
                 if task_uid != uid:
                     continue
                 if deleted or n != number or current is None or current.get("outcome") or spec.get("cancel"):
-                    why = ("the task was deleted" if deleted else "cancelled" if spec.get("cancel") else
-                           f"the operator ended it ({(current or {}).get('reason') or 'a newer attempt'})")
+                    why = ("the task left Running or was deleted" if deleted else "cancelled" if spec.get("cancel")
+                           else f"the operator ended it ({(current or {}).get('reason') or 'a newer attempt'})")
                     self._abort(run, why)
             if deleted or current is None:
                 return
