@@ -129,6 +129,8 @@ def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, wo
     mine.patch_namespaced_lease(me, namespace, {"metadata": {"annotations": {"cronoq.io/capacity": "0"}}})
     assert "(update)" in refusal(lambda: mine.patch_namespaced_lease(
         me, namespace, {"metadata": {"labels": {"cronoq.io/worker-pool": "other"}}}))
+    taken = refusal(lambda: mine.patch_namespaced_lease(me, namespace, {"spec": {"holderIdentity": other}}))
+    assert "(worker holder)" in taken or "(update)" in taken, taken
     assert "(no finalizers)" in refusal(lambda: mine.patch_namespaced_lease(
         me, namespace, {"metadata": {"finalizers": ["example.com/keep"]}}))
 
