@@ -34,6 +34,10 @@ NAMESPACED_PERMISSIONS = {
 LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", "create"),
                      *{("coordination.k8s.io", "leases", v, "cronoq-leader") for v in ("get", "update")}}
 TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch")}
+# A pull worker (issue 31): reads its pool's Tasks and the TaskPool, writes Leases (the worker policy
+# narrows them to its own); no Job, pod, Secret, Task or status write.
+WORKER_PERMISSIONS = {*{("cronoq.io", "tasks", v) for v in ("get", "list", "watch")}, ("cronoq.io", "taskpools", "get"),
+                      *{("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch", "delete")}}
 
 
 def permissions(role: dict) -> set[tuple[str, ...]]:
@@ -187,7 +191,8 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(render):
 
 
 def test_no_role_grants_secrets_exec_escalation_or_wildcards(render):
-    for values in ({}, {"watchNamespaces": ["a", "b"]}):
+    workers = {"workers": {"serviceAccounts": ["mail-worker"], "namespaces": ["a"]}}
+    for values in ({}, {"watchNamespaces": ["a", "b"]}, workers, {**workers, "watchNamespaces": ["a", "b"]}):
         for role in find(render(set_json=values), "ClusterRole") + find(render(set_json=values), "Role"):
             for group, resource, verb, *_ in permissions(role):
                 assert "*" not in (group, resource, verb), role["metadata"]["name"]
@@ -454,3 +459,49 @@ def test_by_default_only_the_task_service_account_holds_the_lease_role_and_the_o
     kept = render(set_json={"watchNamespaces": ["a"], "taskPods": {"leaseRole": {"serviceAccounts": ["default"]}}})
     assert [s["name"] for s in only(kept, "RoleBinding", f"{FULLNAME}-task-lease", "a")["subjects"]] == \
         ["default", "cronoq-task"]
+
+
+# ---- pull workers (issue 31) ---------------------------------------------------------------
+
+def test_worker_role_reads_the_pool_and_writes_leases_where_asked(render):
+    assert not [o for o in render() if o["metadata"]["name"].endswith("-worker") or "worker-lease" in o["metadata"]["name"]]
+    objects = render(set_json={"workers": {"serviceAccounts": ["mail-worker", "sms-worker"], "namespaces": ["a", "b"]}})
+    role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}-worker")
+    assert permissions(role) == WORKER_PERMISSIONS
+    for namespace in ("a", "b"):
+        binding = only(objects, "RoleBinding", f"{FULLNAME}-worker", namespace)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{NS}-{FULLNAME}-worker"}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": namespace}
+                                       for n in ("mail-worker", "sms-worker")]
+    assert not find(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}-worker")
+    # With watchNamespaces (and no workers.namespaces): a Role in each watched namespace.
+    objects = render(set_json={"watchNamespaces": ["a"], "workers": {"serviceAccounts": ["mail-worker"]}})
+    assert not find(objects, "ClusterRole", f"{NS}-{FULLNAME}-worker")
+    assert permissions(only(objects, "Role", f"{FULLNAME}-worker", "a")) == WORKER_PERMISSIONS
+    assert only(objects, "RoleBinding", f"{FULLNAME}-worker", "a")["roleRef"]["kind"] == "Role"
+    # Without RBAC the policy still narrows whatever Lease rights the workers are given.
+    objects = render(set_json={"rbac": {"create": False}, "workers": {"serviceAccounts": ["mail-worker"]}})
+    assert {o["kind"] for o in objects if "worker" in o["metadata"]["name"]} == {
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def test_worker_policy_judges_requests_by_the_worker_service_accounts(render):
+    objects = render(set_json={"workers": {"serviceAccounts": ["mail-worker"], "namespaces": ["jobs"]}})
+    policy = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-worker-lease")
+    assert "objectSelector" not in policy["spec"]["matchConstraints"]
+    requester, operator = (c["expression"] for c in policy["spec"]["matchConditions"])
+    assert "split(':')[3] in [\"mail-worker\"]" in requester and "split(':')[2] in [\"jobs\"]" in requester
+    assert operator == f"request.userInfo.username != 'system:serviceaccount:{NS}:{FULLNAME}'"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert {v["reason"] for v in policy["spec"]["validations"]} == {"Forbidden"}
+    binding = only(objects, "ValidatingAdmissionPolicyBinding", f"{NS}-{FULLNAME}-worker-lease")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+
+
+def test_a_worker_service_account_that_is_a_task_one_too_is_refused(template, render):
+    for account, lease_role in (("cronoq-task", []), ("default", ["default"])):
+        done = template(set_json={"workers": {"serviceAccounts": [account]},
+                                  "taskPods": {"leaseRole": {"serviceAccounts": lease_role}}})
+        assert done.returncode != 0 and f"workers.serviceAccounts: {account} is a task ServiceAccount too" in done.stderr
+    # Without the task lease policy there is nothing to contradict.
+    assert render(set_json={"workers": {"serviceAccounts": ["default"]}, "taskPods": {"leasePolicy": {"enabled": False}}})

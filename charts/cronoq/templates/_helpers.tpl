@@ -170,3 +170,29 @@ object of a create, so create is on leases there; the Lease name is fixed by the
   resources: ["leases"]
   verbs: ["get", "create", "update", "patch"]
 {{- end -}}
+
+{{/* Namespaces pull workers are bound in (a JSON list): workers.namespaces, else watchNamespaces. */}}
+{{- define "cronoq.workerNamespaces" -}}
+{{- $ns := .Values.workers.namespaces | default .Values.watchNamespaces | default list -}}
+{{- toJson (uniq $ns) -}}
+{{- end -}}
+
+{{/* ServiceAccounts of pull workers (names, a JSON list). */}}
+{{- define "cronoq.workerServiceAccounts" -}}
+{{- toJson (uniq (.Values.workers.serviceAccounts | default list)) -}}
+{{- end -}}
+
+{{/* A pull worker (`delivery: Workers`) reads its pool's Tasks and its TaskPool, and writes its
+own Lease and its attempts' Leases (reports included); the worker policy narrows the Leases to
+its own. Never a Task, a Job, a pod or a Secret. */}}
+{{- define "cronoq.workerRules" -}}
+- apiGroups: ["cronoq.io"]
+  resources: ["tasks"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["cronoq.io"]
+  resources: ["taskpools"]
+  verbs: ["get"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update", "patch", "delete"]
+{{- end -}}

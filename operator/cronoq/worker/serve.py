@@ -87,12 +87,13 @@ def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: i
 
 def worker_name(pool: str) -> str:
     """A DNS label of at most 63 characters, new for every process, so a restarted worker is never
-    taken for the one before it: in a pod, `<pod name, cut to 56>-<6 random>` (the chart's worker
-    policy checks that prefix against the pod its token is bound to), else `<pool>-<host>-<random>`."""
+    taken for the one before it: in a pod, `<pod name, cut to 56, trailing dashes and dots trimmed>-<6
+    random>` (the chart's worker policy checks that prefix against the pod its token is bound to),
+    else `<pool>-<host>-<random>`."""
     suffix = "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=6))
     pod = os.environ.get("POD_NAME")
     base = pod[:POD_PREFIX] if pod else re.sub(r"[^a-z0-9-]", "-", f"{pool}-{socket.gethostname()}".lower())
-    return f"{base[:POD_PREFIX].strip('-')}-{suffix}"
+    return f"{base[:POD_PREFIX].strip('-.')}-{suffix}"
 
 
 @dataclass
