@@ -92,6 +92,35 @@ def test_producer_enqueues_payloads_but_cannot_define_the_pod(kubectl, namespace
     assert admitted.returncode == 0, admitted.stderr
 
 
+def test_a_producers_payload_task_runs_on_the_pod_its_pool_defines(kubectl, kubeconfig, namespace, policy, tmp_path):
+    """Enqueued by a producer, run to the end: the pool (written by an admin) alone defines the pod."""
+    from tests.support.operator import OperatorProcess
+
+    producer = "producer@example.com"
+    bind(kubectl, namespace, producer, "cronoq-edit")
+    kubectl("create", "-f", "-", namespace=namespace, input=json.dumps({
+        "apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": "orders"},
+        "spec": {"template": {"image": "example.invalid/orders:1", "podMetadata": {"annotations": {
+            "kwok.cronoq.io/outcome": "Succeed", "kwok.cronoq.io/message": "order done"}}}}}))
+    wait_until(lambda: refused(create_as(kubectl, producer, namespace, task("pod", template=TEMPLATE)), REFUSED),
+               timeout=30, what="the workload policy enforced")
+    admitted = create_as(kubectl, producer, namespace, task("order-7", pool="orders", payload={"order": 7}))
+    assert admitted.returncode == 0, admitted.stderr
+
+    operator = OperatorProcess(kubeconfig, (namespace,), tmp_path / "operator.log").start()
+    try:
+        def succeeded():
+            status = json.loads(kubectl("get", "task", "order-7", "-o", "json", namespace=namespace).stdout).get("status") or {}
+            return status if status.get("phase") == "Succeeded" else None
+
+        status = wait_until(succeeded, timeout=60, what="the producer's task succeeded")
+    finally:
+        operator.stop()
+    assert status["output"] == "order done"
+    job = json.loads(kubectl("get", "job", status["attempts"][0]["job"], "-o", "json", namespace=namespace).stdout)
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "example.invalid/orders:1"
+
+
 def test_producer_schedules_only_what_a_producer_may_enqueue(kubectl, namespace, policy):
     producer = "producer@example.com"
     bind(kubectl, namespace, producer, "cronoq-edit")

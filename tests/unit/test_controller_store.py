@@ -113,3 +113,49 @@ def test_a_task_too_big_to_read_is_kept_without_its_spec() -> None:
     assert entry.task is None and "spec.template is" in (entry.error or "")
     assert entry.raw["spec"] == {"pool": "p"} and entry.pool == "p"
     assert len(str(entry.raw)) < 1000
+
+
+def test_a_task_replaced_under_its_name_forgets_the_old_ones_attempts() -> None:
+    """Deleted and created again while no watch said so: the new uid starts with nothing of the old."""
+    from cronoq.engine.observed import AttemptJob
+    from cronoq.kube.observe import WorkerFacts
+
+    store = Store()
+    store.put_task(raw("a", 1, {"phase": "Running", "attempt": 1}), T0)
+    store.put_job("ns", "uid-a", "a", AttemptJob(number=1, name="a-a1", uid="job-1"))
+    store.drop_job("uid-a", "a-a1")
+    store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-a2", uid="job-2"))
+    store.put_lease("ns", "a-a2", "e1-a2", "t", T0)
+    store.put_served("uid-a", AttemptJob(number=3, name="a-a3", uid="lease-3", worker="w"))
+    store.put_worker("ns", WorkerFacts("w", "default", 2, "w", "t", 10.0), T0)
+
+    replacement = raw("a", 9)
+    replacement["metadata"]["uid"] = "uid-a-2"
+    store.put_task(replacement, at(1))
+
+    assert "uid-a" not in store.jobs and "uid-a" not in store.gone and "uid-a" not in store.served
+    assert ("ns", "a-a2") not in store.job_owner and ("ns", "a-a2") not in store.leases
+    assert store.attempt_jobs(store.tasks[("ns", "a")]) == []
+    assert store.worker_alive_until("ns", "w") == at(10), "workers are the pool's, not the task's"
+
+
+def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_in_flight() -> None:
+    from cronoq.kube.observe import WorkerFacts
+
+    store = Store()
+    store.put_worker("ns", WorkerFacts("w1", "default", 2, "w1", "t1", 10.0), T0)
+    store.put_worker("ns", WorkerFacts("w2", "default", 3, "w2", "t1", 10.0), T0)
+    store.put_worker("ns", WorkerFacts("gone", "default", 5, None, None, 10.0), T0)  # released
+    store.put_worker("ns", WorkerFacts("other", "other-pool", 5, "other", "t1", 10.0), T0)
+    running = {"phase": "Running", "attempt": 1, "attempts": [{"number": 1, "leaseId": "e1-a1", "worker": "w2"}]}
+    store.put_task(raw("busy", 1, running), T0)
+
+    assert store.worker_room(("ns", "default"), at(1)) == {"w1": 2, "w2": 2}
+    assert store.hand_to_worker(("ns", "x"), ("ns", "default"), at(1), hold=True) == "w2"
+    assert store.worker_room(("ns", "default"), at(1)) == {"w1": 2, "w2": 1}
+    store.handed(("ns", "x"))
+    assert store.worker_room(("ns", "default"), at(10)) == {}, "a Lease not renewed for its duration is dead"
+    store.put_worker("ns", WorkerFacts("w1", "default", 2, "w1", "t2", 10.0), at(9))  # renewed: alive again
+    assert store.worker_room(("ns", "default"), at(10)) == {"w1": 2}
+    store.drop_task("ns", "busy")
+    assert store.by_worker == {}

@@ -211,6 +211,7 @@ class Store:
             if old.uid != entry.uid:  # the old task went while we were not watching
                 self._forget_cycles(key)
                 self._forget_writes(old.uid)
+                self._forget_attempts(key[0], old.uid)
         self.tasks[key] = entry
         self._index(key, entry)
         return entry
@@ -265,15 +266,19 @@ class Store:
             self._unindex((namespace, name), entry)
             self._forget_cycles((namespace, name))
             self._forget_writes(entry.uid)
-            for lease in self.served.pop(entry.uid, {}):
-                self.leases.pop((namespace, lease), None)
-            for job in (*self.jobs.pop(entry.uid, {}), *self.gone.pop(entry.uid, {})):
-                self.pods.pop((namespace, job), None)
-                self.running_seen.pop((namespace, job), None)
-                self.ended_seen.pop((namespace, job), None)
-                self.job_owner.pop((namespace, job), None)
-                self.leases.pop((namespace, job), None)
+            self._forget_attempts(namespace, entry.uid)
         return entry
+
+    def _forget_attempts(self, namespace: str, uid: str) -> None:
+        """What was seen of a task's attempts: its Jobs, their pods and Leases, its workers' Leases."""
+        for lease in self.served.pop(uid, {}):
+            self.leases.pop((namespace, lease), None)
+        for job in (*self.jobs.pop(uid, {}), *self.gone.pop(uid, {})):
+            self.pods.pop((namespace, job), None)
+            self.running_seen.pop((namespace, job), None)
+            self.ended_seen.pop((namespace, job), None)
+            self.job_owner.pop((namespace, job), None)
+            self.leases.pop((namespace, job), None)
 
     def forget_refusals(self, uid: str) -> None:
         """The task creates no more Jobs (it finished): what the API server said of them is done with."""
@@ -283,7 +288,6 @@ class Store:
     def _forget_writes(self, uid: str) -> None:
         self.forget_refusals(uid)
         self.stale_counted.pop(uid, None)
-        self.served.pop(uid, None)
 
     def _forget_cycles(self, key: Key) -> None:
         """A task went (or came back as another): what the cycle checks of its namespace settled
