@@ -100,7 +100,8 @@ def test_the_quota_docs_install_md_gives_bounds_a_tenants_tasks(cq):
     """Point 4f: the ResourceQuota of "Sharing a cluster between tenants", as written (its Task
     count lowered to 2 to keep the test short), refuses a tenant's third Task."""
     doc = (Path(__file__).parents[2] / "docs" / "install.md").read_text()
-    block = next(b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:] if "count/tasks.cronoq.io" in b)
+    blocks = [b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:]]
+    block = next(b for b in blocks if "count/tasks.cronoq.io" in b)
     quota = yaml.safe_load(block)
     quota["spec"]["hard"]["count/tasks.cronoq.io"] = "2"
     cq.core.create_namespaced_resource_quota(cq.namespace, quota)

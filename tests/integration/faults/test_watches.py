@@ -21,7 +21,7 @@ from tests.support.toxiproxy import server_of, through
 from tests.support.waiting import wait_until
 
 RELISTED = "is gone; listing again"
-WATCHED = ("TaskPool", "Task", "TaskSchedule", "Job", "Pod", "Lease")
+WATCHED = ("TaskPool", "Task", "TaskSchedule", "Job", "Pod", "Lease", "WorkerLease")
 
 
 def _etcd(devcluster, path: str, body: dict) -> dict:
