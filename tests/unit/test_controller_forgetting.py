@@ -22,7 +22,7 @@ class RefusingWorld(World):
     def __init__(self, concurrency: int) -> None:
         self.writer = RefusingWriter()
         self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)  # type: ignore[arg-type]
+        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)
         self.controller.intake.on_pool(None, pool(concurrency))
 
 

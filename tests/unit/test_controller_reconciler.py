@@ -109,7 +109,7 @@ class World:
     def __init__(self, concurrency: int = 1, warnings_only: bool = False) -> None:
         self.writer = FakeWriter()
         self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now,  # type: ignore[arg-type]
+        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now,
                                      warnings_only=warnings_only)
         self.controller.intake.on_pool(None, pool(concurrency))
 

@@ -24,7 +24,8 @@ from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.term import Term
-from cronoq.controller.workqueue import WorkQueue
+from cronoq.controller.workqueue import WorkKey, WorkQueue
+from cronoq.controller.writer import Writer
 from cronoq.engine import reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import refusal
@@ -32,7 +33,7 @@ from cronoq.engine.plan import Effective, Plan
 from cronoq.engine.jobs import TaskServiceAccount, build_job
 from cronoq.engine.naming import lease_id
 from cronoq.kube.observe import job_facts
-from cronoq.kube.writes import Conflict, Rejected, Writer
+from cronoq.kube.writes import Conflict, Rejected
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,8 @@ def refusal_of(message: str) -> str:
 
 
 class Applier:
-    def __init__(self, writer: Writer, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, term: Term, *,
+    def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
+                 term: Term, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
                  warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
@@ -121,7 +123,7 @@ class Applier:
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
         if plan.create_job is not None and task is not None and settings is not None:
             try:
-                await self._create_job(entry, task, plan, pool_key, settings)
+                await self._create_job(entry, task, plan.create_job, plan, pool_key, settings)
             except JobRefused as err:
                 refused = err
         for job_name in plan.delete_jobs:
@@ -163,6 +165,7 @@ class Applier:
             metrics.STALE_COMPLETIONS.inc(len(set(plan.stale_jobs) - counted))
             counted.update(plan.stale_jobs)
         for attempt in plan.ended:
+            assert attempt.outcome is not None, "an ended attempt has its outcome"
             metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
@@ -173,9 +176,10 @@ class Applier:
                 metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
-    async def _create_job(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, settings: Effective) -> None:
+    async def _create_job(self, entry: TaskEntry, task: Task, number: int, plan: Plan, pool_key: Key,
+                          settings: Effective) -> None:
         """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal)."""
-        namespace, name, number = entry.raw["metadata"]["namespace"], entry.name, plan.create_job
+        namespace, name = entry.raw["metadata"]["namespace"], entry.name
         record = task.status.attempts[-1] if task.status and task.status.attempts else None
         lease = (record.lease_id if record and record.number == number and record.lease_id
                  else lease_id(self.term.epoch, number))

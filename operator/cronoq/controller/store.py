@@ -59,6 +59,7 @@ class Finished:
     @classmethod
     def of(cls, task: Task) -> Finished:
         status, spec = task.status, task.spec
+        assert status is not None and status.phase is not None, "only a finished task (it has a phase)"
         return cls(phase=status.phase, pool=spec.pool, created_at=task.metadata.creation_timestamp,
                    finished_at=status.finished_at, attempt=status.attempt,
                    marks=tuple(Mark(a.number, a.lease_id, a.reason) for a in status.attempts),
@@ -96,11 +97,11 @@ class TaskEntry:
 
     @property
     def uid(self) -> str:
-        return self.raw["metadata"]["uid"]
+        return str(self.raw["metadata"]["uid"])
 
     @property
     def name(self) -> str:
-        return self.raw["metadata"]["name"]
+        return str(self.raw["metadata"]["name"])
 
     @property
     def pool(self) -> str:
@@ -108,7 +109,7 @@ class TaskEntry:
             return self.task.spec.pool
         if self.finished is not None:
             return self.finished.pool
-        return (self.raw.get("spec") or {}).get("pool", "default")
+        return str((self.raw.get("spec") or {}).get("pool", "default"))
 
     @property
     def phase(self) -> TaskPhase | None:
@@ -399,8 +400,10 @@ class Store:
         old = self.workers.get(key)
         if old is not None and old[0] == facts:
             return False
-        renewed = old is None or (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time)
-        self.workers[key] = (facts, now if renewed else old[1])
+        if old is None or (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time):
+            self.workers[key] = (facts, now)  # renewed
+        else:
+            self.workers[key] = (facts, old[1])
         return True
 
     def drop_worker(self, namespace: str, name: str) -> WorkerFacts | None:
