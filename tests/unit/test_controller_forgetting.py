@@ -20,7 +20,7 @@ class RefusingWorld(World):
     """The reconciler tests' world, over a writer that can refuse Jobs."""
 
     def __init__(self, concurrency: int) -> None:
-        self.writer = RefusingWriter()
+        self.writer: RefusingWriter = RefusingWriter()
         self.now = T0
         self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)
         self.controller.intake.on_pool(None, pool(concurrency))

@@ -264,7 +264,7 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
         world.controller.intake.on_pod(None, again)
         assert len(world.controller.queue) == 0
         stored = copy.deepcopy(next(iter(world.controller.store.jobs["uid-a"].values())))
-        raw_job = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
+        raw_job: dict[str, Any] = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
                                 "creationTimestamp": "2026-12-03T12:00:00Z",
                                 "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": stored.lease_id,
                                            "cronoq.io/task": "a", "cronoq.io/task-uid": "uid-a", "cronoq.io/pool": "p"}},
