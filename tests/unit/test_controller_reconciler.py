@@ -161,6 +161,33 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
     asyncio.run(scenario())
 
 
+def test_the_job_is_built_from_the_pool_the_decision_was_made_with() -> None:
+    """A pool changing while the attempt's status is written changes neither its Job nor its lease."""
+    class PoolChangingWriter(FakeWriter):
+        def __init__(self, world: World) -> None:
+            super().__init__()
+            self.world = world
+
+        async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+            changed = pool(template={"podMetadata": {"labels": {"team": "after"}}})
+            changed["metadata"]["resourceVersion"] = "9"
+            self.world.controller.intake.on_pool(None, changed)
+            return await super().replace_task_status(raw, status)
+
+    async def scenario() -> None:
+        world = World()
+        world.controller.intake.on_pool(None, pool(template={"podMetadata": {"labels": {"team": "before"}}}))
+        writer = world.writer = PoolChangingWriter(world)
+        world.controller.writer = world.controller.applier.writer = writer
+        world.submit("a")
+        await world.settle()
+        job = writer.jobs["a-a1"]
+        attempt = world.status("a")["attempts"][0]
+        assert job["spec"]["template"]["metadata"]["labels"]["team"] == "before"
+        assert job["metadata"]["labels"]["cronoq.io/lease-id"] == attempt["leaseId"] == "e1-a1"
+    asyncio.run(scenario())
+
+
 def test_a_pools_changed_job_retention_retimes_the_finished_tasks_jobs_once_and_the_hot_path_never() -> None:
     async def scenario() -> None:
         world = World(concurrency=2)
