@@ -188,6 +188,29 @@ def test_the_job_is_built_from_the_pool_the_decision_was_made_with() -> None:
     asyncio.run(scenario())
 
 
+def test_a_duplicate_of_a_finished_original_reads_it_once_and_ends_with_its_output() -> None:
+    async def scenario() -> None:
+        world = World()
+        original = task("orig")
+        original["spec"]["key"] = "k"
+        original["status"] = {"phase": "Succeeded", "attempt": 1, "finishedAt": "2026-12-03T11:59:59Z",
+                              "output": "42", "outputAvailable": True, "message": "succeeded on attempt 1"}
+        world.writer.tasks["orig"] = copy.deepcopy(original)
+        world.controller.intake.on_task(None, original)
+        assert world.controller.store.tasks[(NS, "orig")].finished is not None, "kept slim: no output in memory"
+        world.submit("waits", key="other")
+        await world.settle()
+        assert ("read", "orig") not in world.writer.calls
+        world.submit("dup", key="k")
+        await world.settle()
+        assert world.writer.calls.count(("read", "orig")) == 1, world.writer.calls
+        status = world.status("dup")
+        assert (status["phase"], status["output"], status["duplicateOf"]) == ("Succeeded", "42", "orig")
+        assert "succeeded on attempt 1" in status["message"]
+        assert ("job", "dup-a1") not in world.writer.calls
+    asyncio.run(scenario())
+
+
 def test_a_pools_changed_job_retention_retimes_the_finished_tasks_jobs_once_and_the_hot_path_never() -> None:
     async def scenario() -> None:
         world = World(concurrency=2)

@@ -204,18 +204,9 @@ class Controller:
         namespace = entry.raw["metadata"]["namespace"]
         if task.spec.key:
             retention = (pool or TaskPoolSpec()).key_retention
-            names = [n for n in self.store.keyed.get((namespace, entry.pool, task.spec.key), ())
-                     if n != task.metadata.name and (namespace, n) in self.store.tasks]
-            others = [holder(self.store.tasks[(namespace, n)]) for n in names]
-            verdict = keys.gate(holder(entry), others, retention, now)
-            original = self.store.tasks.get((namespace, verdict.duplicate_of or ""))
-            if verdict.verdict == "end" and original is not None and original.finished is not None:
-                # Ending as a finished task's duplicate: read the original's output and message.
-                raw = await self.writer.read_task(namespace, original.name)
-                full = Task.model_validate(raw) if raw is not None else None
-                if full is not None and full.metadata.uid == original.uid:
-                    others = [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]
-                    verdict = keys.gate(holder(entry), others, retention, now)
+            me = holder(entry)
+            others = await self._key_holders(namespace, entry, task.spec.key, me, retention, now)
+            verdict = keys.gate(me, others, retention, now)
             if verdict.verdict != "run":
                 return verdict
         if task.spec.depends_on:
@@ -227,6 +218,23 @@ class Controller:
             return dependencies.gate(entry.name, task.spec.depends_on, phases,
                                      self.store.cycle_of(namespace, entry))
         return RUN
+
+    async def _key_holders(self, namespace: str, entry: TaskEntry, key: str, me: keys.Holder,
+                           retention: timedelta, now: datetime) -> list[keys.Holder]:
+        """The other tasks holding the key, as the store has them; the finished original that `me`
+        would end as a duplicate of is read over the API, for the output and message the store does
+        not keep."""
+        others = [holder(self.store.tasks[(namespace, n)]) for n in self.store.keyed.get((namespace, entry.pool, key), ())
+                  if n != entry.name and (namespace, n) in self.store.tasks]
+        first = keys.reported(me, others, retention, now)
+        original = self.store.tasks.get((namespace, first.name)) if first is not None else None
+        if original is None or original.finished is None:
+            return others
+        raw = await self.writer.read_task(namespace, original.name)
+        full = Task.model_validate(raw) if raw is not None else None
+        if full is None or full.metadata.uid != original.uid:  # gone, or its name taken by another task
+            return others
+        return [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]
 
     # ------------------------------------------------------------------ one pool
 
