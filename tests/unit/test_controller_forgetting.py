@@ -20,9 +20,9 @@ class RefusingWorld(World):
     """The reconciler tests' world, over a writer that can refuse Jobs."""
 
     def __init__(self, concurrency: int) -> None:
-        self.writer = RefusingWriter()
+        self.writer: RefusingWriter = RefusingWriter()
         self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)  # type: ignore[arg-type]
+        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)
         self.controller.intake.on_pool(None, pool(concurrency))
 
 

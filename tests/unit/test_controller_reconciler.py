@@ -109,7 +109,7 @@ class World:
     def __init__(self, concurrency: int = 1, warnings_only: bool = False) -> None:
         self.writer = FakeWriter()
         self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now,  # type: ignore[arg-type]
+        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now,
                                      warnings_only=warnings_only)
         self.controller.intake.on_pool(None, pool(concurrency))
 
@@ -158,6 +158,56 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         assert world.status("a")["phase"] == "Succeeded"
         assert counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded") == before + 1
         assert [c for c in world.writer.calls if c[0] == "job"] == [("job", "a-a1")]
+    asyncio.run(scenario())
+
+
+def test_the_job_is_built_from_the_pool_the_decision_was_made_with() -> None:
+    """A pool changing while the attempt's status is written changes neither its Job nor its lease."""
+    class PoolChangingWriter(FakeWriter):
+        def __init__(self, world: World) -> None:
+            super().__init__()
+            self.world = world
+
+        async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+            changed = pool(template={"podMetadata": {"labels": {"team": "after"}}})
+            changed["metadata"]["resourceVersion"] = "9"
+            self.world.controller.intake.on_pool(None, changed)
+            return await super().replace_task_status(raw, status)
+
+    async def scenario() -> None:
+        world = World()
+        world.controller.intake.on_pool(None, pool(template={"podMetadata": {"labels": {"team": "before"}}}))
+        writer = world.writer = PoolChangingWriter(world)
+        world.controller.writer = world.controller.applier.writer = writer
+        world.submit("a")
+        await world.settle()
+        job = writer.jobs["a-a1"]
+        attempt = world.status("a")["attempts"][0]
+        assert job["spec"]["template"]["metadata"]["labels"]["team"] == "before"
+        assert job["metadata"]["labels"]["cronoq.io/lease-id"] == attempt["leaseId"] == "e1-a1"
+    asyncio.run(scenario())
+
+
+def test_a_duplicate_of_a_finished_original_reads_it_once_and_ends_with_its_output() -> None:
+    async def scenario() -> None:
+        world = World()
+        original = task("orig")
+        original["spec"]["key"] = "k"
+        original["status"] = {"phase": "Succeeded", "attempt": 1, "finishedAt": "2026-12-03T11:59:59Z",
+                              "output": "42", "outputAvailable": True, "message": "succeeded on attempt 1"}
+        world.writer.tasks["orig"] = copy.deepcopy(original)
+        world.controller.intake.on_task(None, original)
+        assert world.controller.store.tasks[(NS, "orig")].finished is not None, "kept slim: no output in memory"
+        world.submit("waits", key="other")
+        await world.settle()
+        assert ("read", "orig") not in world.writer.calls
+        world.submit("dup", key="k")
+        await world.settle()
+        assert world.writer.calls.count(("read", "orig")) == 1, world.writer.calls
+        status = world.status("dup")
+        assert (status["phase"], status["output"], status["duplicateOf"]) == ("Succeeded", "42", "orig")
+        assert "succeeded on attempt 1" in status["message"]
+        assert ("job", "dup-a1") not in world.writer.calls
     asyncio.run(scenario())
 
 
@@ -264,7 +314,7 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
         world.controller.intake.on_pod(None, again)
         assert len(world.controller.queue) == 0
         stored = copy.deepcopy(next(iter(world.controller.store.jobs["uid-a"].values())))
-        raw_job = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
+        raw_job: dict[str, Any] = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
                                 "creationTimestamp": "2026-12-03T12:00:00Z",
                                 "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": stored.lease_id,
                                            "cronoq.io/task": "a", "cronoq.io/task-uid": "uid-a", "cronoq.io/pool": "p"}},

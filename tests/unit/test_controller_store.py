@@ -159,3 +159,14 @@ def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_i
     assert store.worker_room(("ns", "default"), at(10)) == {"w1": 2}
     store.drop_task("ns", "busy")
     assert store.by_worker == {}
+
+
+def test_a_deleted_job_keeps_the_attempt_number_it_was_seen_with() -> None:
+    """The number is the one the Job's label gave while it was there, not parsed back out of its name."""
+    from cronoq.engine.observed import AttemptJob
+
+    store = Store()
+    entry = store.put_task(raw("a", 1, {"phase": "Running", "attempt": 2}), T0)
+    store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-retry", uid="job-2", lease_id="e1-a2"))
+    store.drop_job("uid-a", "a-retry")
+    assert store.attempt_jobs(entry) == [AttemptJob(number=2, name="a-retry", uid="job-2", gone=True)]

@@ -16,7 +16,7 @@ import pytest
 from cronoq.api import AttemptOutcome, AttemptTrigger, ConditionStatus, Task, TaskPhase, TaskStatus
 from cronoq.engine import reasons
 from cronoq.engine.attempts import HISTORY, is_ready, reconcile
-from cronoq.engine.plan import Effective, Plan
+from cronoq.engine.plan import Effective, JobToCreate, Plan
 from cronoq.engine.naming import job_name
 from cronoq.engine.observed import AttemptJob
 
@@ -54,7 +54,7 @@ def test_new_task_admitted_records_attempt_one_and_creates_its_job_in_the_same_p
     plan = run(task, observe(now=at(1), epoch=7, admit=True, first_seen=T0))
     status = plan.status
     assert status.phase is TaskPhase.RUNNING and status.attempt == 1
-    assert plan.create_job == 1
+    assert plan.create_job == JobToCreate(1, "e7-a1")
     (attempt,) = status.attempts
     assert attempt.number == 1 and attempt.lease_id == "e7-a1" and attempt.job == "hello-a1"
     assert attempt.trigger is AttemptTrigger.FIRST and attempt.outcome is None
@@ -89,7 +89,7 @@ def test_queued_task_admitted_later_keeps_its_submission_time() -> None:
     task = make_task().obj()
     queued = step(task, run(task, observe(now=T0)))
     plan = run(queued, observe(now=at(60), admit=True))
-    assert plan.status.phase is TaskPhase.RUNNING and plan.create_job == 1
+    assert plan.status.phase is TaskPhase.RUNNING and plan.create_job.number == 1
     assert plan.status.submitted_at == T0
 
 
@@ -118,14 +118,15 @@ def test_pool_appearing_is_news_and_keeps_the_conditions_transition_time() -> No
 def test_recorded_attempt_without_a_job_is_created_again_without_a_status_write() -> None:
     task = started(make_task().obj())
     plan = run(task, observe(now=at(5)))
-    assert plan.create_job == 1 and plan.status is None
+    assert plan.create_job.number == 1 and plan.status is None
 
 
 def test_a_new_leader_recreates_the_recorded_job_and_keeps_its_number_and_lease() -> None:
     task = started(make_task().obj(), epoch=3)
     plan = run(task, observe(now=at(5), epoch=4, admit=True))
-    assert plan.create_job == 1 and plan.status is None
+    assert plan.status is None
     assert records(task)[-1].lease_id == "e3-a1"
+    assert plan.create_job == JobToCreate(1, "e3-a1"), "the recorded lease, not one of the new leader's epoch"
 
 
 def test_a_running_job_of_the_open_attempt_is_adopted() -> None:
@@ -198,7 +199,7 @@ def test_retryable_failure_backs_off_and_no_attempt_starts_before_then() -> None
     assert early.requeue_after == pytest.approx(0.1)
 
     due = run(retrying, observe(attempt_job("t", 1).exited(1, "boom"), now=at(15), admit=True, epoch=2))
-    assert due.create_job == 2
+    assert due.create_job.number == 2
     new = due.status.attempts[-1]
     assert (new.number, new.trigger, new.job, new.lease_id) == (2, AttemptTrigger.RETRY, "t-a2", "e2-a2")
     assert due.status.attempt == 2 and due.status.next_attempt_at is None
@@ -243,7 +244,7 @@ def test_retrying_task_due_but_without_a_slot_goes_back_to_the_queue() -> None:
 def test_zero_backoff_retries_in_the_same_plan_when_admitted() -> None:
     task = started(make_task().retry(initialBackoff="0s", maxBackoff="0s").obj())
     plan = run(task, observe(attempt_job("t", 1).exited(1), now=at(10), admit=True))
-    assert plan.create_job == 2 and plan.status.phase is TaskPhase.RUNNING
+    assert plan.create_job.number == 2 and plan.status.phase is TaskPhase.RUNNING
     assert [a.outcome for a in plan.status.attempts] == [AttemptOutcome.RETRYABLE, None]
     assert [a.number for a in plan.ended] == [1]
 
@@ -574,7 +575,7 @@ def test_a_job_whose_name_is_not_the_deterministic_one_is_not_adopted(name: str)
     impostor = attempt_job("t", 1).named(name).running(T0).obj()
     plan = run(task, observe(impostor, now=at(1)))
     assert plan.delete_jobs == (name,)
-    assert plan.create_job == 1  # the real Job of attempt 1 is still missing
+    assert plan.create_job.number == 1  # the real Job of attempt 1 is still missing
     assert plan.status is None
     assert reasons.FOREIGN_JOB in [e.reason for e in plan.events]
 

@@ -146,7 +146,7 @@ class World:
         if not (write and act):
             return
         if plan.create_job is not None:
-            n = plan.create_job
+            n = plan.create_job.number
             name = job_name(NAME, n)
             fate = self.fate_of(n)
             if fate.kind == "rejected":
@@ -230,10 +230,11 @@ def check(before: TaskStatus, plan: Plan, world: World, epoch: int) -> None:
     # Write-ahead: a Job is created only for the attempt the status names as open.
     if plan.create_job is not None:
         assert after.phase is TaskPhase.RUNNING
-        assert after.attempts and after.attempts[-1].number == plan.create_job == after.attempt
+        assert after.attempts and after.attempts[-1].number == plan.create_job.number == after.attempt
+        assert plan.create_job.lease_id == after.attempts[-1].lease_id, "the Job carries the recorded attempt's lease"
         assert after.attempts[-1].outcome is None
-        assert job_name(NAME, plan.create_job) not in plan.delete_jobs or any(
-            j.foreign for j in world.jobs.values() if j.name == job_name(NAME, plan.create_job))
+        assert job_name(NAME, plan.create_job.number) not in plan.delete_jobs or any(
+            j.foreign for j in world.jobs.values() if j.name == job_name(NAME, plan.create_job.number))
 
     # Phases agree with the records.
     if after.phase is TaskPhase.SUCCEEDED:

@@ -45,7 +45,7 @@ def test_when_the_gate_opens_the_task_queues_or_starts() -> None:
     queued = run(blocked, observe(now=at(2), gate=RUN))
     assert queued.status.phase is TaskPhase.QUEUED and queued.wants_slot
     started = run(blocked, observe(now=at(2), gate=RUN, admit=True))
-    assert started.status.phase is TaskPhase.RUNNING and started.create_job == 1
+    assert started.status.phase is TaskPhase.RUNNING and started.create_job.number == 1
     assert started.status.submitted_at == at(1)
 
 

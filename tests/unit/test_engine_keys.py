@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from cronoq.api import TaskPhase
 from cronoq.engine import reasons
-from cronoq.engine.keys import Holder, gate, original
+from cronoq.engine.keys import Holder, gate, original, reported
 
 from tests.unit.builders import at
 
@@ -47,6 +47,16 @@ def test_a_duplicate_of_a_finished_original_copies_its_phase_and_output() -> Non
     assert result.verdict == "end" and result.phase is TaskPhase.SUCCEEDED
     assert result.output == "42" and result.duplicate_of == "orig" and result.reason == reasons.DUPLICATE
     assert "orig" in result.message and "succeeded on attempt 2" in result.message
+
+
+def test_only_a_duplicate_of_a_finished_original_reports_it() -> None:
+    """What the controller reads in full before deciding: the finished original, and nothing else."""
+    done = Holder("orig", at(0), phase=TaskPhase.SUCCEEDED, attempt=1, finished_at=at(30))
+    running = Holder("orig", at(0), phase=TaskPhase.RUNNING, attempt=1)
+    assert reported(Holder("dup", at(40)), [done], HOUR, at(50)) == done
+    assert reported(Holder("dup", at(40)), [running], HOUR, at(50)) is None  # it waits
+    assert reported(Holder("dup", at(40)), [done], HOUR, at(30 + 3600)) is None  # retention passed: it runs
+    assert reported(Holder("new", at(40)), [], HOUR, at(50)) is None  # it is the original
 
 
 def test_no_output_is_copied_when_the_original_has_none() -> None:

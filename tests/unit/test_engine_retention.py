@@ -52,14 +52,14 @@ def test_job_may_be_gone_only_after_its_retention() -> None:
 def _recorded(job_retention: str):
     task = make_task("t").spec(jobRetention=job_retention).obj()
     plan = reconcile(task, settings(task), observe(now=T0, admit=True), random.Random(0))
-    assert plan.create_job == 1 and plan.status.attempts[0].dispatched_at == T0
+    assert plan.create_job.number == 1 and plan.status.attempts[0].dispatched_at == T0
     return with_status(task, plan.status)
 
 
 def test_a_recorded_attempt_without_a_job_is_created_within_job_retention() -> None:
     task = _recorded("1m")
     plan = reconcile(task, settings(task), observe(now=at(59)), random.Random(0))
-    assert plan.create_job == 1 and plan.status is None
+    assert plan.create_job.number == 1 and plan.status is None
 
 
 def test_a_recorded_attempt_without_a_job_after_job_retention_is_lost_and_retried() -> None:

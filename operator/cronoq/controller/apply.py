@@ -24,15 +24,15 @@ from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskEntry
 from cronoq.controller.term import Term
-from cronoq.controller.workqueue import WorkQueue
+from cronoq.controller.workqueue import WorkKey, WorkQueue
+from cronoq.controller.writer import Writer
 from cronoq.engine import reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import refusal
-from cronoq.engine.plan import Effective, Plan
+from cronoq.engine.plan import Effective, JobToCreate, Plan
 from cronoq.engine.jobs import TaskServiceAccount, build_job
-from cronoq.engine.naming import lease_id
 from cronoq.kube.observe import job_facts
-from cronoq.kube.writes import Conflict, Rejected, Writer
+from cronoq.kube.writes import Conflict, Rejected
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ def refusal_of(message: str) -> str:
 
 
 class Applier:
-    def __init__(self, writer: Writer, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, term: Term, *,
+    def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
+                 term: Term, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
                  warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
@@ -76,13 +77,13 @@ class Applier:
             entry = landed
             task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
             self.expiry.schedule_finished(entry, pool)
-        await self._carry_out(entry, task, plan, pool_key, now, settings)
+        await self._carry_out(entry, task, plan, pool_key, pool, now, settings)
 
     async def settle(self, entry: TaskEntry, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
         """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
         self.store.forget_refusals(entry.uid)
         self.expiry.schedule_finished(entry, pool)
-        await self._carry_out(entry, None, plan, pool_key, now, None)
+        await self._carry_out(entry, None, plan, pool_key, pool, now, None)
 
     async def _write_status(self, entry: TaskEntry, status: TaskStatus, now: datetime) -> TaskEntry | None:
         """The fencing write. Returns the task's entry as stored after it, or None when it did not land."""
@@ -107,7 +108,8 @@ class Applier:
             self.queue.add(("task", namespace, other))
         return landed
 
-    async def _carry_out(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key, now: datetime,
+    async def _carry_out(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key, pool: TaskPool | None,
+                         now: datetime,
                          settings: Effective | None) -> None:
         """What follows a landed status: slots and metrics first (no await in between, so
         admission never sees the task half-moved), then the writes. `task` is the task as
@@ -121,7 +123,7 @@ class Applier:
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
         if plan.create_job is not None and task is not None and settings is not None:
             try:
-                await self._create_job(entry, task, plan, pool_key, settings)
+                await self._create_job(entry, task, plan.create_job, plan, pool_key, pool, settings)
             except JobRefused as err:
                 refused = err
         for job_name in plan.delete_jobs:
@@ -163,6 +165,7 @@ class Applier:
             metrics.STALE_COMPLETIONS.inc(len(set(plan.stale_jobs) - counted))
             counted.update(plan.stale_jobs)
         for attempt in plan.ended:
+            assert attempt.outcome is not None, "an ended attempt has its outcome"
             metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
@@ -173,14 +176,12 @@ class Applier:
                 metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
-    async def _create_job(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, settings: Effective) -> None:
-        """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal)."""
-        namespace, name, number = entry.raw["metadata"]["namespace"], entry.name, plan.create_job
-        record = task.status.attempts[-1] if task.status and task.status.attempts else None
-        lease = (record.lease_id if record and record.number == number and record.lease_id
-                 else lease_id(self.term.epoch, number))
-        pool = self.store.pools.get(pool_key)
-        job = build_job(task, pool.spec if pool else None, number, lease, lease_ttl=settings.lease_ttl,
+    async def _create_job(self, entry: TaskEntry, task: Task, order: JobToCreate, plan: Plan, pool_key: Key,
+                          pool: TaskPool | None, settings: Effective) -> None:
+        """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal),
+        in `pool`, the pool the decision was made with."""
+        namespace, name, number = entry.raw["metadata"]["namespace"], entry.name, order.number
+        job = build_job(task, pool.spec if pool else None, number, order.lease_id, lease_ttl=settings.lease_ttl,
                         sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
                         job_retention=settings.job_retention, push_image=self.sidecar_image,
                         service_account=self.task_service_account.in_namespace(namespace))

@@ -23,8 +23,9 @@ from cronoq import metrics
 from cronoq.api import TaskPool
 from cronoq.controller.store import Key, TaskEntry
 from cronoq.controller.term import Term
+from cronoq.controller.writer import Writer
 from cronoq.engine.retention import task_expires_at
-from cronoq.kube.writes import NotLeader, Writer
+from cronoq.kube.writes import NotLeader
 
 log = logging.getLogger(__name__)
 

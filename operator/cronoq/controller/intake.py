@@ -13,14 +13,14 @@ from cronoq.api import TaskPool
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
-from cronoq.controller.workqueue import WorkQueue
+from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.engine import naming
 from cronoq.engine.admission import Candidate
 from cronoq.kube.observe import job_facts, pod_facts, served_facts, worker_facts
 
 
 class Intake:
-    def __init__(self, store: Store, queue: WorkQueue, slots: Slots, expiry: Expiry, *,
+    def __init__(self, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta]) -> None:
         self.store, self.queue, self.slots, self.expiry = store, queue, slots, expiry
         self.clock = clock
@@ -37,7 +37,8 @@ class Intake:
             if entry is not None:
                 self.queue.add(("pool", key[0], entry.pool))
         elif (entry := self.store.put_task(raw, self.clock())) is not None:
-            if key in self.store.fresh.get((key[0], entry.pool), ()):  # weighed before its first reconcile
+            fresh = key in self.store.fresh.get((key[0], entry.pool), ())  # weighed before its first reconcile
+            if fresh and entry.task is not None:  # (a fresh task is always a readable one)
                 self.slots.want((key[0], entry.pool), Candidate.of(*key, entry.task.spec.priority, entry.first_seen),
                                 entry.first_seen)
                 self.queue.add(("pool", key[0], entry.pool))
@@ -69,6 +70,8 @@ class Intake:
     def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
         namespace, name = meta["namespace"], meta["name"]
+        uid: str | None
+        task: str | None
         if kind == "DELETED":  # by name: a deletion noticed in a relisting carries no labels
             owner = self.store.job_owner.get((namespace, name))
             if owner is None:
@@ -124,7 +127,7 @@ class Intake:
             renewed = self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
                                            self.clock())
             served = served_facts(raw, self.skew())
-            reported = served is not None and bool(uid) and self.store.put_served(uid, served)
+            reported = bool(served is not None and uid and self.store.put_served(uid, served))
             if not (renewed or reported):
                 return
         if task:

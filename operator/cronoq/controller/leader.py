@@ -119,7 +119,7 @@ class Leadership:
         self._elected_now = False
         now = time.monotonic()
         if self._held is not None and self.valid():
-            if self._renew_held():
+            if self._renew_held(self._held):
                 return True
             self._held = None  # changed since we wrote it, or the PUT failed: read it first
         try:
@@ -154,14 +154,14 @@ class Leadership:
             self.epoch, self._elected_now = epoch, True
         return True
 
-    def _renew_held(self) -> bool:
+    def _renew_held(self, held: StoredLease) -> bool:
         """Renew the Lease we hold with one PUT of it as we last wrote it (its resourceVersion as
         precondition, so a Lease someone else changed since is never overwritten: 409, then the
         slow path reads it). One round trip instead of two."""
         stamp = datetime.now(timezone.utc)
         now = time.monotonic()
         try:
-            self._held = self.leases.renew(self._held, stamp, self._timeout)
+            self._held = self.leases.renew(held, stamp, self._timeout)
         except LeaseError as err:
             _write_failed(err)
             return False

@@ -13,8 +13,9 @@ from cronoq.api import TaskPool
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.term import Term
+from cronoq.controller.writer import Writer
 from cronoq.engine.pools import pool_status
-from cronoq.kube.writes import Conflict, NotLeader, Writer
+from cronoq.kube.writes import Conflict, NotLeader
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import random
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Hashable, Mapping
+from typing import Callable, Mapping
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskPoolSpec
@@ -19,16 +19,17 @@ from cronoq.controller.expiry import Expiry
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
 from cronoq.controller.slots import Slots
-from cronoq.controller.store import Store, TaskEntry
+from cronoq.controller.store import Finished, Store, TaskEntry
 from cronoq.controller.term import Term
-from cronoq.controller.workqueue import WorkQueue
+from cronoq.controller.workqueue import WorkKey, WorkQueue
+from cronoq.controller.writer import Writer
 from cronoq.engine import admission, dependencies, keys
 from cronoq.engine.attempts import is_ready, reconcile, settle
 from cronoq.engine.plan import Effective, Observation
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.retention import job_retention_of
 from cronoq.engine.jobs import TaskServiceAccount
-from cronoq.kube.writes import NotLeader, Writer
+from cronoq.kube.writes import NotLeader
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,14 @@ def holder(entry: TaskEntry) -> keys.Holder:
         return keys.Holder(name=entry.name, created_at=done.created_at or entry.first_seen, phase=done.phase,
                            attempt=done.attempt, finished_at=done.finished_at, output_available=done.output_available,
                            duplicate_of=done.duplicate_of)
+    assert entry.task is not None, "a keyed task is readable (an unreadable one has no key)"
     return full_holder(entry.task, entry.first_seen)
 
 
 def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
     status = task.status
     return keys.Holder(
-        name=task.metadata.name, created_at=task.metadata.creation_timestamp or first_seen,
+        name=task.metadata.name or "", created_at=task.metadata.creation_timestamp or first_seen,
         phase=status.phase if status else None, attempt=status.attempt if status else 0,
         finished_at=status.finished_at if status else None, output=status.output if status else None,
         output_available=status.output_available if status else False,
@@ -76,7 +78,7 @@ class Controller:
         self.clock = clock
         self.rng = rng or random.Random()
         self.store = Store()
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[WorkKey] = WorkQueue()
         self.slots = Slots(self.store)
         self.expiry = Expiry(writer, self.term, clock, busy=lambda: self.queue.urgent)
         self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=clock, skew=skew)
@@ -89,7 +91,7 @@ class Controller:
         await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self.pool_statuses.run(),
                              self.expiry.run())
 
-    async def process(self, key: Hashable) -> None:
+    async def process(self, key: WorkKey) -> None:
         if not self.term.acting:
             return
         kind, namespace, name = key
@@ -156,7 +158,7 @@ class Controller:
         pool = self.store.pools.get(pool_key)
         now = self.clock()
         if entry.finished is not None:
-            await self._settle(entry, pool, now)
+            await self._settle(entry, entry.finished, pool, now)
             return
         if entry.task is None:
             await self.applier.refuse(entry)
@@ -186,47 +188,53 @@ class Controller:
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
             job_rejected=self.store.rejected.get(entry.uid, {}).get(attempt_n),
             job_refused=self.store.refused.get(entry.uid, {}).get(attempt_n),
-            gate=await self._gate(entry, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
+            gate=await self._gate(entry, task, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
         plan = reconcile(task, settings, seen, self.rng)
         await self.applier.apply(entry, task, plan, pool_key, pool, now, settings)
 
-    async def _settle(self, entry: TaskEntry, pool: TaskPool | None, now: datetime) -> None:
-        """A finished task: stop leftover Jobs, ignore late reports, keep its Jobs for the
-        jobRetention now in effect, and delete it when its time comes."""
-        done = entry.finished
+    async def _settle(self, entry: TaskEntry, done: Finished, pool: TaskPool | None, now: datetime) -> None:
+        """A finished task (`done`, its entry's `finished`): stop leftover Jobs, ignore late reports,
+        keep its Jobs for the jobRetention now in effect, and delete it when its time comes."""
         plan = settle(entry.name, done.attempt, done.marks, self.store.attempt_jobs(entry),
                       job_retention_of(done.job_retention, pool.spec if pool else None))
         await self.applier.settle(entry, plan, (entry.raw["metadata"]["namespace"], done.pool), pool, now)
 
-    async def _gate(self, entry: TaskEntry, pool: TaskPoolSpec | None, now: datetime) -> Gate:
+    async def _gate(self, entry: TaskEntry, task: Task, pool: TaskPoolSpec | None, now: datetime) -> Gate:
         """What the task's key, then its dependencies, say about its first attempt."""
-        task = entry.task
         namespace = entry.raw["metadata"]["namespace"]
         if task.spec.key:
             retention = (pool or TaskPoolSpec()).key_retention
-            names = [n for n in self.store.keyed.get((namespace, entry.pool, task.spec.key), ())
-                     if n != task.metadata.name and (namespace, n) in self.store.tasks]
-            others = [holder(self.store.tasks[(namespace, n)]) for n in names]
-            verdict = keys.gate(holder(entry), others, retention, now)
-            original = self.store.tasks.get((namespace, verdict.duplicate_of or ""))
-            if verdict.verdict == "end" and original is not None and original.finished is not None:
-                # Ending as a finished task's duplicate: read the original's output and message.
-                raw = await self.writer.read_task(namespace, original.name)
-                full = Task.model_validate(raw) if raw is not None else None
-                if full is not None and full.metadata.uid == original.uid:
-                    others = [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]
-                    verdict = keys.gate(holder(entry), others, retention, now)
+            me = holder(entry)
+            others = await self._key_holders(namespace, entry, task.spec.key, me, retention, now)
+            verdict = keys.gate(me, others, retention, now)
             if verdict.verdict != "run":
                 return verdict
         if task.spec.depends_on:
-            def phase_of(name: str):
+            def phase_of(name: str) -> dependencies.DependencyPhase:
                 dep = self.store.tasks.get((namespace, name))
                 return dependencies.MISSING if dep is None else dep.phase
 
             phases = {d.task: phase_of(d.task) for d in task.spec.depends_on}
-            return dependencies.gate(task.metadata.name, task.spec.depends_on, phases,
+            return dependencies.gate(entry.name, task.spec.depends_on, phases,
                                      self.store.cycle_of(namespace, entry))
         return RUN
+
+    async def _key_holders(self, namespace: str, entry: TaskEntry, key: str, me: keys.Holder,
+                           retention: timedelta, now: datetime) -> list[keys.Holder]:
+        """The other tasks holding the key, as the store has them; the finished original that `me`
+        would end as a duplicate of is read over the API, for the output and message the store does
+        not keep."""
+        others = [holder(self.store.tasks[(namespace, n)]) for n in self.store.keyed.get((namespace, entry.pool, key), ())
+                  if n != entry.name and (namespace, n) in self.store.tasks]
+        first = keys.reported(me, others, retention, now)
+        original = self.store.tasks.get((namespace, first.name)) if first is not None else None
+        if original is None or original.finished is None:
+            return others
+        raw = await self.writer.read_task(namespace, original.name)
+        full = Task.model_validate(raw) if raw is not None else None
+        if full is None or full.metadata.uid != original.uid:  # gone, or its name taken by another task
+            return others
+        return [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]
 
     # ------------------------------------------------------------------ one pool
 

@@ -12,7 +12,7 @@ import signal
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from aiohttp import web
 from kubernetes import client
@@ -24,10 +24,13 @@ from cronoq.controller.schedules import Schedules
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.kube.skew import SKEW
 from cronoq.kube.client import api_client
-from cronoq.kube.watch import WATCH_SECONDS, Watch, listers
-from cronoq.kube.writes import Writer
+from cronoq.kube.watch import WATCH_SECONDS, Feed, Watch, listers
+from cronoq.kube import writes
 
 log = logging.getLogger(__name__)
+
+Known = Callable[[], Iterable[tuple[str, str]]]
+"""The keys (namespace, name) of the objects of one kind the store holds."""
 
 
 @dataclass
@@ -66,16 +69,17 @@ class Runtime:
     schedules: Schedules | None = None
     leadership: Leadership | None = None
     api: client.ApiClient | None = None
+    writer: writes.Writer | None = None
     ready: bool = False
     watches: list[Watch] = field(default_factory=list)
-    _tasks: list[asyncio.Task] = field(default_factory=list)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _probe_runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         """Serve probes and metrics, start watching, then lead (or campaign in the background
         until we do). Followers watch and keep their store warm, but decide and write nothing."""
         api = self.api = api_client()
-        writer = Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
+        writer = self.writer = writes.Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
@@ -106,15 +110,21 @@ class Runtime:
     def _watches(self, api: client.ApiClient) -> list[Watch]:
         """One watch per kind (per namespace when the namespaces are exact names), feeding the
         Controller's intake only what the namespace filter (globs included) lets through."""
-        c, s = self.controller, self.schedules
+        c, s = self._started()
         i = c.intake
-        feeds = {"TaskPool": i.on_pool, "Task": i.on_task, "Job": i.on_job, "Pod": i.on_pod, "Lease": i.on_lease,
-                 "WorkerLease": i.on_worker_lease}
-        held = {"TaskPool": lambda: c.store.pools, "Task": lambda: c.store.tasks, "Job": c.store.job_keys,
-                "Pod": lambda: (), "Lease": lambda: c.store.leases, "WorkerLease": lambda: c.store.workers}
+        feeds: dict[str, Feed] = {"TaskPool": i.on_pool, "Task": i.on_task, "Job": i.on_job, "Pod": i.on_pod,
+                                  "Lease": i.on_lease, "WorkerLease": i.on_worker_lease}
+        held: dict[str, Known] = {"TaskPool": lambda: c.store.pools, "Task": lambda: c.store.tasks,
+                                  "Job": c.store.job_keys, "Pod": lambda: (), "Lease": lambda: c.store.leases,
+                                  "WorkerLease": lambda: c.store.workers}
+
         # TaskSchedules, and their Tasks too (for their policy, history and status).
+        def on_task(kind: str | None, obj: dict[str, Any]) -> None:
+            i.on_task(kind, obj)
+            s.on_task(kind, obj)
+
         feeds["TaskSchedule"], held["TaskSchedule"] = s.on_schedule, lambda: s.schedules
-        feeds["Task"] = lambda kind, obj: (i.on_task(kind, obj), s.on_task(kind, obj))
+        feeds["Task"] = on_task
         scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
         made = []
         for scope in scopes:
@@ -124,22 +134,28 @@ class Runtime:
                                   answered=SKEW.observe, seconds=self.options.watch_seconds))
         return made
 
-    def _filtered(self, feed):
+    def _started(self) -> tuple[Controller, Schedules]:
+        """The Controller and Schedules that start() made (nothing else runs before it)."""
+        assert self.controller is not None and self.schedules is not None, "start() first"
+        return self.controller, self.schedules
+
+    def _filtered(self, feed: Feed) -> Feed:
         def hand(kind: str | None, obj: dict[str, Any]) -> None:
             if self.options.watches(obj["metadata"].get("namespace", "")):
                 feed(kind, obj)
         return hand
 
     @staticmethod
-    def _held_in(held, scope: str | None):
+    def _held_in(held: Known, scope: str | None) -> Known:
         return lambda: [k for k in held() if scope is None or k[0] == scope]
 
     async def _lead(self, epoch: int) -> None:
         """Decide only once every watch has listed, so the first admissions see every running attempt."""
-        self.controller.term.epoch = epoch
+        controller, schedules = self._started()
+        controller.term.epoch = epoch
         await asyncio.gather(*(w.synced.wait() for w in self.watches))
-        self._tasks.append(asyncio.create_task(self.controller.run(), name="cronoq-controller"))
-        self._tasks.append(asyncio.create_task(self.schedules.run(), name="cronoq-schedules"))
+        self._tasks.append(asyncio.create_task(controller.run(), name="cronoq-controller"))
+        self._tasks.append(asyncio.create_task(schedules.run(), name="cronoq-schedules"))
         metrics.LEADER.set(1)
         log.info("cronoq is reconciling %s (epoch %d)", ", ".join(self.options.namespaces) or "all namespaces", epoch)
 
@@ -149,7 +165,7 @@ class Runtime:
 
     def _lost(self) -> None:
         """Stop acting at once; exit so the process is restarted as a follower."""
-        self.controller.term.acting = False
+        self._started()[0].term.acting = False
         metrics.LEADER.set(0)
         log.error("lost leadership: exiting")
         logging.shutdown()
@@ -166,8 +182,8 @@ class Runtime:
             self.controller.term.acting = False
         if self.leadership is not None:
             await asyncio.to_thread(self.leadership.release)
-        if self.controller is not None:
-            await self.controller.writer.close()
+        if self.writer is not None:
+            await self.writer.close()
         if self._probe_runner is not None:
             await self._probe_runner.cleanup()
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from cronoq import metrics
-from cronoq.api import TaskSchedule
+from cronoq.api import TaskSchedule, TaskScheduleStatus
 from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, rejected,
                                     task_manifest)
 from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
@@ -66,7 +66,7 @@ class Schedules:
         self.dirty: set[Key] = set()
         self.busy: set[Key] = set()
         self.acting = True
-        self._inflight: set[asyncio.Task] = set()
+        self._inflight: set[asyncio.Task[None]] = set()
         """Running syncs, referenced so that they are not garbage-collected mid-flight."""
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -176,7 +176,7 @@ class Schedules:
         for name in decision.cancel:
             await self.io.cancel_task(key[0], name)
         if decision.create is not None:
-            status = await self._fire(key, schedule, decision)
+            status = await self._fire(key, schedule, decision, decision.create)
         if status is not None:
             try:
                 written = await self.io.replace_status(raw, status.to_dict())
@@ -203,9 +203,10 @@ class Schedules:
         self.due[key] = min(decision.wake_at or now + timedelta(seconds=IDLE_SECONDS),
                             now + timedelta(seconds=IDLE_SECONDS))
 
-    async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision):
-        """Create the fire's Task; the status to write afterwards."""
-        manifest = task_manifest(schedule, decision.create)
+    async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision,
+                    fire_time: datetime) -> TaskScheduleStatus | None:
+        """Create the Task of the fire at `fire_time` (`decision.create`); the status to write afterwards."""
+        manifest = task_manifest(schedule, fire_time)
         try:
             existing = await self.io.create_task(manifest)
         except Rejected as err:
@@ -224,10 +225,10 @@ class Schedules:
                 return conflicting(schedule, decision, name, holder, self.clock())
             log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
         # Known at once, so a decision before the watch event sees the fire as made.
-        self.tasks[key].setdefault(name, Fired(name=name, fire_time=decision.create, owner_uid=uid))
+        self.tasks[key].setdefault(name, Fired(name=name, fire_time=fire_time, owner_uid=uid))
         self.owner[(key[0], name)] = key
         if existing is None:
             metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "created").inc()
-            metrics.SCHEDULE_LAG.observe(lag(decision.create, self.clock()))
+            metrics.SCHEDULE_LAG.observe(lag(fire_time, self.clock()))
         status = decision.status or schedule.status
         return fired_cleanly(status, self.clock(), schedule.metadata.generation) if status is not None else None

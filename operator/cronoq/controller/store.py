@@ -59,6 +59,7 @@ class Finished:
     @classmethod
     def of(cls, task: Task) -> Finished:
         status, spec = task.status, task.spec
+        assert status is not None and status.phase is not None, "only a finished task (it has a phase)"
         return cls(phase=status.phase, pool=spec.pool, created_at=task.metadata.creation_timestamp,
                    finished_at=status.finished_at, attempt=status.attempt,
                    marks=tuple(Mark(a.number, a.lease_id, a.reason) for a in status.attempts),
@@ -96,11 +97,11 @@ class TaskEntry:
 
     @property
     def uid(self) -> str:
-        return self.raw["metadata"]["uid"]
+        return str(self.raw["metadata"]["uid"])
 
     @property
     def name(self) -> str:
-        return self.raw["metadata"]["name"]
+        return str(self.raw["metadata"]["name"])
 
     @property
     def pool(self) -> str:
@@ -108,7 +109,7 @@ class TaskEntry:
             return self.task.spec.pool
         if self.finished is not None:
             return self.finished.pool
-        return (self.raw.get("spec") or {}).get("pool", "default")
+        return str((self.raw.get("spec") or {}).get("pool", "default"))
 
     @property
     def phase(self) -> TaskPhase | None:
@@ -135,9 +136,10 @@ class Store:
     """task uid → Job name → facts."""
     pods: dict[Key, PodFacts] = field(default_factory=dict)
     """(namespace, Job name) → its pod's facts."""
-    gone: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
-    """task uid → Job name → Job uid, of its Jobs seen deleted (a recorded attempt whose Job
-    vanished has ended; a late report from its pod is still recognised as stale)."""
+    gone: dict[str, dict[str, AttemptJob]] = field(default_factory=lambda: defaultdict(dict))
+    """task uid → Job name → what is kept of its Jobs seen deleted: attempt number and uid, as seen
+    while the Job was there (a recorded attempt whose Job vanished has ended; a late report from its
+    pod is still recognised as stale)."""
     in_pool: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → names of its tasks."""
     phases: dict[Key, Counter[TaskPhase]] = field(default_factory=lambda: defaultdict(Counter))
@@ -341,7 +343,7 @@ class Store:
     def drop_job(self, task_uid: str, name: str) -> None:
         facts = self.jobs.get(task_uid, {}).pop(name, None)
         if facts is not None:
-            self.gone[task_uid][name] = facts.uid
+            self.gone[task_uid][name] = AttemptJob(number=facts.number, name=name, uid=facts.uid, gone=True)
 
     def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> None:
         self.pods[(namespace, facts.job)] = facts
@@ -375,10 +377,8 @@ class Store:
                 for j in self.jobs.get(entry.uid, {}).values()]
         seen += [self._liveness(namespace, s) for s in self.served.get(entry.uid, {}).values()]
         present = {j.name for j in seen}
-        for name, uid in self.gone.get(entry.uid, {}).items():
-            number = _number_of(name)
-            if name not in present and number is not None:
-                gone = AttemptJob(number=number, name=name, uid=uid, gone=True)
+        for name, gone in self.gone.get(entry.uid, {}).items():
+            if name not in present:
                 seen.append(combine(gone, self.pods.get((namespace, name))))
         return seen
 
@@ -399,8 +399,10 @@ class Store:
         old = self.workers.get(key)
         if old is not None and old[0] == facts:
             return False
-        renewed = old is None or (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time)
-        self.workers[key] = (facts, now if renewed else old[1])
+        if old is None or (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time):
+            self.workers[key] = (facts, now)  # renewed
+        else:
+            self.workers[key] = (facts, old[1])
         return True
 
     def drop_worker(self, namespace: str, name: str) -> WorkerFacts | None:
@@ -450,11 +452,6 @@ def _serving(entry: TaskEntry) -> str | None:
     if status is None or not status.attempts or status.attempts[-1].number != status.attempt:
         return None
     return status.attempts[-1].worker
-
-
-def _number_of(job_name: str) -> int | None:
-    tail = job_name.rsplit("-a", 1)
-    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else None
 
 
 def _validation_message(err: ValidationError) -> str:

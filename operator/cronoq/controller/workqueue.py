@@ -10,26 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Awaitable, Callable, Hashable
+from typing import Awaitable, Callable, Generic, Hashable, TypeVar
 
 URGENT, ROUTINE = 0, 1
 RETRY_BASE, RETRY_MAX = 0.5, 300.0
 
+K = TypeVar("K", bound=Hashable)
 
-class WorkQueue:
+WorkKey = tuple[str, str, str]
+"""The Controller's keys: ("task" or "pool", namespace, name)."""
+
+
+class WorkQueue(Generic[K]):
     def __init__(self) -> None:
-        self._queue: asyncio.PriorityQueue[tuple[int, int, Hashable]] = asyncio.PriorityQueue()
+        self._queue: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
         self._order = itertools.count()
-        self._waiting: dict[Hashable, int] = {}
+        self._waiting: dict[K, int] = {}
         """Keys waiting to be processed → the most urgent level they were added with."""
-        self._processing: set[Hashable] = set()
-        self._again: dict[Hashable, int] = {}
-        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._processing: set[K] = set()
+        self._again: dict[K, int] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
         self._urgent = 0
         """How many waiting keys are urgent (background work yields to them)."""
-        self._failures: dict[Hashable, int] = {}
+        self._failures: dict[K, int] = {}
 
-    def add(self, key: Hashable, urgent: bool = False) -> None:
+    def add(self, key: K, urgent: bool = False) -> None:
         level = URGENT if urgent else ROUTINE
         if key in self._processing:
             self._again[key] = min(level, self._again.get(key, ROUTINE))
@@ -42,7 +47,7 @@ class WorkQueue:
         self._urgent += level == URGENT
         self._queue.put_nowait((level, next(self._order), key))
 
-    def add_after(self, key: Hashable, seconds: float) -> None:
+    def add_after(self, key: K, seconds: float) -> None:
         """Add `key` after `seconds`; an earlier pending timer for the key wins over a later one."""
         if seconds <= 0:
             self.add(key)
@@ -56,11 +61,11 @@ class WorkQueue:
             timer.cancel()
         self._timers[key] = loop.call_at(when, self._fire, key)
 
-    def _fire(self, key: Hashable) -> None:
+    def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)
 
-    def retry(self, key: Hashable) -> tuple[float, int]:
+    def retry(self, key: K) -> tuple[float, int]:
         """Add `key` again after a delay that doubles with each failure in a row (like client-go's
         rate-limited queue: 0.5s, 1s, 2s, ... at most 5 minutes); return (delay, failures)."""
         failures = self._failures.get(key, 0) + 1
@@ -69,7 +74,7 @@ class WorkQueue:
         self.add_after(key, delay)
         return delay, failures
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         """The key was processed without error: its next failure starts from the shortest delay."""
         self._failures.pop(key, None)
 
@@ -81,11 +86,11 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
-    async def run(self, workers: int, process: Callable[[Hashable], Awaitable[None]]) -> None:
+    async def run(self, workers: int, process: Callable[[K], Awaitable[None]]) -> None:
         """Process keys with `workers` concurrent workers until cancelled."""
         await asyncio.gather(*(self._worker(process) for _ in range(workers)))
 
-    async def _worker(self, process: Callable[[Hashable], Awaitable[None]]) -> None:
+    async def _worker(self, process: Callable[[K], Awaitable[None]]) -> None:
         while True:
             level, _, key = await self._queue.get()
             if self._waiting.get(key) != level:

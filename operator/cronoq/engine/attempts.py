@@ -27,7 +27,7 @@ from cronoq.engine.conditions import set_condition
 from cronoq.engine.naming import job_name, lease_id
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.outcome import Verdict, classify, sdk_report, truncate
-from cronoq.engine.plan import Effective, Event, Observation, Plan
+from cronoq.engine.plan import Effective, Event, JobToCreate, Observation, Plan
 
 HISTORY = ATTEMPTS_KEPT
 """Attempt records kept in the status (the CRD's bound); the newest are kept."""
@@ -151,7 +151,7 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
                                     f"attempt {n} waits: its Job was refused, and is created again with backoff: "
                                     f"{seen.job_refused}", draft.task, now)
                 return draft.plan(draft.stamped())
-            return draft.plan(create_job=n)
+            return draft.plan(create_job=JobToCreate(n, open_attempt.lease_id or lease_id(seen.epoch, n)))
         refused = job is not None and _reason(draft.status) == reasons.JOB_REFUSED
         if refused:  # its Job exists at last: say so
             draft.status = _say(draft.status, reasons.ATTEMPT_RUNNING,
@@ -212,7 +212,8 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
     if ready and seen.pool_found and seen.admit and (seen.worker is not None or not settings.workers):
         number = n + 1
         served = seen.worker if settings.workers else None
-        attempt = Attempt(number=number, lease_id=lease_id(seen.epoch, number), worker=served,
+        lease = lease_id(seen.epoch, number)
+        attempt = Attempt(number=number, lease_id=lease, worker=served,
                           job=None if served else job_name(task.metadata.name or "", number),
                           trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now)
         draft.records.append(attempt)
@@ -221,7 +222,7 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
             "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
         }), reasons.ATTEMPT_RUNNING, f"attempt {number} of {settings.retry.max_attempts} running"
             + (f" on worker {served}" if served else ""), task, now)
-        return draft.plan(draft.stamped(), create_job=None if served else number, started=attempt,
+        return draft.plan(draft.stamped(), create_job=None if served else JobToCreate(number, lease), started=attempt,
                           requeue_after=_served_deadline(settings, seen, now) if served else None)
 
     if ready and not draft.ended:

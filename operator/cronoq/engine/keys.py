@@ -52,6 +52,15 @@ def original(holders: Iterable[Holder], retention: timedelta, now: datetime) -> 
     return min(live, key=lambda h: (not h.started, h.created_at, h.name))
 
 
+def reported(me: Holder, others: Iterable[Holder], retention: timedelta, now: datetime) -> Holder | None:
+    """The finished original whose phase, output and message `me` ends with, as its duplicate; None
+    when `me` runs or waits. The caller fetches that original's full record before `gate` decides."""
+    first = original([me, *others], retention, now)
+    if first is None or first.name == me.name or first.phase is None or not first.phase.terminal:
+        return None
+    return first
+
+
 def gate(me: Holder, others: Iterable[Holder], retention: timedelta, now: datetime) -> Gate:
     """Whether the keyed task `me` runs, waits for its original, or ends as its duplicate."""
     first = original([me, *others], retention, now)

@@ -52,13 +52,21 @@ class Event:
 
 
 @dataclass(frozen=True)
+class JobToCreate:
+    """The attempt whose Job to create, as the decision recorded it (in `status` or the stored status)."""
+
+    number: int
+    lease_id: str
+    """The attempt's lease id, which its Job and pod carry (so its heartbeat and reports are its own)."""
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one reconcile decided. The runtime writes `status` (if any) first, with a
     precondition; only when that succeeds does it create, delete and post the rest."""
 
     status: TaskStatus | None = None
-    create_job: int | None = None
-    """Attempt number whose Job to create (already recorded in `status` or the stored status)."""
+    create_job: JobToCreate | None = None
     delete_jobs: tuple[str, ...] = ()
     retime_jobs: tuple[tuple[str, int], ...] = ()
     """(Job name, seconds): Jobs of the task whose ttlSecondsAfterFinished to set to the

@@ -9,9 +9,10 @@ def api_client(retries: bool = True) -> client.ApiClient:
     `retries`, a request that fails or times out raises at once (urllib3 would repeat it 3 times)."""
     configuration = client.Configuration()
     try:
-        config.load_incluster_config(client_configuration=configuration)
+        # kubernetes.config's loaders carry no annotations (the generated client does)
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = 32
     if not retries:
         configuration.retries = False

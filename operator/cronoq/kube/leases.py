@@ -15,9 +15,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Callable
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from cronoq.engine.election import LeaseRecord
 
@@ -48,9 +49,14 @@ class StoredLease:
     record: LeaseRecord
     body: client.V1Lease
 
+    @property
+    def spec(self) -> client.V1LeaseSpec:
+        """The Lease's spec; an empty one (no holder) for a Lease without."""
+        return self.body.spec or client.V1LeaseSpec()
+
     @classmethod
     def of(cls, body: client.V1Lease) -> StoredLease:
-        spec = body.spec
+        spec = body.spec or client.V1LeaseSpec()
         renew = spec.renew_time.isoformat() if spec.renew_time else None
         return cls(LeaseRecord(holder=spec.holder_identity, renew_time=renew, transitions=spec.lease_transitions or 0,
                                duration=float(spec.lease_duration_seconds or 15)), body)
@@ -75,18 +81,18 @@ class Leases:
     def replace(self, current: StoredLease, holder: str, duration: float, transitions: int, now: datetime,
                 timeout: Timeout) -> StoredLease:
         """Take or renew `current` for `holder` (its acquireTime kept while the holder stays)."""
-        acquired = current.body.spec.acquire_time if current.record.holder == holder else now
+        acquired = current.spec.acquire_time if current.record.holder == holder else now
         return self._put(current, _spec(holder, duration, transitions, now, acquired), timeout)
 
     def renew(self, held: StoredLease, now: datetime, timeout: Timeout) -> StoredLease:
         """Renew the Lease as we last wrote it, only its renewTime moved: one round trip, no read first."""
-        spec = copy.copy(held.body.spec)
+        spec = copy.copy(held.spec)
         spec.renew_time = now
         return self._put(held, spec, timeout)
 
     def release(self, current: StoredLease, timeout: Timeout) -> StoredLease:
         """Give the Lease up (no holder), so a standby takes it at once."""
-        spec = copy.copy(current.body.spec)
+        spec = copy.copy(current.spec)
         spec.holder_identity = spec.renew_time = spec.acquire_time = None
         return self._put(current, spec, timeout)
 
@@ -97,7 +103,7 @@ class Leases:
                           _request_timeout=timeout)
 
     @staticmethod
-    def _call(request, *args, **kwargs) -> StoredLease:
+    def _call(request: Callable[..., client.V1Lease], *args: Any, **kwargs: Any) -> StoredLease:
         try:
             return StoredLease.of(request(*args, **kwargs))
         except ApiException as err:

@@ -146,11 +146,11 @@ class Watch:
                 obj.setdefault("kind", self.kind)
                 obj.setdefault("apiVersion", self.api_version)
                 seen.add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
-            page = [(None, obj) for obj in items]
+            page: list[tuple[str | None, dict[str, Any]]] = [(None, obj) for obj in items]
             del body, items
             handling = asyncio.run_coroutine_threadsafe(_async(functools.partial(self._deliver, page)), loop)
             del page
-            cont, version = meta.get("continue"), meta.get("resourceVersion", version)
+            cont, version = meta.get("continue"), str(meta.get("resourceVersion", version))
             if not cont:
                 break
         if handling is not None:
@@ -199,7 +199,7 @@ class Watch:
     def _request(self, **kwargs: Any) -> Any:
         """One LIST or WATCH request. A 410 answered as the HTTP status (rather than as an ERROR
         event in the stream) means the same: list again, never retry the same version forever."""
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         sent = time.time()
         try:

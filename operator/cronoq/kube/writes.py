@@ -19,7 +19,7 @@ from typing import Any, Callable
 import aiohttp
 import orjson
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from cronoq.api import GROUP, VERSION
 from cronoq.engine.plan import Event
@@ -54,9 +54,10 @@ class Rejected(Exception):
 def api_message(err: ApiException) -> str:
     """The API server's own message of a refusal (its Status body), else the HTTP reason."""
     try:
-        return json.loads(err.body).get("message", err.reason)
+        message = json.loads(err.body or "").get("message", err.reason)
     except (ValueError, TypeError, AttributeError):
         return str(err.reason)
+    return str(message)
 
 
 def custom_objects(namespace: str, plural: str = "tasks") -> str:

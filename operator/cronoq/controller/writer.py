@@ -1,0 +1,35 @@
+"""The writes the Controller makes, as the Controller needs them: kube/writes.py's Writer makes them
+against the API server; a unit test's fake writer keeps them in memory. Either raises
+kube.writes' NotLeader, Conflict and Rejected as the API server's answer says."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from cronoq.engine.plan import Event
+
+
+class Writer(Protocol):
+    async def create_job(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """The attempt's Job as stored (the existing one if it exists already), None if gone again."""
+        ...
+
+    async def delete_job(self, namespace: str, name: str) -> None: ...
+
+    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
+        """Set the Job's ttlSecondsAfterFinished; the Job as stored, None when it is gone."""
+        ...
+
+    async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT with `raw`'s resourceVersion as precondition: Conflict when it changed since."""
+        ...
+
+    async def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def delete_task(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the task only while it is still the one with this uid."""
+        ...
+
+    async def post_event(self, raw: dict[str, Any], event: Event, now: datetime) -> None: ...
