@@ -114,7 +114,9 @@ def _page(request: web.Request, template: str, **context: Any) -> web.Response:
     name = template.replace(".html", "_live.html") if part else template
     html = request.app["env"].get_template(name).render(
         errors=cache.errors, now=datetime.now(timezone.utc), path=request.path_qs, **context)
-    return web.Response(text=html, content_type="text/html")
+    # no-store also keeps the page out of the back/forward cache, which would hold its event
+    # stream open: a browser has 6 connections per host over HTTP/1.1, and the 7th page waits.
+    return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
 async def _synced(request: web.Request) -> Cache:
