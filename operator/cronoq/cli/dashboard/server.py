@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,13 +49,27 @@ class Hub:
             queue.put_nowait((plural, keys))
 
 
+@dataclass
+class State:
+    """What the handlers share: the user's client, the cache, the open event streams, the token
+    actions must carry, and the templates."""
+    client: Client
+    all_namespaces: bool
+    hub: Hub
+    token: str
+    env: jinja2.Environment
+    cache: Cache | None = None
+
+
+STATE = web.AppKey("state", State)
+
+
 def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | None = None) -> web.Application:
     """The application. `cache` is started here unless given (tests give a synced one)."""
     app = web.Application(middlewares=[_only_own_host(port)])
     hub = Hub()
-    app["client"], app["all_namespaces"], app["hub"] = client, all_namespaces, hub
-    app["token"] = secrets.token_urlsafe(24)
-    app["env"] = _templates(app["token"], all_namespaces, client.namespace)
+    token = secrets.token_urlsafe(24)
+    state = app[STATE] = State(client, all_namespaces, hub, token, _templates(token, all_namespaces, client.namespace))
 
     async def start(app: web.Application) -> None:
         loop = asyncio.get_running_loop()
@@ -63,13 +78,14 @@ def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | Non
             loop.call_soon_threadsafe(hub.publish, plural, keys)
 
         if cache is None:
-            app["cache"] = Cache(client, all_namespaces, changed).start()
+            state.cache = Cache(client, all_namespaces, changed).start()
         else:
             cache.on_change = changed
-            app["cache"] = cache
+            state.cache = cache
 
     async def stop(app: web.Application) -> None:
-        app["cache"].stop()
+        if state.cache is not None:
+            state.cache.stop()
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
@@ -109,18 +125,24 @@ def _templates(token: str, all_namespaces: bool, namespace: str) -> jinja2.Envir
 
 def _page(request: web.Request, template: str, **context: Any) -> web.Response:
     """A whole page, or its live part alone when htmx re-fetches it (`HX-Request`)."""
-    cache: Cache = request.app["cache"]
+    cache = _cache(request)
     part = request.headers.get("HX-Target") == "live"
     name = template.replace(".html", "_live.html") if part else template
-    html = request.app["env"].get_template(name).render(
+    html = request.app[STATE].env.get_template(name).render(
         errors=cache.errors, now=datetime.now(timezone.utc), path=request.path_qs, **context)
     # no-store also keeps the page out of the back/forward cache, which would hold its event
     # stream open: a browser has 6 connections per host over HTTP/1.1, and the 7th page waits.
     return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
+def _cache(request: web.Request) -> Cache:
+    cache = request.app[STATE].cache
+    assert cache is not None, "the cache starts with the application"
+    return cache
+
+
 async def _synced(request: web.Request) -> Cache:
-    cache: Cache = request.app["cache"]
+    cache = _cache(request)
     await asyncio.to_thread(cache.wait_synced, 30)
     return cache
 
@@ -160,7 +182,7 @@ async def task_page(request: web.Request) -> web.Response:
 
 async def task_events(request: web.Request) -> web.Response:
     """The Events of a task, as the API server has them (read on demand: Events are many)."""
-    client: Client = request.app["client"]
+    client = request.app[STATE].client
     namespace, name = request.match_info["namespace"], request.match_info["name"]
     selector = f"involvedObject.kind=Task,involvedObject.name={name}"
     error, events = None, []
@@ -169,13 +191,13 @@ async def task_events(request: web.Request) -> web.Response:
         events = sorted(listing.items, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
     except ApiException as err:
         error = api_message(err)
-    html = request.app["env"].get_template("events.html").render(events=events, error=error)
+    html = request.app[STATE].env.get_template("events.html").render(events=events, error=error)
     return web.Response(text=html, content_type="text/html")
 
 
 async def task_log(request: web.Request) -> web.Response:
     """The tail of one attempt's log (its pod's task container)."""
-    client: Client = request.app["client"]
+    client = request.app[STATE].client
     namespace, name = request.match_info["namespace"], request.match_info["name"]
     try:
         attempt = int(request.match_info["attempt"])
@@ -193,7 +215,7 @@ async def task_log(request: web.Request) -> web.Response:
         error = api_message(err)
     except ClientError as err:
         error = str(err)
-    html = request.app["env"].get_template("log.html").render(lines=lines, error=error, attempt=attempt)
+    html = request.app[STATE].env.get_template("log.html").render(lines=lines, error=error, attempt=attempt)
     return web.Response(text=html, content_type="text/html")
 
 
@@ -209,7 +231,7 @@ async def schedules_page(request: web.Request) -> web.Response:
 async def event_stream(request: web.Request) -> web.StreamResponse:
     """Server-sent events: `tasks`, `taskpools`, `taskschedules` when any of that kind changed,
     and `task` when the one task named by ?task=NAMESPACE/NAME did; a burst is one event."""
-    hub: Hub = request.app["hub"]
+    hub = request.app[STATE].hub
     watched = request.query.get("task", "")
     task_key = tuple(watched.split("/", 1)) if "/" in watched else None
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
@@ -249,7 +271,7 @@ ACTIONS = ("retry", "cancel", "pause", "resume", "suspend", "unsuspend", "trigge
 async def action(request: web.Request) -> web.Response:
     """One Kubernetes write, made as the user; the answer (or the API server's refusal) is shown
     where the page keeps its messages."""
-    if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), request.app["token"]):
+    if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), request.app[STATE].token):
         raise web.HTTPForbidden(text=f"missing or wrong {TOKEN_HEADER}: actions come from the dashboard's own pages")
     verb = request.match_info["action"]
     if verb not in ACTIONS:
@@ -258,17 +280,17 @@ async def action(request: web.Request) -> web.Response:
     namespace, name = str(form.get("namespace", "")), str(form.get("name", ""))
     if not namespace or (not name and verb != "retry-dead-letters"):
         raise web.HTTPBadRequest(text="namespace and name are required")
-    client: Client = request.app["client"]
+    client = request.app[STATE].client
     where = client.in_namespace(namespace)
     try:
-        message = await asyncio.to_thread(_act, verb, where, name, request.app["cache"], str(form.get("pool", "")))
+        message = await asyncio.to_thread(_act, verb, where, name, _cache(request), str(form.get("pool", "")))
         ok = True
     except ApiException as err:
         message, ok = f"{verb} {namespace}/{name}: the API server refused: {api_message(err)}", False
     except ClientError as err:
         message, ok = f"{verb} {namespace}/{name}: {err}", False
     log.info("action %s %s/%s: %s", verb, namespace, name, message)
-    html = request.app["env"].get_template("flash.html").render(message=message, ok=ok)
+    html = request.app[STATE].env.get_template("flash.html").render(message=message, ok=ok)
     return web.Response(text=html, content_type="text/html")
 
 
