@@ -261,14 +261,15 @@ def test_a_change_appears_on_an_open_page_within_seconds(browser, people, story)
     assert list_seconds < SECONDS_TO_APPEAR
 
 
-def _act(browser, button_text: str) -> str:
-    """Click the button, accept its confirmation, and return what the page says."""
+def _act(browser, button_text: str, within: str = "body") -> str:
+    """Click the button (the first so named within `within`), accept its confirmation, and
+    return what the page says."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     before = browser.find_element(By.ID, "flash").text
-    button = next(b for b in browser.find_elements(By.TAG_NAME, "button") if b.text == button_text)
+    button = next(b for b in browser.find_elements(By.CSS_SELECTOR, f"{within} button") if b.text == button_text)
     button.click()
     WebDriverWait(browser, 5).until(expected_conditions.alert_is_present())
     browser.switch_to.alert.accept()
@@ -292,6 +293,17 @@ def test_an_action_works_for_an_editor_and_a_viewer_sees_the_refusal(browser, pe
                                                          label_selector="cronoq.io/retry-of=broken")["items"]
     assert len(retried) == 1
     _wait_text(browser, "#live", "Retried as")  # the page follows: the new task is linked
+
+    # the retry dead-letters too (it plays the same failure); the bulk retry takes it, not `broken` again
+    again = retried[0]["metadata"]["name"]
+    story.wait_phase(again, "DeadLettered")
+    browser.get(f"{people['edit'].url}/")
+    said = _act(browser, "Retry dead letters", within=f'tr[data-pool="{ns}/default"]')
+    assert f"1 dead-lettered task of pool {ns}/default retried (1 retried already)" in said, said
+    assert len(story.custom.list_namespaced_custom_object("cronoq.io", "v1alpha1", ns, "tasks",
+                                                          label_selector=f"cronoq.io/retry-of={again}")["items"]) == 1
+    said = _act(browser, "Pause", within=f'tr[data-pool="{ns}/default"]')  # pools are cronoq-admin's
+    assert "the API server refused" in said and "taskpools" in said, said
 
     browser.get(f"{people['edit'].url}/schedules")
     said = _act(browser, "Trigger")

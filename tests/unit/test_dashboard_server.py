@@ -77,6 +77,8 @@ def test_pages_render_the_cache_and_carry_the_token():
         bad = await (await http.get("/tasks?size=0", headers=HOST)).text()
         assert "Bad filter: size: 0 is not between 1 and 500" in bad
         assert (await http.get("/tasks/ns/missing", headers=HOST)).status == 404
+        gone = await http.get("/tasks/ns/missing", headers={**HOST, "HX-Request": "true", "HX-Target": "live"})
+        assert gone.status == 200 and "No task missing in namespace ns" in await gone.text()  # said on the open page
 
     run(check)
 

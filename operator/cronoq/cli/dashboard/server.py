@@ -9,6 +9,7 @@ cannot read it), and a request whose Host is not the dashboard's own is refused 
 from __future__ import annotations
 
 import asyncio
+from html import escape as html_escape
 import json
 import logging
 import secrets
@@ -172,7 +173,10 @@ async def task_page(request: web.Request) -> web.Response:
     namespace, name = request.match_info["namespace"], request.match_info["name"]
     task = cache.get("tasks", namespace, name)
     if task is None:
-        raise web.HTTPNotFound(text=f"no task {name} in namespace {namespace} (or it is not yours to see)")
+        gone = f"No task {name} in namespace {namespace} (or it is not yours to see)."
+        if request.headers.get("HX-Target") == "live":  # deleted while its page is open: say so there
+            return web.Response(text=f'<p class="error">{html_escape(gone)}</p>', content_type="text/html")
+        raise web.HTTPNotFound(text=gone)
     now = datetime.now(timezone.utc)
     spec = task.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     retries = [t for t in cache.namespace_tasks(namespace) if t.metadata.labels.get(RETRY_OF) == name]
