@@ -9,7 +9,7 @@ import asyncio
 from aiohttp.test_utils import TestClient, TestServer
 from kubernetes import client as k8s
 
-from cronoq.api import Task, TaskPool
+from cronoq.api import Task, TaskPool, TaskSchedule
 from cronoq.cli.dashboard.cache import Cache
 from cronoq.cli.dashboard.server import STATE, TOKEN_HEADER, make_app
 from cronoq.client import Client
@@ -26,6 +26,9 @@ def _cache() -> Cache:
         cache._objects["tasks"][("ns", f"t{i}")] = task
     cache._objects["taskpools"][("ns", "p")] = TaskPool.model_validate(
         {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"concurrency": 4, "paused": True}})
+    cache._objects["taskschedules"][("ns", "nightly")] = TaskSchedule.model_validate(
+        {"metadata": {"name": "nightly", "namespace": "ns"},
+         "spec": {"schedule": "0 3 * * *", "taskTemplate": {"spec": {"image": "busybox"}}}})
     for event in cache.synced.values():
         event.set()
     return cache
@@ -77,6 +80,8 @@ def test_pages_render_the_cache_and_carry_the_token():
         bad = await (await http.get("/tasks?size=0", headers=HOST)).text()
         assert "Bad filter: size: 0 is not between 1 and 500" in bad
         assert (await http.get("/tasks/ns/missing", headers=HOST)).status == 404
+        schedules = await (await http.get("/schedules", headers=HOST)).text()
+        assert 'data-schedule="ns/nightly"' in schedules and schedules.count(" 03:00:00 UTC") == 3
         gone = await http.get("/tasks/ns/missing", headers={**HOST, "HX-Request": "true", "HX-Target": "live"})
         assert gone.status == 200 and "No task missing in namespace ns" in await gone.text()  # said on the open page
 
@@ -95,5 +100,14 @@ def test_the_event_stream_names_the_kind_and_the_task_that_changed():
             text += await asyncio.wait_for(stream.content.readline(), 5)
         assert text.count(b"event: tasks\n") == 1
         stream.close()
+
+    run(check)
+
+
+def test_a_kind_the_user_may_not_list_is_shown_as_the_refusal():
+    async def check(http, cache, app):
+        cache.errors["taskschedules"] = 'taskschedules.cronoq.io is forbidden: User "jane" cannot list (403 Forbidden)'
+        page = await (await http.get("/schedules", headers=HOST)).text()
+        assert "Cannot read taskschedules: taskschedules.cronoq.io is forbidden: User &#34;jane&#34;" in page
 
     run(check)

@@ -112,3 +112,19 @@ def test_the_graph_holds_dependencies_and_dependents_transitively():
     edges = {(e["data"]["source"], e["data"]["target"]) for e in elements if "source" in e["data"]}
     assert nodes == {"a": "Succeeded", "b": "Running", "c": "Blocked", "d": "Blocked", "gone": "Missing"}
     assert edges == {("a", "b"), ("b", "c"), ("gone", "c"), ("c", "d")}
+
+
+def test_a_schedule_shows_its_next_fires_and_none_while_suspended():
+    from cronoq.api import TaskSchedule
+
+    def schedule(**spec):
+        return TaskSchedule.model_validate({"metadata": {"name": "s", "namespace": "ns"},
+                                            "spec": {"taskTemplate": {"spec": {"image": "busybox"}}, **spec}})
+
+    when, fires = views.next_fires(schedule(schedule="0 3 * * *"), T0)
+    assert when == "0 3 * * *"
+    assert [f.isoformat() for f in fires] == ["2026-11-06T03:00:00+00:00", "2026-11-07T03:00:00+00:00",
+                                              "2026-11-08T03:00:00+00:00"]
+    when, fires = views.next_fires(schedule(every="10m"), T0)
+    assert when == "every 10m" and fires[0] == T0 + timedelta(minutes=10)
+    assert views.next_fires(schedule(schedule="0 3 * * *", suspend=True), T0)[1] == []

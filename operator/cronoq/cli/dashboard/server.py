@@ -226,7 +226,8 @@ async def task_log(request: web.Request) -> web.Response:
 async def schedules_page(request: web.Request) -> web.Response:
     cache = await _synced(request)
     tasks = cache.tasks()
-    schedules = [(s, views.schedule_tasks(s, tasks)[:10]) for s in cache.schedules()]
+    now = datetime.now(timezone.utc)
+    schedules = [(s, *views.next_fires(s, now), views.schedule_tasks(s, tasks)[:10]) for s in cache.schedules()]
     return _page(request, "schedules.html", schedules=schedules)
 
 

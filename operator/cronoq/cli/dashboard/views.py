@@ -190,6 +190,24 @@ def schedule_tasks(schedule: TaskSchedule, tasks: Iterable[Task]) -> list[Task]:
                   key=newest_first)
 
 
+def next_fires(schedule: TaskSchedule, now: datetime, count: int = 3) -> tuple[str, list[datetime]]:
+    """How the schedule reads (`0 3 * * *`, `every 10m`) and its next `count` fire times after
+    `now` (none while suspended; the parser's message instead of a description if it is invalid)."""
+    from cronoq.engine.schedule import InvalidSchedule, timetable_of
+
+    try:
+        table = timetable_of(schedule)
+    except InvalidSchedule as err:
+        return str(err), []
+    fires: list[datetime] = []
+    at: datetime | None = now
+    while not schedule.spec.suspend and at is not None and len(fires) < count:
+        at = table.after(at)
+        if at is not None:
+            fires.append(at)
+    return table.describe(), fires
+
+
 @dataclass(frozen=True)
 class Bar:
     """One attempt on the timeline: where its bar starts and how wide it is, in percent of the
