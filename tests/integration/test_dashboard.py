@@ -310,3 +310,18 @@ def test_an_action_works_for_an_editor_and_a_viewer_sees_the_refusal(browser, pe
     assert f"schedule {ns}/nightly fired: task nightly-manual-" in said, said
     _wait_text(browser, f'tr[data-schedule="{ns}/nightly"]', "all")  # its task is listed
     browser.save_screenshot(str(shots / "schedules.png"))
+
+
+def test_a_tab_in_the_background_lets_go_of_its_stream_and_reloads_when_shown(browser, people, story):
+    """A browser has 6 connections per host: a hidden tab must not keep its event stream."""
+    browser.get(f"{people['edit'].url}/tasks?namespace={story.namespace}")
+    _live(browser)
+    page = browser.current_window_handle
+    browser.execute_script("window.marker = 'before'")
+    browser.switch_to.new_window("tab")  # the dashboard's tab goes to the background
+    wait_until(lambda: browser.execute_script("return document.visibilityState") == "visible", timeout=5)
+    browser.close()
+    browser.switch_to.window(page)
+    wait_until(lambda: browser.execute_script("return window.marker === undefined"), timeout=10,
+               what="the page reloaded once shown again")
+    _live(browser)

@@ -38,6 +38,22 @@
     if (event.detail.target && event.detail.target.id === "live") drawGraph(event.detail.target);
   });
   const state = document.getElementById("live-state");
-  document.body.addEventListener("htmx:sseOpen", () => { state.textContent = "live"; state.className = "live-state on"; });
+  let stream = null;
+  document.body.addEventListener("htmx:sseOpen", (event) => {
+    stream = event.detail.source;
+    state.textContent = "live"; state.className = "live-state on";
+  });
   document.body.addEventListener("htmx:sseError", () => { state.textContent = "reconnecting"; state.className = "live-state off"; });
+  // A browser opens at most 6 connections per host over HTTP/1.1, and each page's event stream
+  // holds one: a tab in the background lets go of its stream, and reloads when shown again.
+  let closed = false;
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "hidden" && stream) {
+      stream.close();
+      closed = true;
+      state.textContent = "paused"; state.className = "live-state";
+    } else if (document.visibilityState === "visible" && closed) {
+      location.reload();
+    }
+  });
 })();
