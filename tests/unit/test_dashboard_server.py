@@ -34,10 +34,10 @@ def _cache() -> Cache:
     return cache
 
 
-def run(check) -> None:
+def run(check, all_namespaces: bool = False) -> None:
     async def main() -> None:
         cache = _cache()
-        app = make_app(cache.client, False, PORT, cache=cache)
+        app = make_app(cache.client, all_namespaces, PORT, cache=cache)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             await check(http, cache, app)
 
@@ -111,3 +111,18 @@ def test_a_kind_the_user_may_not_list_is_shown_as_the_refusal():
         assert "Cannot read taskschedules: taskschedules.cronoq.io is forbidden: User &#34;jane&#34;" in page
 
     run(check)
+
+
+def test_across_namespaces_the_list_names_them_and_filters_on_them():
+    async def check(http, cache, app):
+        other = cache.get("tasks", "ns", "t0").model_copy(update={"metadata": cache.get("tasks", "ns", "t0").metadata
+                                                                  .model_copy(update={"namespace": "other"})})
+        cache._objects["tasks"][("other", "t0")] = other
+        page = await (await http.get("/tasks", headers=HOST)).text()
+        assert "every namespace" in page and '<input name="namespace"' in page and page.count("data-task=") == 4
+        only = await (await http.get("/tasks?namespace=other", headers=HOST)).text()
+        assert only.count("data-task=") == 1 and 'href="/tasks/other/t0"' in only
+        overview = await (await http.get("/", headers=HOST)).text()
+        assert 'data-pool="other/p"' in overview and 'data-pool="ns/p"' in overview
+
+    run(check, all_namespaces=True)
