@@ -125,7 +125,7 @@ def _templates(token: str, all_namespaces: bool, namespace: str) -> jinja2.Envir
 
 
 def _page(request: web.Request, template: str, **context: Any) -> web.Response:
-    """A whole page, or its live part alone when htmx re-fetches it (`HX-Request`)."""
+    """A whole page, or its live part alone when htmx re-fetches it (`HX-Target: live`)."""
     cache = _cache(request)
     part = request.headers.get("HX-Target") == "live"
     name = template.replace(".html", "_live.html") if part else template
