@@ -82,7 +82,8 @@ unit: $(BIN)/.installed
 integration: $(BIN)/.installed go-tools test-tools
 	$(BIN)/pytest -q tests/integration
 
-## test-tools: install the system tools the tests use besides the control plane (faketime), when missing
+## test-tools: install the system tools the tests use besides the control plane (faketime; chromium and
+## chromium-driver for the dashboard's browser test), when missing
 test-tools:
 	$(PYTHON) hack/testtools.py
 

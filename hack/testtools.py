@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Install the system tools the tests run besides the control plane, when missing:
 
-    python3 hack/testtools.py      # faketime (libfaketime), for the clock-skew fault test
+    python3 hack/testtools.py      # faketime (libfaketime), for the clock-skew fault test;
+                                   # chromium and chromedriver, for the dashboard's browser test
 
 From Debian's packages with apt-get (we run as root on Debian; CI starts on a fresh machine),
 as hack/image.py installs podman. Standard library only: make runs it before anything else.
@@ -13,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-PACKAGES = {"faketime": "faketime"}
+PACKAGES = {"faketime": "faketime", "chromium": "chromium", "chromedriver": "chromium-driver"}
 """Binary → the Debian package that provides it."""
 
 

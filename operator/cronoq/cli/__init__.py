@@ -2,8 +2,9 @@
 
 The user's verbs (submit, get/list, wait, cancel, retry, delete, describe, logs, tree) are the
 shell's face of `cronoq.client` and live in `cronoq.cli.tasks`; `pool` in `cronoq.cli.pools`,
-`schedule` in `cronoq.cli.schedules`. The internal verbs (`operator`, `heartbeat` the sidecar,
-`push` the push runner) run inside the cluster and are left out of `--help`.
+`schedule` in `cronoq.cli.schedules`, `dashboard` in `cronoq.cli.dashboard`. The internal verbs
+(`operator`, `heartbeat` the sidecar, `push` the push runner) run inside the cluster and are
+left out of `--help`.
 
 No flag is ever taken from a prefix of its name (`--name` is not `--namespace`): every parser
 has argparse's `allow_abbrev` off, and an unknown flag that starts a known one is named as such.
@@ -81,11 +82,12 @@ def parser() -> Parser:
     sub.add_parser("push", description="Make this push task attempt's HTTP request and report the answer "
                                         "(the push runner).")
 
-    from cronoq.cli import pools, schedules, tasks
+    from cronoq.cli import dashboard, pools, schedules, tasks
     common = _common()
     tasks.add_verbs(sub, common)
     pools.add_verb(sub, common)
     schedules.add_verb(sub, common)
+    dashboard.add_verb(sub, common)
     comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                           description="Print the completion script of a shell, completing verbs, flags and the "
                                       "names of tasks, pools and schedules: source <(cronoq completion bash)")
@@ -180,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
             from cronoq.cli.complete import script
             print(script(args.shell))
             return EXIT_OK
+        if args.command == "dashboard":
+            from cronoq.cli.dashboard import run as run_dashboard
+            return run_dashboard(args)
         if args.command == "pool":
             from cronoq.cli.pools import run as run_pool
             return run_pool(args)

@@ -1,0 +1,328 @@
+"""The dashboard's web server (aiohttp): pages rendered on the server from the watch cache, parts
+of them re-fetched by htmx when a server-sent event says their objects changed, and actions
+that are Kubernetes writes made with the user's own kubeconfig.
+
+It listens on 127.0.0.1 only. Since any web page the user opens could post to 127.0.0.1, every
+write must carry the token this process drew at start (htmx sends it as a header; another site
+cannot read it), and a request whose Host is not the dashboard's own is refused (DNS rebinding).
+"""
+from __future__ import annotations
+
+import asyncio
+from html import escape as html_escape
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from aiohttp import web
+from kubernetes.client.rest import ApiException
+
+from cronoq.api import TaskPhase
+from cronoq.cli import render
+from cronoq.cli.dashboard import views
+from cronoq.cli.dashboard.cache import Cache, Key, api_message
+from cronoq.client import RETRY_OF, Client, ClientError
+
+log = logging.getLogger("cronoq.dashboard")
+HERE = Path(__file__).parent
+COALESCE = 0.3
+"""Seconds a burst of changes is gathered into one event: pages re-fetch once per burst."""
+LOG_LINES = 2000
+"""Lines of an attempt's log shown (its tail)."""
+TOKEN_HEADER = "X-Cronoq-Token"
+
+
+class Hub:
+    """Fan-out of the cache's changes to the open pages' event streams."""
+
+    def __init__(self) -> None:
+        self.queues: set[asyncio.Queue[tuple[str, set[Key]]]] = set()
+
+    def publish(self, plural: str, keys: set[Key]) -> None:
+        for queue in self.queues:
+            queue.put_nowait((plural, keys))
+
+
+@dataclass
+class State:
+    """What the handlers share: the user's client, the cache, the open event streams, the token
+    actions must carry, and the templates."""
+    client: Client
+    all_namespaces: bool
+    hub: Hub
+    token: str
+    env: jinja2.Environment
+    cache: Cache | None = None
+
+
+STATE = web.AppKey("state", State)
+
+
+def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | None = None) -> web.Application:
+    """The application. `cache` is started here unless given (tests give a synced one)."""
+    app = web.Application(middlewares=[_only_own_host(port)])
+    hub = Hub()
+    token = secrets.token_urlsafe(24)
+    state = app[STATE] = State(client, all_namespaces, hub, token, _templates(token, all_namespaces, client.namespace))
+
+    async def start(app: web.Application) -> None:
+        loop = asyncio.get_running_loop()
+
+        def changed(plural: str, keys: set[Key]) -> None:
+            loop.call_soon_threadsafe(hub.publish, plural, keys)
+
+        if cache is None:
+            state.cache = Cache(client, all_namespaces, changed).start()
+        else:
+            cache.on_change = changed
+            state.cache = cache
+
+    async def stop(app: web.Application) -> None:
+        if state.cache is not None:
+            state.cache.stop()
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    app.router.add_get("/", overview_page)
+    app.router.add_get("/tasks", tasks_page)
+    app.router.add_get("/tasks/{namespace}/{name}", task_page)
+    app.router.add_get("/tasks/{namespace}/{name}/events", task_events)
+    app.router.add_get("/tasks/{namespace}/{name}/logs/{attempt}", task_log)
+    app.router.add_get("/schedules", schedules_page)
+    app.router.add_get("/events", event_stream)
+    app.router.add_post("/actions/{action}", action)
+    app.router.add_static("/static", HERE / "static", append_version=False)
+    return app
+
+
+def _only_own_host(port: int) -> Callable[..., Any]:
+    allowed = {f"127.0.0.1:{port}", f"localhost:{port}"}
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        if request.host not in allowed:
+            raise web.HTTPMisdirectedRequest(text=f"this dashboard answers on {' or '.join(sorted(allowed))} only")
+        return await handler(request)
+
+    return check
+
+
+def _templates(token: str, all_namespaces: bool, namespace: str) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(token=token, token_header=TOKEN_HEADER, all_namespaces=all_namespaces, scope=namespace,
+                       phases=[p.value for p in TaskPhase], age=render.age, duration=render.duration,
+                       waiting_since=views.waiting_since)
+    env.filters["tojson"] = lambda value: json.dumps(value)
+    return env
+
+
+def _page(request: web.Request, template: str, **context: Any) -> web.Response:
+    """A whole page, or its live part alone when htmx re-fetches it (`HX-Target: live`)."""
+    cache = _cache(request)
+    part = request.headers.get("HX-Target") == "live"
+    name = template.replace(".html", "_live.html") if part else template
+    html = request.app[STATE].env.get_template(name).render(
+        errors=cache.errors, now=datetime.now(timezone.utc), path=request.path_qs, **context)
+    # no-store also keeps the page out of the back/forward cache, which would hold its event
+    # stream open: a browser has 6 connections per host over HTTP/1.1, and the 7th page waits.
+    return web.Response(text=html, content_type="text/html", headers={"Cache-Control": "no-store"})
+
+
+def _cache(request: web.Request) -> Cache:
+    cache = request.app[STATE].cache
+    assert cache is not None, "the cache starts with the application"
+    return cache
+
+
+async def _synced(request: web.Request) -> Cache:
+    cache = _cache(request)
+    await asyncio.to_thread(cache.wait_synced, 30)
+    return cache
+
+
+# ---------------------------------------------------------------------- pages
+
+async def overview_page(request: web.Request) -> web.Response:
+    cache = await _synced(request)
+    rows = views.overview(cache.tasks(), cache.pools(), datetime.now(timezone.utc))
+    return _page(request, "overview.html", rows=rows, schedules=cache.schedules())
+
+
+async def tasks_page(request: web.Request) -> web.Response:
+    cache = await _synced(request)
+    try:
+        wanted = views.TaskFilter.parse(request.query)
+    except views.BadFilter as err:
+        return _page(request, "tasks.html", wanted=views.TaskFilter(), page=None, bad=str(err), elapsed=0.0)
+    started = time.perf_counter()
+    page = views.task_page(cache.tasks(), wanted)
+    elapsed = time.perf_counter() - started
+    return _page(request, "tasks.html", wanted=wanted, page=page, bad=None, elapsed=elapsed)
+
+
+async def task_page(request: web.Request) -> web.Response:
+    cache = await _synced(request)
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    task = cache.get("tasks", namespace, name)
+    if task is None:
+        gone = f"No task {name} in namespace {namespace} (or it is not yours to see)."
+        if request.headers.get("HX-Target") == "live":  # deleted while its page is open: say so there
+            return web.Response(text=f'<p class="error">{html_escape(gone)}</p>', content_type="text/html")
+        raise web.HTTPNotFound(text=gone)
+    now = datetime.now(timezone.utc)
+    spec = task.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+    retries = [t for t in cache.namespace_tasks(namespace) if t.metadata.labels.get(RETRY_OF) == name]
+    return _page(request, "task.html", task=task, spec=json.dumps(spec, indent=2), bars=views.timeline(task, now),
+                 graph=views.graph(task, cache.namespace_tasks(namespace)), retries=retries)
+
+
+async def task_events(request: web.Request) -> web.Response:
+    """The Events of a task, as the API server has them (read on demand: Events are many)."""
+    client = request.app[STATE].client
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    selector = f"involvedObject.kind=Task,involvedObject.name={name}"
+    error, events = None, []
+    try:
+        listing = await asyncio.to_thread(client.core.list_namespaced_event, namespace, field_selector=selector)
+        events = sorted(listing.items, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+    except ApiException as err:
+        error = api_message(err)
+    html = request.app[STATE].env.get_template("events.html").render(events=events, error=error)
+    return web.Response(text=html, content_type="text/html")
+
+
+async def task_log(request: web.Request) -> web.Response:
+    """The tail of one attempt's log (its pod's task container)."""
+    client = request.app[STATE].client
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    try:
+        attempt = int(request.match_info["attempt"])
+    except ValueError:
+        raise web.HTTPBadRequest(text="attempt: a whole number") from None
+    where = client.in_namespace(namespace)
+
+    def read() -> list[str]:
+        return list(where.logs(name, attempt, tail=LOG_LINES))
+
+    error, lines = None, []
+    try:
+        lines = await asyncio.to_thread(read)
+    except ApiException as err:
+        error = api_message(err)
+    except ClientError as err:
+        error = str(err)
+    html = request.app[STATE].env.get_template("log.html").render(lines=lines, error=error, attempt=attempt)
+    return web.Response(text=html, content_type="text/html")
+
+
+async def schedules_page(request: web.Request) -> web.Response:
+    cache = await _synced(request)
+    tasks = cache.tasks()
+    now = datetime.now(timezone.utc)
+    schedules = [(s, *views.next_fires(s, now), views.schedule_tasks(s, tasks)[:10]) for s in cache.schedules()]
+    return _page(request, "schedules.html", schedules=schedules)
+
+
+# ---------------------------------------------------------------------- live
+
+async def event_stream(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: `tasks`, `taskpools`, `taskschedules` when any of that kind changed,
+    and `task` when the one task named by ?task=NAMESPACE/NAME did; a burst is one event."""
+    hub = request.app[STATE].hub
+    watched = request.query.get("task", "")
+    task_key = tuple(watched.split("/", 1)) if "/" in watched else None
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    queue: asyncio.Queue[tuple[str, set[Key]]] = asyncio.Queue()
+    hub.queues.add(queue)
+    try:
+        await response.write(b": connected\n\n")
+        while True:
+            try:
+                plural, keys = await asyncio.wait_for(queue.get(), timeout=15)
+            except asyncio.TimeoutError:
+                await response.write(b": keep-alive\n\n")
+                continue
+            await asyncio.sleep(COALESCE)
+            changed = {plural: set(keys)}
+            while not queue.empty():
+                more_plural, more_keys = queue.get_nowait()
+                changed.setdefault(more_plural, set()).update(more_keys)
+            out = [f"event: {p}\ndata: {len(k)}\n\n" for p, k in changed.items()]
+            if task_key and task_key in changed.get("tasks", set()):
+                out.append("event: task\ndata: 1\n\n")
+            await response.write("".join(out).encode())
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        hub.queues.discard(queue)
+    return response
+
+
+# ---------------------------------------------------------------------- actions
+
+ACTIONS = ("retry", "cancel", "pause", "resume", "suspend", "unsuspend", "trigger", "retry-dead-letters")
+
+
+async def action(request: web.Request) -> web.Response:
+    """One Kubernetes write, made as the user; the answer (or the API server's refusal) is shown
+    where the page keeps its messages."""
+    if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), request.app[STATE].token):
+        raise web.HTTPForbidden(text=f"missing or wrong {TOKEN_HEADER}: actions come from the dashboard's own pages")
+    verb = request.match_info["action"]
+    if verb not in ACTIONS:
+        raise web.HTTPNotFound(text=f"no action {verb}")
+    form = await request.post()
+    namespace, name = str(form.get("namespace", "")), str(form.get("name", ""))
+    if not namespace or (not name and verb != "retry-dead-letters"):
+        raise web.HTTPBadRequest(text="namespace and name are required")
+    client = request.app[STATE].client
+    where = client.in_namespace(namespace)
+    try:
+        message = await asyncio.to_thread(_act, verb, where, name, _cache(request), str(form.get("pool", "")))
+        ok = True
+    except ApiException as err:
+        message, ok = f"{verb} {namespace}/{name}: the API server refused: {api_message(err)}", False
+    except ClientError as err:
+        message, ok = f"{verb} {namespace}/{name}: {err}", False
+    log.info("action %s %s/%s: %s", verb, namespace, name, message)
+    html = request.app[STATE].env.get_template("flash.html").render(message=message, ok=ok)
+    return web.Response(text=html, content_type="text/html")
+
+
+def _act(verb: str, client: Client, name: str, cache: Cache, pool: str) -> str:
+    from cronoq.cli.schedules import fire_now
+
+    ns = client.namespace
+    if verb == "retry":
+        new = client.retry(name)
+        return f"task {ns}/{name} retried as {new.metadata.name}"
+    if verb == "cancel":
+        return f"task {ns}/{name}: cancel requested" if client.cancel(name) else f"task {ns}/{name} has finished"
+    if verb in ("pause", "resume"):
+        client.pause(name, verb == "pause")
+        return f"pool {ns}/{name} {'paused' if verb == 'pause' else 'resumed'}"
+    if verb in ("suspend", "unsuspend"):
+        client.suspend(name, verb == "suspend")
+        return f"schedule {ns}/{name} {'suspended' if verb == 'suspend' else 'resumed'}"
+    if verb == "trigger":
+        task, created = fire_now(client, name)
+        return f"schedule {ns}/{name} fired: task {task}" + ("" if created else " (already fired this second)")
+    # retry-dead-letters: each dead-lettered task of the namespace (and pool), once
+    tasks = [t for t in cache.namespace_tasks(ns) if t.phase is TaskPhase.DEAD_LETTERED
+             and (not pool or t.spec.pool == pool)]
+    retried_already = {t.metadata.labels.get(RETRY_OF) for t in cache.namespace_tasks(ns)}
+    made = [client.retry(t.metadata.name or "") for t in tasks if t.metadata.name not in retried_already]
+    where = f"pool {ns}/{pool}" if pool else f"namespace {ns}"
+    return f"{len(made)} dead-lettered task{'' if len(made) == 1 else 's'} of {where} retried" + (
+        f" ({len(tasks) - len(made)} retried already)" if len(tasks) > len(made) else "")
+

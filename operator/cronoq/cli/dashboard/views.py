@@ -1,0 +1,278 @@
+"""What the dashboard's pages show, computed from the cached objects without I/O (and so tested
+without a cluster): the task list's filters and paging, the overview per namespace and pool, an
+attempt timeline, and the dependency graph around one task."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronoq.api import TERMINAL_PHASES, Task, TaskPhase, TaskPool, TaskSchedule
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+FINISHED_WINDOW = timedelta(hours=1)
+"""The overview counts the tasks that finished this long ago or less."""
+WAITING = (TaskPhase.QUEUED, TaskPhase.BLOCKED, TaskPhase.RETRYING)
+
+
+class BadFilter(ValueError):
+    """A filter of the task list that cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    namespace: str = ""
+    phase: str = ""
+    pool: str = ""
+    key: str = ""
+    label: str = ""
+    text: str = ""
+    page: int = 1
+    size: int = PAGE_SIZE
+    labels: tuple[tuple[str, str | None], ...] = field(default=(), compare=False)
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> TaskFilter:
+        """The filter a query string asks for. `label` is a selector of `k=v`, `k!=v` is not
+        supported, `k` alone means the label is set; several are joined by commas."""
+        phase = query.get("phase", "").strip()
+        if phase and phase not in {p.value for p in TaskPhase}:
+            raise BadFilter(f"phase: {phase!r} is none of {', '.join(p.value for p in TaskPhase)}")
+        label = query.get("label", "").strip()
+        labels = []
+        for part in filter(None, (p.strip() for p in label.split(","))):
+            name, eq, value = part.partition("=")
+            name = name.strip().removesuffix("=")
+            if not name or "!" in name:
+                raise BadFilter(f"label: {part!r} is not key=value or key")
+            labels.append((name, value.strip().lstrip("=") if eq else None))
+        return cls(namespace=query.get("namespace", "").strip(), phase=phase, pool=query.get("pool", "").strip(),
+                   key=query.get("key", "").strip(), label=label, text=query.get("text", "").strip(),
+                   page=_number(query, "page", 1, 1, 10**9), size=_number(query, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE),
+                   labels=tuple(labels))
+
+    def matches(self, task: Task) -> bool:
+        meta, spec = task.metadata, task.spec
+        if self.namespace and meta.namespace != self.namespace:
+            return False
+        if self.phase and (task.phase or "") != self.phase:
+            return False
+        if self.pool and spec.pool != self.pool:
+            return False
+        if self.key and spec.key != self.key:
+            return False
+        for name, value in self.labels:
+            if name not in meta.labels or (value is not None and meta.labels[name] != value):
+                return False
+        if self.text:
+            needle = self.text.lower()
+            status = task.status
+            haystack = (meta.name or "", spec.key or "", status.summary or "" if status else "",
+                        status.message or "" if status else "")
+            return any(needle in h.lower() for h in haystack)
+        return True
+
+    def query(self, **changes: Any) -> str:
+        """This filter as a query string, with `changes` (e.g. another page)."""
+        from urllib.parse import urlencode
+
+        values = {"namespace": self.namespace, "phase": self.phase, "pool": self.pool, "key": self.key,
+                  "label": self.label, "text": self.text, "page": self.page, "size": self.size, **changes}
+        defaults = {"page": 1, "size": PAGE_SIZE}
+        return urlencode({k: v for k, v in values.items() if v not in ("", None) and defaults.get(k) != v})
+
+
+def _number(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    text = query.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadFilter(f"{name}: {text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise BadFilter(f"{name}: {value} is not between {low} and {high}")
+    return value
+
+
+@dataclass(frozen=True)
+class Page:
+    tasks: list[Task]
+    total: int
+    number: int
+    pages: int
+
+
+def newest_first(task: Task) -> tuple:
+    created = task.metadata.creation_timestamp
+    return (-(created.timestamp() if created else 0.0), task.metadata.namespace or "", task.metadata.name or "")
+
+
+def task_page(tasks: Iterable[Task], wanted: TaskFilter) -> Page:
+    """One page of the tasks that match, newest first. A page past the end shows the last one."""
+    matching = sorted((t for t in tasks if wanted.matches(t)), key=newest_first)
+    pages = max(1, -(-len(matching) // wanted.size))
+    number = min(wanted.page, pages)
+    start = (number - 1) * wanted.size
+    return Page(matching[start:start + wanted.size], len(matching), number, pages)
+
+
+@dataclass
+class PoolRow:
+    """One pool of one namespace on the overview. `pool` is None for tasks naming a pool that
+    does not exist (they wait forever: the overview shows them so)."""
+    namespace: str
+    name: str
+    pool: TaskPool | None = None
+    queued: int = 0
+    blocked: int = 0
+    running: int = 0
+    finished: dict[str, int] = field(default_factory=dict)
+    oldest_waiting: Task | None = None
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.pool.spec.concurrency if self.pool else None
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.pool and self.pool.spec.paused)
+
+
+def overview(tasks: Iterable[Task], pools: Iterable[TaskPool], now: datetime) -> list[PoolRow]:
+    """Per namespace and pool: tasks queued, blocked and running, those that finished in the last
+    hour by phase, the pool's concurrency and pause, and the task waiting longest."""
+    rows: dict[tuple[str, str], PoolRow] = {}
+
+    def row(namespace: str, name: str) -> PoolRow:
+        return rows.setdefault((namespace, name), PoolRow(namespace, name))
+
+    for pool in pools:
+        row(pool.metadata.namespace or "", pool.metadata.name or "").pool = pool
+    for task in tasks:
+        r = row(task.metadata.namespace or "", task.spec.pool)
+        phase = task.phase
+        if phase in (TaskPhase.QUEUED, TaskPhase.RETRYING):
+            r.queued += 1
+        elif phase is TaskPhase.BLOCKED:
+            r.blocked += 1
+        elif phase is TaskPhase.RUNNING:
+            r.running += 1
+        elif phase in TERMINAL_PHASES:
+            finished = task.status.finished_at if task.status else None
+            if finished is not None and now - finished <= FINISHED_WINDOW:
+                r.finished[phase.value] = r.finished.get(phase.value, 0) + 1
+        if (phase in (TaskPhase.QUEUED, TaskPhase.RETRYING)
+                and (r.oldest_waiting is None or _waiting_since(task) < _waiting_since(r.oldest_waiting))):
+            r.oldest_waiting = task
+    return [rows[k] for k in sorted(rows)]
+
+
+def _waiting_since(task: Task) -> datetime:
+    return (task.status.submitted_at if task.status and task.status.submitted_at else None) \
+        or task.metadata.creation_timestamp or datetime.max
+
+
+def waiting_since(task: Task) -> datetime | None:
+    since = _waiting_since(task)
+    return None if since == datetime.max else since
+
+
+def schedule_tasks(schedule: TaskSchedule, tasks: Iterable[Task]) -> list[Task]:
+    """The Tasks a schedule made (its label on them), newest first."""
+    from cronoq.engine.schedule import SCHEDULE
+
+    name, namespace = schedule.metadata.name, schedule.metadata.namespace
+    return sorted((t for t in tasks if t.metadata.namespace == namespace and t.metadata.labels.get(SCHEDULE) == name),
+                  key=newest_first)
+
+
+def next_fires(schedule: TaskSchedule, now: datetime, count: int = 3) -> tuple[str, list[datetime]]:
+    """How the schedule reads (`0 3 * * *`, `every 10m`) and its next `count` fire times after
+    `now` (none while suspended; the parser's message instead of a description if it is invalid)."""
+    from cronoq.engine.schedule import InvalidSchedule, timetable_of
+
+    try:
+        table = timetable_of(schedule)
+    except InvalidSchedule as err:
+        return str(err), []
+    fires: list[datetime] = []
+    at: datetime | None = now
+    while not schedule.spec.suspend and at is not None and len(fires) < count:
+        at = table.after(at)
+        if at is not None:
+            fires.append(at)
+    return table.describe(), fires
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One attempt on the timeline: where its bar starts and how wide it is, in percent of the
+    span from the first attempt's dispatch to the last one's end (or now)."""
+    number: int
+    left: float
+    width: float
+    running: bool
+
+
+def timeline(task: Task, now: datetime) -> list[Bar]:
+    attempts = task.status.attempts if task.status else ()
+    starts = [a.dispatched_at or a.started_at for a in attempts]
+    if not attempts or not any(starts):
+        return []
+    begin = min(s for s in starts if s)
+    ends = [a.finished_at or now for a in attempts]
+    span = max((max(ends) - begin).total_seconds(), 1e-3)
+    bars = []
+    for attempt, start, end in zip(attempts, starts, ends):
+        start = start or end
+        left = (start - begin).total_seconds() / span * 100
+        width = max((end - start).total_seconds() / span * 100, 0.5)
+        bars.append(Bar(attempt.number, round(left, 2), round(min(width, 100 - left), 2), attempt.finished_at is None))
+    return bars
+
+
+def graph(task: Task, namespace_tasks: Iterable[Task], depth: int = 10) -> list[dict[str, Any]]:
+    """The task, the tasks it depends on and those that depend on it (transitively, up to
+    `depth` steps each way), as Cytoscape elements: nodes with their phase, edges from a
+    dependency to its dependent labelled with the edge's `on`."""
+    by_name = {t.metadata.name: t for t in namespace_tasks}
+    by_name[task.metadata.name] = task
+    dependents: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for t in by_name.values():
+        for dep in t.spec.depends_on:
+            dependents[dep.task].append((t.metadata.name or "", dep.on.value))
+    nodes: set[str] = {task.metadata.name or ""}
+    edges: set[tuple[str, str, str]] = set()
+    frontier = [task.metadata.name or ""]
+    for _ in range(depth):  # upwards: what the task waits on
+        nxt = []
+        for name in frontier:
+            for dep in by_name[name].spec.depends_on if name in by_name else ():
+                edges.add((dep.task, name, dep.on.value))
+                if dep.task not in nodes:
+                    nodes.add(dep.task)
+                    nxt.append(dep.task)
+        frontier = nxt
+    frontier = [task.metadata.name or ""]
+    for _ in range(depth):  # downwards: what waits on the task
+        nxt = []
+        for name in frontier:
+            for child, on in dependents.get(name, ()):
+                edges.add((name, child, on))
+                if child not in nodes:
+                    nodes.add(child)
+                    nxt.append(child)
+        frontier = nxt
+    elements: list[dict[str, Any]] = []
+    for name in sorted(nodes):
+        known = by_name.get(name)
+        phase = (known.phase or "Pending") if known else "Missing"
+        elements.append({"data": {"id": name, "label": f"{name}\n{phase}", "phase": str(phase),
+                                  "root": name == task.metadata.name}})
+    for source, target, on in sorted(edges):
+        elements.append({"data": {"id": f"{source}->{target}", "source": source, "target": target, "on": on}})
+    return elements

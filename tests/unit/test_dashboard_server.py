@@ -1,0 +1,128 @@
+"""The dashboard's server without a cluster: its guards (the Host, the action token), pages
+rendered from a filled cache, a bad filter answered on the page, and the event stream saying
+which kind changed. Nothing here reaches an API server: the cache is filled by hand and never
+started, and every request below is answered before a write would be made."""
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp.test_utils import TestClient, TestServer
+from kubernetes import client as k8s
+
+from cronoq.api import Task, TaskPool, TaskSchedule
+from cronoq.cli.dashboard.cache import Cache
+from cronoq.cli.dashboard.server import STATE, TOKEN_HEADER, make_app
+from cronoq.client import Client
+
+PORT = 18765
+
+
+def _cache() -> Cache:
+    cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+    for i, phase in enumerate(("Queued", "DeadLettered", "Running")):
+        task = Task.model_validate({"metadata": {"name": f"t{i}", "namespace": "ns",
+                                                 "creationTimestamp": f"2026-11-05T12:00:0{i}Z"},
+                                    "spec": {"image": "busybox", "pool": "p"}, "status": {"phase": phase}})
+        cache._objects["tasks"][("ns", f"t{i}")] = task
+    cache._objects["taskpools"][("ns", "p")] = TaskPool.model_validate(
+        {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"concurrency": 4, "paused": True}})
+    cache._objects["taskschedules"][("ns", "nightly")] = TaskSchedule.model_validate(
+        {"metadata": {"name": "nightly", "namespace": "ns"},
+         "spec": {"schedule": "0 3 * * *", "taskTemplate": {"spec": {"image": "busybox"}}}})
+    for event in cache.synced.values():
+        event.set()
+    return cache
+
+
+def run(check, all_namespaces: bool = False) -> None:
+    async def main() -> None:
+        cache = _cache()
+        app = make_app(cache.client, all_namespaces, PORT, cache=cache)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            await check(http, cache, app)
+
+    asyncio.run(main())
+
+
+HOST = {"Host": f"127.0.0.1:{PORT}"}
+
+
+def test_a_request_for_another_host_is_refused():
+    async def check(http, cache, app):
+        answer = await http.get("/", headers={"Host": f"attacker.example:{PORT}"})
+        assert answer.status == 421
+        assert (await http.get("/", headers=HOST)).status == 200
+
+    run(check)
+
+
+def test_an_action_without_the_pages_token_is_refused_before_any_write():
+    async def check(http, cache, app):
+        answer = await http.post("/actions/retry", data={"namespace": "ns", "name": "t1"}, headers=HOST)
+        assert answer.status == 403 and TOKEN_HEADER in await answer.text()
+        answer = await http.post("/actions/nope", data={"namespace": "ns", "name": "t1"},
+                                 headers={**HOST, TOKEN_HEADER: app[STATE].token})
+        assert answer.status == 404
+
+    run(check)
+
+
+def test_pages_render_the_cache_and_carry_the_token():
+    async def check(http, cache, app):
+        overview = await (await http.get("/", headers=HOST)).text()
+        assert 'data-pool="ns/p"' in overview and "paused" in overview and app[STATE].token in overview
+        listing = await http.get("/tasks?phase=DeadLettered", headers=HOST)
+        assert listing.headers["Cache-Control"] == "no-store"
+        body = await listing.text()
+        assert 'data-task="t1"' in body and 'data-task="t0"' not in body
+        part = await (await http.get("/tasks", headers={**HOST, "HX-Request": "true", "HX-Target": "live"})).text()
+        assert "<html" not in part and part.count("data-task=") == 3
+        bad = await (await http.get("/tasks?size=0", headers=HOST)).text()
+        assert "Bad filter: size: 0 is not between 1 and 500" in bad
+        assert (await http.get("/tasks/ns/missing", headers=HOST)).status == 404
+        schedules = await (await http.get("/schedules", headers=HOST)).text()
+        assert 'data-schedule="ns/nightly"' in schedules and schedules.count(" 03:00:00 UTC") == 3
+        gone = await http.get("/tasks/ns/missing", headers={**HOST, "HX-Request": "true", "HX-Target": "live"})
+        assert gone.status == 200 and "No task missing in namespace ns" in await gone.text()  # said on the open page
+
+    run(check)
+
+
+def test_the_event_stream_names_the_kind_and_the_task_that_changed():
+    async def check(http, cache, app):
+        stream = await http.get("/events?task=ns/t0", headers=HOST)
+        assert (await stream.content.readline()) == b": connected\n"
+        await stream.content.readline()
+        cache.on_change("tasks", {("ns", "t0")})
+        cache.on_change("tasks", {("ns", "t2")})  # within the same burst: one event
+        text = b""
+        while b"event: task\n" not in text:
+            text += await asyncio.wait_for(stream.content.readline(), 5)
+        assert text.count(b"event: tasks\n") == 1
+        stream.close()
+
+    run(check)
+
+
+def test_a_kind_the_user_may_not_list_is_shown_as_the_refusal():
+    async def check(http, cache, app):
+        cache.errors["taskschedules"] = 'taskschedules.cronoq.io is forbidden: User "jane" cannot list (403 Forbidden)'
+        page = await (await http.get("/schedules", headers=HOST)).text()
+        assert "Cannot read taskschedules: taskschedules.cronoq.io is forbidden: User &#34;jane&#34;" in page
+
+    run(check)
+
+
+def test_across_namespaces_the_list_names_them_and_filters_on_them():
+    async def check(http, cache, app):
+        other = cache.get("tasks", "ns", "t0").model_copy(update={"metadata": cache.get("tasks", "ns", "t0").metadata
+                                                                  .model_copy(update={"namespace": "other"})})
+        cache._objects["tasks"][("other", "t0")] = other
+        page = await (await http.get("/tasks", headers=HOST)).text()
+        assert "every namespace" in page and '<input name="namespace"' in page and page.count("data-task=") == 4
+        only = await (await http.get("/tasks?namespace=other", headers=HOST)).text()
+        assert only.count("data-task=") == 1 and 'href="/tasks/other/t0"' in only
+        overview = await (await http.get("/", headers=HOST)).text()
+        assert 'data-pool="other/p"' in overview and 'data-pool="ns/p"' in overview
+
+    run(check, all_namespaces=True)
