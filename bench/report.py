@@ -238,9 +238,9 @@ def _peers(r: dict[str, Any]) -> list[str]:
     out = ["## Beside the peers: bare Jobs, cronoq, Kueue, Argo Workflows", "",
            "Same cluster, same run, same load generator (16 creators; paced: every system at half the slowest "
            "one's burst rate). Peers: " + ", ".join(f"{fourway.NAMES[k]} {v}" for k, v in versions.items()) +
-           ", each a local process under the bench's ServiceAccount (its audit-log user). Running: bare Jobs' and "
-           "Kueue's Job `startTime` (Kueue: after admission), cronoq's Task phase Running, Argo's Workflow phase "
-           "Running. CPU in ms per item; requests and writes by the controller per item (audit log). "
+           ", each a local process under the bench's ServiceAccount (its audit-log user). Running (each one's admission): bare Jobs' and "
+           "Kueue's Job `startTime` (Kueue: after admission), cronoq's Task phase Running (dispatched), Argo's "
+           "Workflow phase Running; succeeded: the Job's `Complete`, the Task's and the Workflow's phase Succeeded. CPU in ms per item; requests and writes by the controller per item (audit log). "
            "A shared 2-core machine: indicative numbers.", "",
            "| system | run | N | items/s | create → running p50 / p99 | create → succeeded p50 / p99 | "
            "API server ms | etcd ms | writes | requests | controller ms | controller RSS peak |",

@@ -51,6 +51,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--paced-items", type=int, default=None, metavar="N",
                    help="items each paced run submits (default: the burst's N); the rate is still half the "
                         "slowest burst's of that N")
+    p.add_argument("--paced-rate", type=float, default=None, metavar="R",
+                   help="items/s of the paced runs, instead of half the slowest burst's (e.g. to match another run)")
     p.add_argument("--backlog", type=int, default=5000, help="tasks queued behind a pool of concurrency 50")
     p.add_argument("--idle-tasks", type=int, default=10_000,
                    help="finished Tasks the idle operator looks after (topped up by the fast fill if fewer)")
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                      "operator_source": described, "options": {"sizes": args.sizes, "paced_sizes": args.paced_sizes,
                                                                "backlog": args.backlog, "creators": args.creators,
-                                                               "quick": args.quick, "idle_sizes": args.idle_sizes, "paced_items": args.paced_items,
+                                                               "quick": args.quick, "idle_sizes": args.idle_sizes, "paced_items": args.paced_items, "paced_rate": args.paced_rate,
                                                                "soak_tasks": args.soak_tasks,
                                                                "fill_creators": args.fill_creators,
                                                                "fill_leases": args.fill_leases, "idle_jobs_kept": args.idle_jobs_kept},
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             if "paced" in args.only and n in args.paced_sizes:
                 # Every system at the same rate: half the slowest one's max rate in this row.
                 rates = [row[s]["throughput"] for s in ("cronoq", "kueue", "argo") if (row.get(s) or {}).get("throughput")]
-                rate = min(rates) / 2 if rates else None
+                rate = args.paced_rate or (min(rates) / 2 if rates else None)
                 m = args.paced_items or n
                 for system, run in (("cronoq", lambda r: cronoq(ctx, m, rate=r, label="paced")),
                                     ("kueue", lambda r: kueue(ctx, bins, m, rate=r, label="paced")),

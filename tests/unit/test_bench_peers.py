@@ -118,3 +118,14 @@ def test_goals_are_not_judged_on_a_run_that_did_not_finish():
                                "argo": _run(100, 3.0, 40.0, 9.0, 9.0, done=50)}]}
     (verdict,) = fourway.goals(results)
     assert verdict.met is None and "Argo Workflows" in verdict.measured
+
+
+def test_the_cronoq_targets_skip_the_peers_paced_runs_and_the_table_lists_them():
+    from bench.targets import judge
+    kueue_paced = {**_run(30, 2.5, 20.0, 4.0, 3.0), "system": "kueue", "label": "paced", "paced_rate": 2.5}
+    cronoq_paced = {**_run(30, 2.5, 20.0, 4.0, 3.0), "label": "paced", "paced_rate": 2.5,
+                    "latency": {"to_job": {"p99": 0.1}, "to_succeeded": {}}}
+    results = {"throughput": [], "paced": [cronoq_paced, kueue_paced]}
+    assert [v.target for v in judge(results)] == ["dispatch p99 < 250 ms at half the max rate (N=30, 2.5/s)"]
+    assert [(f.system, f.label, f.rate) for f in fourway.table(results)] == [("cronoq", "paced", 2.5),
+                                                                             ("kueue", "paced", 2.5)]
