@@ -46,6 +46,7 @@ def markdown(r: dict[str, Any]) -> str:
            f"Python {m['python']}. Load average (1/5/15 min) at start {_la(la0)}, at end {_la(la1)}. "
            "The machine is shared with other test runs, and every component (API server, etcd, controller-manager, "
            "scheduler, kwok, operator, load generator) runs on it.", "",
+           *([f"Merged from {r['merged']}.", ""] if r.get("merged") else []),
            "Pods succeed as soon as they start (kwok, `kwok.cronoq.io/delay: 0s`). Latencies run from the create "
            "request being sent to the first watch event showing the milestone. Times in seconds.", ""]
 
