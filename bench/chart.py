@@ -39,7 +39,7 @@ def draw(results: dict[str, Any], path: Path) -> None:
             c = row["cronoq"]["latency"]
             series.append((f"cronoq\nN={row['n']}\n→Job", c["to_job"], CRONOQ))
             series.append((f"cronoq\nN={row['n']}\n→Succeeded", c["to_succeeded"], CRONOQ))
-    for p in results.get("paced", []):
+    for p in [p for p in results.get("paced", []) if p.get("system", "cronoq") == "cronoq"]:
         series.append((f"paced\nN={p['n']}\n→Job", p["latency"]["to_job"], PACED))
         series.append((f"paced\nN={p['n']}\n→Succeeded", p["latency"]["to_succeeded"], PACED))
     quantiles = (("p50", 1.0), ("p95", 0.65), ("p99", 0.35))
@@ -96,6 +96,43 @@ def draw_soak(results: dict[str, Any], path: Path) -> None:
     bottom.set_ylabel("objects in the namespace")
     bottom.legend(fontsize=8, loc="upper right")
     fig.suptitle(f"cronoq soak — {results['operator_source'][:60]}; {results['started']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+PEER_COLORS = {"baseline": BASELINE, "cronoq": CRONOQ, "kueue": "#ff7f0e", "argo": "#d62728"}
+
+
+def draw_peers(results: dict[str, Any], path: Path) -> None:
+    """The four systems side by side, one group of bars per run (burst N, paced): throughput, latency
+    to succeeded, API-server and controller CPU per item, writes per item."""
+    from bench.fourway import SYSTEMS, table
+
+    figs = table(results)
+    runs = list(dict.fromkeys((f.label, f.n) for f in figs))
+    panels = (("items / s", lambda f: f.throughput), ("create → succeeded p50 (s)", lambda f: f.succeeded.get("p50")),
+              ("create → succeeded p99 (s)", lambda f: f.succeeded.get("p99")),
+              ("API-server CPU ms / item", lambda f: f.apiserver_ms), ("controller CPU ms / item", lambda f: f.controller_ms),
+              ("controller writes / item", lambda f: f.writes))
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    width = 0.8 / len(SYSTEMS)
+    for ax, (title, value) in zip(axes.flat, panels):
+        for i, system in enumerate(SYSTEMS):
+            xs, ys = [], []
+            for x, run in enumerate(runs):
+                f = next((f for f in figs if f.system == system and (f.label, f.n) == run), None)
+                if f is not None and value(f) is not None:
+                    xs.append(x + (i - (len(SYSTEMS) - 1) / 2) * width)
+                    ys.append(value(f))
+            if xs:
+                ax.bar(xs, ys, width, color=PEER_COLORS[system], label=system if system != "baseline" else "bare Jobs",
+                       hatch="" if all(f.complete for f in figs if f.system == system) else "//")
+        ax.set_xticks(range(len(runs)), [f"{label} N={n}" for label, n in runs], fontsize=8)
+        ax.set_title(title, fontsize=10)
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle(f"bare Jobs, cronoq, Kueue, Argo Workflows — {results['machine']['nproc']} CPUs, shared "
+                 f"(indicative); {results['started']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -158,3 +158,7 @@ def pools_path(namespace: str) -> str:
 
 def jobs_path(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+
+def workflows_path(namespace: str) -> str:
+    return f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/workflows"

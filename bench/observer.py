@@ -26,9 +26,11 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.kubeapi import OBSERVER_AGENT, Api, ApiError, Credentials, jobs_path, tasks_path  # noqa: E402
+from bench.kubeapi import (OBSERVER_AGENT, Api, ApiError, Credentials, jobs_path, tasks_path,  # noqa: E402
+                           workflows_path)
 
 TERMINAL = {"Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped"}
+WORKFLOW_TERMINAL = {"Succeeded", "Failed", "Error"}
 
 
 class Milestones:
@@ -38,8 +40,10 @@ class Milestones:
         self.lock = threading.Lock()
         self.tasks: dict[str, dict[str, Any]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
+        self.workflows: dict[str, dict[str, Any]] = {}
         self.tasks_done = 0
         self.jobs_done = 0
+        self.workflows_done = 0
 
     def on_task(self, obj: dict[str, Any], now: float) -> None:
         name = obj["metadata"]["name"]
@@ -60,6 +64,8 @@ class Milestones:
         with self.lock:
             seen = self.jobs.setdefault(meta["name"], {"added": now, "task": labels.get("cronoq.io/task"),
                                                        "attempt": labels.get("cronoq.io/attempt")})
+            if "started" not in seen and (obj.get("status") or {}).get("startTime"):
+                seen["started"] = now  # the Job controller started it (for Kueue's: after admission)
             for cond in (obj.get("status") or {}).get("conditions") or []:
                 kind = cond.get("type")
                 if cond.get("status") == "True" and kind in ("Complete", "Failed", "SuccessCriteriaMet") \
@@ -68,14 +74,25 @@ class Milestones:
                     if kind in ("Complete", "Failed"):
                         self.jobs_done += 1
 
+    def on_workflow(self, obj: dict[str, Any], now: float) -> None:
+        """An Argo Workflow's phases (Pending, Running, Succeeded, ...), each first seen."""
+        phase = (obj.get("status") or {}).get("phase")
+        with self.lock:
+            seen = self.workflows.setdefault(obj["metadata"]["name"], {"added": now, "phases": {}})
+            if phase and phase not in seen["phases"]:
+                seen["phases"][phase] = now
+                if phase in WORKFLOW_TERMINAL and not seen.get("terminal"):
+                    seen["terminal"] = phase
+                    self.workflows_done += 1
+
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return {"tasks": dict(self.tasks), "jobs": dict(self.jobs)}
+            return {"tasks": dict(self.tasks), "jobs": dict(self.jobs), "workflows": dict(self.workflows)}
 
     def progress(self) -> dict[str, Any]:
         with self.lock:
             return {"tasks_seen": len(self.tasks), "tasks_done": self.tasks_done, "jobs_created": len(self.jobs),
-                    "jobs_done": self.jobs_done, "at": time.monotonic()}
+                    "jobs_done": self.jobs_done, "workflows_done": self.workflows_done, "at": time.monotonic()}
 
 
 def follow(api: Api, path: str, feed, connected: threading.Event, stop: threading.Event) -> None:
@@ -112,7 +129,8 @@ def follow(api: Api, path: str, feed, connected: threading.Event, stop: threadin
 class ObserverProcess:
     """The handle the scenarios hold: start the observer, wait until it watches, read progress."""
 
-    def __init__(self, kubeconfig: str | Path, namespace: str, out: Path, until: str, timeout: float = 3600) -> None:
+    def __init__(self, kubeconfig: str | Path, namespace: str, out: Path, until: str, timeout: float = 3600,
+                 workflows: bool = False) -> None:
         import subprocess
         out.parent.mkdir(parents=True, exist_ok=True)
         for stale in (out, out.with_name(out.name + ".progress")):
@@ -121,7 +139,7 @@ class ObserverProcess:
         repo = Path(__file__).resolve().parent.parent
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.observer", f"--kubeconfig={kubeconfig}", f"--namespace={namespace}",
-             f"--out={out}", f"--until={until}", f"--timeout={timeout}"],
+             f"--out={out}", f"--until={until}", f"--timeout={timeout}", *(["--workflows"] if workflows else [])],
             cwd=repo, stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if line.strip() != "ready":
@@ -132,7 +150,7 @@ class ObserverProcess:
         try:
             return json.loads(self.out.with_name(self.out.name + ".progress").read_text())
         except (OSError, ValueError):
-            return {"tasks_seen": 0, "tasks_done": 0, "jobs_created": 0, "jobs_done": 0}
+            return {"tasks_seen": 0, "tasks_done": 0, "jobs_created": 0, "jobs_done": 0, "workflows_done": 0}
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for the goal (or the observer's own timeout) and return the milestones."""
@@ -151,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--namespace", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--until", default="", help="tasks=N or jobs=N: stop when that many are finished")
+    p.add_argument("--until", default="", help="tasks=N, jobs=N or workflows=N: stop when that many are finished")
+    p.add_argument("--workflows", action="store_true", help="watch Argo Workflows too")
     p.add_argument("--timeout", type=float, default=3600)
     args = p.parse_args(argv)
     goal_kind, _, goal = args.until.partition("=")
@@ -161,9 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     seen = Milestones()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    connected = [threading.Event(), threading.Event()]
-    for (path, feed), ready in zip(((tasks_path(args.namespace), seen.on_task),
-                                    (jobs_path(args.namespace), seen.on_job)), connected):
+    watched = [(tasks_path(args.namespace), seen.on_task), (jobs_path(args.namespace), seen.on_job)]
+    if args.workflows:
+        watched.append((workflows_path(args.namespace), seen.on_workflow))
+    connected = [threading.Event() for _ in watched]
+    for (path, feed), ready in zip(watched, connected):
         threading.Thread(target=follow, args=(api, path, feed, ready, stop), daemon=True).start()
     for ready in connected:
         if not ready.wait(60):
@@ -180,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = progress_file.with_name(progress_file.name + ".tmp")
         tmp.write_text(json.dumps(progress))
         os.replace(tmp, progress_file)
-        done = progress["tasks_done"] if goal_kind == "tasks" else progress["jobs_done"]
+        done = progress[f"{goal_kind}_done"] if goal_kind else 0
         if goal_n is not None and done >= goal_n:
             break
         if time.monotonic() > deadline:

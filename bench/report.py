@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench import fourway
 from bench.targets import MIB, idle_runs, judge
 
 COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -19,6 +20,9 @@ def write(results: dict[str, Any], into: Path, stamp: str) -> None:
     try:
         from bench.chart import draw, draw_soak
         draw(results, into / "latest.png")
+        if any(f.system in ("kueue", "argo") for f in fourway.table(results)):
+            from bench.chart import draw_peers
+            draw_peers(results, into / "latest-peers.png")
         if results.get("soak"):
             draw_soak(results, into / "latest-soak.png")
     except ImportError as err:  # matplotlib is in the bench extra; the numbers matter more
@@ -42,12 +46,15 @@ def markdown(r: dict[str, Any]) -> str:
            f"Python {m['python']}. Load average (1/5/15 min) at start {_la(la0)}, at end {_la(la1)}. "
            "The machine is shared with other test runs, and every component (API server, etcd, controller-manager, "
            "scheduler, kwok, operator, load generator) runs on it.", "",
+           *([f"Merged from {r['merged']}.", ""] if r.get("merged") else []),
            "Pods succeed as soon as they start (kwok, `kwok.cronoq.io/delay: 0s`). Latencies run from the create "
            "request being sent to the first watch event showing the milestone. Times in seconds.", ""]
 
     out += ["## Targets", "", "| Target | Measured | |", "|---|---|---|"]
     out += [f"| {v.target} | {v.measured} | {v.mark} |" for v in judge(r)]
     out.append("")
+
+    out += _peers(r)
 
     rows = [row for row in r.get("throughput", []) if row.get("baseline") or row.get("cronoq")]
     if rows:
@@ -84,7 +91,7 @@ def markdown(r: dict[str, Any]) -> str:
                 c = row["cronoq"]
                 out.append(f"| cronoq, burst | {c['n']} | {c['submit_rate']:.0f}/s | {_pcts(c['latency']['to_job'])} | "
                            f"{_pcts(c['latency']['to_succeeded'])} |")
-        for p in r.get("paced", []):
+        for p in _cronoq_paced(r):
             out.append(f"| cronoq, paced at half max | {p['n']} | {p['paced_rate']:.1f}/s | "
                        f"{_pcts(p['latency']['to_job'])} | {_pcts(p['latency']['to_succeeded'])} |")
         out.append("")
@@ -112,7 +119,7 @@ def markdown(r: dict[str, Any]) -> str:
                         ", ".join(f"{t['verb']} {t['resource']} {t['per_task']:.3f}" for t in writes) + ".", ""]
             out += ["## Operator CPU and memory", "", "| Run | N | CPU s / task | CPU s total | RSS peak | RSS after |",
                     "|---|---|---|---|---|---|"]
-            for c in burst + r.get("paced", []):
+            for c in burst + _cronoq_paced(r):
                 o = c["operator"]
                 out.append(f"| {c['label']} | {c['n']} | {o['cpu_seconds_per_task'] * 1000:.1f} ms | {o['cpu_seconds']:.1f} | "
                            f"{o['rss_peak'] / MIB:.0f} MiB | {o['rss_after'] / MIB:.0f} MiB |")
@@ -267,6 +274,52 @@ def _pull(r: dict[str, Any]) -> list[str]:
     writes = [t for t in pull["api"]["table"] if t["write"]]
     out += ["", f"Writes per task of the Workers burst at N={pull['n']}: " +
             ", ".join(f"{t['verb']} {t['resource']} {t['per_task']:.3f}" for t in writes) + ".", ""]
+    return out
+
+
+def _cronoq_paced(r: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in r.get("paced", []) if p.get("system", "cronoq") == "cronoq"]
+
+
+def _peers(r: dict[str, Any]) -> list[str]:
+    """The four-way table (bare Jobs, cronoq, Kueue, Argo), issue 28's goals, Kueue's priority probe."""
+    rows = fourway.table(r)
+    if not any(f.system in ("kueue", "argo") for f in rows):
+        return []
+    versions = r.get("peers") or {}
+    out = ["## Beside the peers: bare Jobs, cronoq, Kueue, Argo Workflows", "",
+           "Same cluster, same run, same load generator (16 creators; paced: every system at half the slowest "
+           "one's burst rate). Peers: " + ", ".join(f"{fourway.NAMES[k]} {v}" for k, v in versions.items()) +
+           ", each a local process under the bench's ServiceAccount (its audit-log user). Running (each one's admission): bare Jobs' and "
+           "Kueue's Job `startTime` (Kueue: after admission), cronoq's Task phase Running (dispatched), Argo's "
+           "Workflow phase Running; succeeded: the Job's `Complete`, the Task's and the Workflow's phase Succeeded. CPU in ms per item; requests and writes by the controller per item (audit log). "
+           "A shared 2-core machine: indicative numbers.", "",
+           "| system | run | N | items/s | create → running p50 / p99 | create → succeeded p50 / p99 | "
+           "API server ms | etcd ms | writes | requests | controller ms | controller RSS peak |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in rows:
+        run = f.label if f.rate is None else f"{f.label} {f.rate:.1f}/s"
+        flag = "" if f.complete else " (incomplete)"
+        out.append(f"| {f.name}{flag} | {run} | {f.n} | {_s(f.throughput, '', 1)} | "
+                   f"{_s(f.running.get('p50'))} / {_s(f.running.get('p99'))} | "
+                   f"{_s(f.succeeded.get('p50'))} / {_s(f.succeeded.get('p99'))} | {_s(f.apiserver_ms, '', 1)} | "
+                   f"{_s(f.etcd_ms, '', 1)} | {_s(f.writes, '', 2)} | {_s(f.requests, '', 2)} | "
+                   f"{_s(f.controller_ms, '', 1)} | {_s(f.rss_peak / MIB if f.rss_peak else None, ' MiB', 0)} |")
+    out.append("")
+    verdicts = fourway.goals(r)
+    if verdicts:
+        out += ["Goals (issue 28; reported, not asserted):", "", "| Goal | Measured | |", "|---|---|---|"]
+        out += [f"| {v.target} | {v.measured} | {v.mark} |" for v in verdicts]
+        out.append("")
+    kb = r.get("kueue_backlog")
+    if kb:
+        out += [f"Kueue's priority: {kb['n']} Jobs behind a ClusterQueue with room for {kb['concurrency']} at a time; "
+                f"three Jobs of a WorkloadPriorityClass of value 1000 submitted behind them (create → Job started). "
+                f"cronoq's own probe is in the backlog section.", "",
+                "| probe | not finished when sent | finished before | create → started |", "|---|---|---|---|"]
+        for p in kb["probes"]:
+            out.append(f"| {p['name']} | {p['waiting_before']} | {p['finished_before']} | {_s(p['dispatch_seconds'])} |")
+        out.append("")
     return out
 
 

@@ -39,8 +39,10 @@ from bench.replica import has_flag  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
 from bench.pull import pull  # noqa: E402
 from bench.throughput import Context, baseline, cronoq  # noqa: E402
+from bench.versus import Peers, argo, kueue, kueue_probe  # noqa: E402
 
-SCENARIOS = ("baseline", "cronoq", "pull", "paced", "lean", "backlog", "soak", "idle", "failover")
+SCENARIOS = ("baseline", "cronoq", "pull", "kueue", "argo", "paced", "lean", "backlog", "kueue-backlog", "soak", "idle",
+             "failover")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -48,6 +50,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sizes", default="1000,5000", help="N for the throughput runs, comma-separated")
     p.add_argument("--paced-sizes", default=None,
                    help="N for the runs paced at half the max rate (default: the smallest size)")
+    p.add_argument("--paced-items", type=int, default=None, metavar="N",
+                   help="items each paced run submits (default: the burst's N); the rate is still half the "
+                        "slowest burst's of that N")
+    p.add_argument("--paced-rate", type=float, default=None, metavar="R",
+                   help="items/s of the paced runs, instead of half the slowest burst's (e.g. to match another run)")
     p.add_argument("--backlog", type=int, default=5000, help="tasks queued behind a pool of concurrency 50")
     p.add_argument("--idle-tasks", type=int, default=10_000,
                    help="finished Tasks the idle operator looks after (topped up by the fast fill if fewer)")
@@ -157,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                      "operator_source": described, "options": {"sizes": args.sizes, "paced_sizes": args.paced_sizes,
                                                                "backlog": args.backlog, "creators": args.creators,
-                                                               "quick": args.quick, "idle_sizes": args.idle_sizes,
+                                                               "quick": args.quick, "idle_sizes": args.idle_sizes, "paced_items": args.paced_items, "paced_rate": args.paced_rate,
                                                                "soak_tasks": args.soak_tasks,
                                                                "fill_creators": args.fill_creators,
                                                                "fill_leases": args.fill_leases, "idle_jobs_kept": args.idle_jobs_kept},
@@ -177,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                       operator_args=operator_args, leader_lease=("cronoq-leader", LEASE), profile=args.profile)
         kept: list[str] = []
         largest = args.sizes[-1]
+        bins = Peers.install(ctx, {"kueue" if "kueue-backlog" in args.only else "", *args.only} & {"kueue", "argo"})
+        results["peers"] = bins.versions
         for n in args.sizes:
             row: dict = {"n": n}
             if "baseline" in args.only:
@@ -189,19 +198,38 @@ def main(argv: list[str] | None = None) -> int:
                     kept.append(row["cronoq"]["namespace"])
             if "pull" in args.only and _serves(source):
                 row["pull"] = pull(ctx, n)
-            if len(row) > 1:  # a run of neither baseline nor cronoq has no row
+                save()
+            if "kueue" in args.only:
+                row["kueue"] = kueue(ctx, bins, n)
+                save()
+            if "argo" in args.only:
+                row["argo"] = argo(ctx, bins, n)
+                save()
+            if len(row) > 1:  # a run of no system has no row
                 results["throughput"].append(row)
             save()
-            max_rate = (row.get("cronoq") or {}).get("throughput")
-            if "paced" in args.only and n in args.paced_sizes and max_rate:
-                results["paced"].append(cronoq(ctx, n, rate=max_rate / 2, label="paced"))
-                save()
+            if "paced" in args.only and n in args.paced_sizes:
+                # Every system at the same rate: half the slowest one's max rate in this row.
+                rates = [row[s]["throughput"] for s in ("cronoq", "kueue", "argo") if (row.get(s) or {}).get("throughput")]
+                rate = args.paced_rate or (min(rates) / 2 if rates else None)
+                m = args.paced_items or n
+                for system, run in (("cronoq", lambda r: cronoq(ctx, m, rate=r, label="paced")),
+                                    ("kueue", lambda r: kueue(ctx, bins, m, rate=r, label="paced")),
+                                    ("argo", lambda r: argo(ctx, bins, m, rate=r, label="paced"))):
+                    if rate and system in args.only:
+                        results["paced"].append(run(rate))
+                        save()
             pull_rate = (row.get("pull") or {}).get("throughput")
             if "paced" in args.only and n in args.paced_sizes and pull_rate:
-                results.setdefault("paced_pull", []).append(pull(ctx, n, rate=pull_rate / 2, label="paced"))
+                # Pull delivery at half its own max rate: its dispatch latency without a queue in front.
+                results.setdefault("paced_pull", []).append(pull(ctx, args.paced_items or n, rate=pull_rate / 2,
+                                                                 label="paced"))
                 save()
         if "lean" in args.only and has_flag("--events", sys.executable, source):
             results["lean"] = cronoq(ctx, args.lean, label="lean", operator_args=("--events=warnings",), leaseTTL="0s")
+            save()
+        if "kueue-backlog" in args.only:
+            results["kueue_backlog"] = kueue_probe(ctx, bins, args.backlog)
             save()
         if "backlog" in args.only:
             results["backlog"] = backlog(ctx, args.backlog, keep="idle" in args.only, profile=True)

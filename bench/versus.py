@@ -1,0 +1,245 @@
+"""The peers' scenarios: the bench's work done by Kueue (one suspended Job per item, admitted
+through a LocalQueue) and by Argo Workflows (one Workflow of one container step per item), measured
+as the cronoq scenario measures: the same load generator and observer, the audit log for the
+controller's requests, /proc for the controller's and the control plane's CPU.
+
+Per item: "running" is the Job's start time for Kueue (the Job controller sets it once Kueue has
+admitted and unsuspended the Job) and the Workflow's Running phase for Argo; "succeeded" is the
+Job's Complete condition and the Workflow's Succeeded phase.
+"""
+from __future__ import annotations
+
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from bench import peers, workload
+from bench.audit import AuditLog, breakdown
+from bench.cluster import OPERATOR_USER, log
+from bench.kubeapi import ApiError, jobs_path, workflows_path
+from bench.latency import between, summary
+from bench.load import submit
+from bench.observer import ObserverProcess
+from bench.procstat import PeakRss, load_average
+from bench.throughput import Context, _fmt, _spent, throughput, wait_until
+
+PROBE_CLASS, PROBE_PRIORITY = "bench-high", 1000
+PROBE_CONCURRENCY = 50
+
+
+@dataclass
+class Peers:
+    """The peers' binaries and CRDs, built and installed once per bench run."""
+    kueue: Path | None = None
+    argo: Path | None = None
+    versions: dict[str, str] | None = None
+
+    @classmethod
+    def install(cls, ctx: Context, which: set[str]) -> Peers:
+        out = cls(versions={})
+        cluster = ctx.cluster
+        if "kueue" in which:
+            apiserver = peers.stamped_apiserver()
+            apiserver.build()
+            cluster.use_apiserver(apiserver.cache_dir / "kube-apiserver")
+            out.kueue = peers.build("kueue")
+            out.versions["kueue"] = peers.version("kueue", peers.KUEUE_MODULE)
+            crds = peers.module_dir("kueue", peers.KUEUE_MODULE) / "config" / "components" / "crd" / "bases"
+            peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
+            _ensure(cluster.api, "/api/v1/namespaces", {"metadata": {"name": peers.KUEUE_NAMESPACE}})
+        if "argo" in which:
+            out.argo = peers.build("argo")
+            out.versions["argo"] = peers.version("argo", peers.ARGO_MODULE)
+            crds = peers.module_dir("argo", peers.ARGO_MODULE) / "manifests" / "base" / "crds" / "minimal"
+            peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
+        return out
+
+
+def _ensure(api, path: str, body: dict[str, Any]) -> None:
+    try:
+        api.request("POST", path, body)
+    except ApiError as err:
+        if err.status != 409:
+            raise
+
+
+def _measure(ctx: Context, *, system: str, label: str, n: int, ns: str, controller: peers.PeerProcess, path: str,
+             objects: list[dict[str, Any]], rate: float | None, until: str, workflows: bool,
+             milestones: Callable[[dict[str, Any]], tuple[dict[str, float], dict[str, float]]],
+             during: Callable[[ObserverProcess], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Submit `objects`, wait for the observer's goal, and measure as the cronoq scenario does."""
+    audit = AuditLog(ctx.cluster.audit_log)
+    mark = audit.mark()
+    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=until,
+                               workflows=workflows)
+    cpu_before, rss_before, load_before = controller.cpu(), controller.rss(), load_average()
+    cluster_cpu = ctx.cluster.component_cpu()
+    peak = PeakRss(controller.pid).start()
+    sub = submit(ctx.cluster.api, path, objects, creators=ctx.creators, rate=rate)
+    extra = during(observer) if during else {}
+    seen = observer.result()
+    cpu_after, rss_after, rss_peak = controller.cpu(), controller.rss(), peak.stop()
+    load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
+    audit.settle()
+    requests = audit.requests(mark, OPERATOR_USER)
+    running, succeeded = milestones(seen)
+    names = [o["metadata"]["name"] for o in objects]
+    sent = {name: sub.sent[name] for name in names if name in sub.sent}
+    done = [v for k, v in succeeded.items() if k in sent and v]
+    items = len(objects)
+    result = {
+        "system": system, "n": items, "label": label, "paced_rate": rate, "submitted": len(sub.sent),
+        "submit_errors": len(sub.errors), "submit_rate": sub.rate, "timed_out": seen["timed_out"],
+        "succeeded": len(done), "throughput": throughput(items, sub.started, done),
+        "latency": {"to_running": summary(between(sent, running)), "to_succeeded": summary(between(sent, succeeded))},
+        "operator": {"cpu_seconds": cpu_after - cpu_before, "cpu_seconds_per_task": (cpu_after - cpu_before) / items,
+                     "rss_before": rss_before, "rss_after": rss_after, "rss_peak": rss_peak},
+        "api": breakdown(requests, items),
+        "load_average": {"before": load_before, "after": load_after},
+        "cluster_cpu_seconds": cluster_cpu, "namespace": ns, **extra,
+    }
+    if not controller.alive():
+        result["error"] = f"the {system} controller exited with {controller.process.returncode}; see {controller.log_path}"
+    log(f"{system} {label} n={items}: {_fmt(result['throughput'])} items/s, succeeded p50 "
+        f"{_fmt(result['latency']['to_succeeded']['p50'])}s, {_fmt(result['api']['writes_per_task'])} writes/item")
+    return result
+
+
+def _job_milestones(seen: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    jobs = seen["jobs"].items()
+    return {k: v.get("started") for k, v in jobs}, {k: v.get("Complete") for k, v in jobs}
+
+
+def _workflow_milestones(seen: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    flows = seen["workflows"].items()
+    return ({k: v["phases"].get("Running") for k, v in flows}, {k: v["phases"].get("Succeeded") for k, v in flows})
+
+
+# ---------------------------------------------------------------- Kueue
+
+
+def kueue(ctx: Context, bins: Peers, n: int, rate: float | None = None, label: str = "burst") -> dict[str, Any]:
+    """N suspended Jobs through one LocalQueue whose ClusterQueue has room for all of them."""
+    quota = f"{n * 10}m"  # KUEUE_CPU_REQUEST (10m) per Job
+    ns, queue = ctx.cluster.namespace(f"bench-kueue-{label}-{n}"), f"bench-{label}-{n}"
+    jobs = [peers.kueue_job(workload.bare_job(name, ns), queue) for name in workload.names("k", n)]
+    with _kueue_running(ctx, bins, ns, queue, quota) as controller:
+        result = _measure(ctx, system="kueue", label=label, n=n, ns=ns, controller=controller, path=jobs_path(ns),
+                          objects=jobs, rate=rate, until=f"jobs={n}", workflows=False, milestones=_job_milestones)
+        result["version"] = bins.versions["kueue"]
+    return result
+
+
+def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
+    """Kueue's priority: n Jobs behind a ClusterQueue with room for 50 at a time; three Jobs of a
+    WorkloadPriorityClass of value 1000, submitted when the backlog is in and when 1/3 and 2/3 have
+    finished (as cronoq's backlog scenario). Probe latency: create → the Job started (admitted)."""
+    ns, queue = ctx.cluster.namespace(f"bench-kueue-backlog-{n}"), f"bench-backlog-{n}"
+    _ensure(ctx.cluster.api, *peers.kueue_priority_class(PROBE_CLASS, PROBE_PRIORITY))
+    jobs = [peers.kueue_job(workload.bare_job(name, ns), queue) for name in workload.names("k", n)]
+    probes = [peers.kueue_job(workload.bare_job(f"probe-{i}", ns), queue, PROBE_CLASS) for i in range(3)]
+    api = ctx.cluster.api
+
+    def send_probes(observer: ObserverProcess) -> dict[str, Any]:
+        out = []
+        for probe, fraction in zip(probes, (0.0, 1 / 3, 2 / 3)):
+            wait_until(lambda: observer.progress()["jobs_done"] >= fraction * n, timeout=3600, interval=0.1)
+            progress = observer.progress()
+            sent = time.monotonic()
+            api.create(jobs_path(ns), probe)
+            out.append({"name": probe["metadata"]["name"], "sent": sent, "finished_before": progress["jobs_done"],
+                        "waiting_before": n - progress["jobs_done"]})
+            log(f"kueue backlog: probe {probe['metadata']['name']} with {n - progress['jobs_done']} not finished")
+        return {"probes": out}
+
+    with _kueue_running(ctx, bins, ns, queue, f"{PROBE_CONCURRENCY * 10}m") as controller:
+        result = _measure(ctx, system="kueue", label="backlog", n=n, ns=ns, controller=controller,
+                          path=jobs_path(ns), objects=jobs, rate=None, until=f"jobs={n + len(probes)}",
+                          workflows=False, milestones=_job_milestones, during=send_probes)
+    seen = _read_observation(ctx, ns)
+    for p in result["probes"]:
+        started = (seen["jobs"].get(p["name"]) or {}).get("started")
+        p["dispatch_seconds"] = started - p.pop("sent") if started else None
+    result["concurrency"] = PROBE_CONCURRENCY
+    result["probe_dispatch_max"] = max((p["dispatch_seconds"] for p in result["probes"]
+                                        if p["dispatch_seconds"] is not None), default=None)
+    result["version"] = bins.versions["kueue"]
+    return result
+
+
+def _read_observation(ctx: Context, ns: str) -> dict[str, Any]:
+    import json
+    return json.loads((ctx.work / f"obs-{ns}.json").read_text())
+
+
+class _kueue_running:
+    """Queues made, Kueue started and ready (the ClusterQueue Active); on exit the namespace and the
+    ClusterQueue deleted while Kueue still runs (its finalizers need it), then Kueue stopped."""
+
+    def __init__(self, ctx: Context, bins: Peers, ns: str, queue: str, quota: str) -> None:
+        self.ctx, self.bins, self.ns, self.queue, self.quota = ctx, bins, ns, queue, quota
+
+    def __enter__(self) -> peers.PeerProcess:
+        api = self.ctx.cluster.api
+        for path, body in peers.kueue_queues(self.queue, self.ns, self.quota):
+            _ensure(api, path, body)
+        assert self.bins.kueue is not None
+        self.controller = peers.start_kueue(self.bins.kueue, self.ctx.cluster.operator_kubeconfig, self.ctx.work)
+        peers.wait_for(lambda: _cq_active(api, self.queue) or not self.controller.alive(), 180,
+                       f"Kueue to make ClusterQueue {self.queue} active")
+        if not self.controller.alive():
+            raise RuntimeError(f"Kueue exited; see {self.controller.log_path}")
+        return self.controller
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.ctx.cluster.delete_namespace(self.ns)
+            self.ctx.cluster.api.delete(f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{self.queue}")
+            wait_until(lambda: self.ctx.cluster.api.get(
+                f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{self.queue}") is None, timeout=60)
+        finally:
+            self.controller.stop()
+
+
+def _cq_active(api, name: str) -> bool:
+    cq = api.get(f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{name}") or {}
+    return any(c.get("type") == "Active" and c.get("status") == "True"
+               for c in (cq.get("status") or {}).get("conditions") or [])
+
+
+# ---------------------------------------------------------------- Argo Workflows
+
+
+def argo(ctx: Context, bins: Peers, n: int, rate: float | None = None, label: str = "burst") -> dict[str, Any]:
+    """N Workflows of one container step each, the workflow-controller watching their namespace."""
+    ns = ctx.cluster.namespace(f"bench-argo-{label}-{n}")
+    api = ctx.cluster.api
+    api.create(f"/api/v1/namespaces/{ns}/configmaps", peers.argo_configmap(peers.free_port()))
+    flows = [peers.argo_workflow(name, workload.IMAGE, workload.PLAY) for name in workload.names("w", n)]
+    assert bins.argo is not None
+    controller = peers.start_argo(bins.argo, ctx.cluster.operator_kubeconfig, ns, ctx.work)
+    try:
+        wait_until(lambda: _healthy("http://127.0.0.1:6060/healthz") or not controller.alive(), timeout=60)
+        if not controller.alive():
+            raise RuntimeError(f"the workflow-controller exited; see {controller.log_path}")
+        result = _measure(ctx, system="argo", label=label, n=n, ns=ns, controller=controller,
+                          path=workflows_path(ns), objects=flows, rate=rate, until=f"workflows={n}", workflows=True,
+                          milestones=_workflow_milestones)
+        result["version"] = bins.versions["argo"]
+        seen = _read_observation(ctx, ns)
+        result["other_terminal"] = {p: sum(1 for w in seen["workflows"].values() if w.get("terminal") == p)
+                                    for p in ("Failed", "Error")}
+    finally:
+        controller.stop()
+    ctx.cluster.delete_namespace(ns)
+    return result
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
