@@ -40,7 +40,10 @@ class Attempt:
         body = self.custom.create_namespaced_custom_object("cronoq.io", "v1alpha1", namespace, "tasks", {
             "apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": "sum"},
             "spec": {"image": image, "payload": payload, "leaseTTL": f"{TTL}s"}})
-        self.job = build_job(Task.model_validate(body), None, 1, LEASE_ID, lease_ttl=timedelta(seconds=TTL))
+        # As the chart's operator builds it: the pod runs as the chart's task ServiceAccount, which
+        # holds the lease role (a namespace's `default` does not).
+        self.job = build_job(Task.model_validate(body), None, 1, LEASE_ID, lease_ttl=timedelta(seconds=TTL),
+                             service_account="cronoq-task")
         pod_spec = self.job["spec"]["template"]["spec"]
         (self.container,) = pod_spec["containers"]
         self.pod_name = f"{self.job['metadata']['name']}-x7k2p"  # the Job controller's <job>-<suffix>
