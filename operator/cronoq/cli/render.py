@@ -172,6 +172,17 @@ def attempts_table(task: Task) -> Table:
     return table
 
 
+def events_table(events: list[Any]) -> Table:
+    """A task's Events as `describe` shows them: age, type, reason, message."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for h in ("AGE", "TYPE", "REASON", "MESSAGE"):
+        table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
+    for e in events:
+        table.add_row(Text(age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
+                      Text(e.type or ""), Text(e.reason or ""), Text(e.message or ""))
+    return table
+
+
 def fields_grid(pairs: list[tuple[str, Any]]) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True)

@@ -656,21 +656,10 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         render.show(out, render.attempts_table(task))
     else:
         print("Attempts: none yet")
-    # By uid: a deleted task's events, kept for an hour, would otherwise show under a new one of its name.
-    events = client.core.list_namespaced_event(client.namespace,
-                                               field_selector=f"involvedObject.uid={task.metadata.uid}").items
+    events = client.events(task)
     if events:
         print("\nEvents:")
-        table = render.Table(box=render.box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for h in ("AGE", "TYPE", "REASON", "MESSAGE"):
-            table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
-        # Timestamps have whole seconds; the resourceVersion orders events written in the same one.
-        events.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
-                                   int(e.metadata.resource_version or 0)))
-        for e in events[-15:]:
-            table.add_row(Text(render.age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
-                          Text(e.type or ""), Text(e.reason or ""), Text(e.message or ""))
-        render.show(out, table)
+        render.show(out, render.events_table(events[-15:]))
     return EXIT_OK
 
 

@@ -40,6 +40,8 @@ DEFAULT_KEY_RETENTION = timedelta(hours=1)
 RETRYABLE_PHASES = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED)
 WATCH_CHUNK = 60
 """Seconds one watch request lasts at most before it is renewed (a quiet watch can go stale)."""
+SYNCED = "SYNCED"
+"""The event `_follow` gives after a listing, with the listed tasks by name (to tell which are missing)."""
 
 TaskRef = str | Task
 """A task is named by its name or by the Task model itself (as `submit` returns it)."""
@@ -283,30 +285,19 @@ class Client:
             if task.phase in TERMINAL_PHASES:
                 done[name] = task
 
-        while True:
-            items, rv = self._list_raw(field_selector=field_selector)
-            present = set()
-            for obj in items:
-                present.add(obj["metadata"]["name"])
+        for kind, obj in self._follow(deadline, field_selector=field_selector):
+            if kind == SYNCED:
+                missing = wanted - obj.keys() - done.keys()
+                if missing:
+                    raise TaskNotFound(self.namespace, sorted(missing)[0])
+            elif kind == "DELETED" and obj["metadata"]["name"] in wanted - done.keys():
+                raise TaskNotFound(self.namespace, obj["metadata"]["name"])
+            else:
                 see(obj)
-            missing = wanted - present - set(done)
-            if missing:
-                raise TaskNotFound(self.namespace, sorted(missing)[0])
             if len(done) == len(wanted):
                 return {n: done[n] for n in names}
-            try:
-                for kind, obj in self._watch(rv, deadline, field_selector):
-                    if kind == "DELETED" and obj["metadata"]["name"] in wanted - set(done):
-                        raise TaskNotFound(self.namespace, obj["metadata"]["name"])
-                    see(obj)
-                    if len(done) == len(wanted):
-                        return {n: done[n] for n in names}
-            except ApiException as err:
-                if err.status != 410:  # 410 Gone: our resourceVersion is too old; list again
-                    raise
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout([n for n in names if n not in done], timeout or 0,
-                                  {n: done[n] for n in names if n in done})
+        raise WaitTimeout([n for n in names if n not in done], timeout or 0,
+                          {n: done[n] for n in names if n in done})
 
     def watch(self, phase: str | None = None, pool: str | None = None, key: str | None = None,
               label_selector: str | None = None, *, all_namespaces: bool = False,
@@ -314,21 +305,9 @@ class Client:
         """The namespace's (or every namespace's) tasks as they change: first ("ADDED", task) for
         each existing one, then every change, without end (or until `timeout` seconds passed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        rv = None
-        while deadline is None or time.monotonic() < deadline:
-            if rv is None:  # first, and after 410 Gone: list again
-                items, rv = self._list_raw(phase, pool, key, label_selector, all_namespaces=all_namespaces)
-                for obj in items:
-                    yield "ADDED", Task.model_validate(obj)
-            try:
-                for kind, obj in self._watch(rv, deadline, _selector(phase, pool, key), label_selector,
-                                             all_namespaces=all_namespaces):
-                    rv = obj["metadata"]["resourceVersion"]
-                    yield kind, Task.model_validate(obj)
-            except ApiException as err:
-                if err.status != 410:
-                    raise
-                rv = None
+        for kind, obj in self._follow(deadline, phase, pool, key, label_selector, all_namespaces=all_namespaces):
+            if kind != SYNCED:
+                yield kind, Task.model_validate(obj)
 
     # ------------------------------------------------------------------ changing
 
@@ -424,6 +403,15 @@ class Client:
         pods.sort(key=lambda p: p.metadata.creation_timestamp)
         return task, number, pods[-1]
 
+    def events(self, task: Task) -> list[k8s.CoreV1Event]:
+        """The task's Events, oldest first. By uid: a deleted task's Events, kept for an hour,
+        would otherwise show under a new one of its name. Timestamps have whole seconds; the
+        resourceVersion orders Events written in the same one."""
+        events = self.core.list_namespaced_event(task.metadata.namespace or self.namespace,
+                                                 field_selector=f"involvedObject.uid={task.metadata.uid}").items
+        return sorted(events, key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
+                                             int(e.metadata.resource_version or 0)))
+
     def _retention(self, task: Task) -> str:
         """Which jobRetention applies to the task's attempt Jobs, and where to change it."""
         if task.spec.job_retention is not None:
@@ -496,6 +484,31 @@ class Client:
             items = [o for o in items if (o.get("status") or {}).get("phase") in phases]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         return items, listing["metadata"]["resourceVersion"]
+
+    def _follow(self, deadline: float | None, phase: Any = None, pool: str | None = None, key: str | None = None,
+                label_selector: str | None = None, field_selector: str | None = None, *,
+                all_namespaces: bool = False) -> Iterator[tuple[str, dict]]:
+        """The client's one watch loop: ("ADDED", object) for each listed task, then (SYNCED, the
+        listed tasks by name), then every change, resuming from the last version seen when a watch
+        ends and listing again when that version is gone (410), until `deadline` (None: no end)."""
+        rv = None
+        while deadline is None or time.monotonic() < deadline:
+            if rv is None:
+                items, rv = self._list_raw(phase, pool, key, label_selector, field_selector,
+                                           all_namespaces=all_namespaces)
+                for obj in items:
+                    yield "ADDED", obj
+                yield SYNCED, {o["metadata"]["name"]: o for o in items}
+            try:
+                selector = ",".join(s for s in (_selector(phase if isinstance(phase, str) else None, pool, key),
+                                                field_selector) if s) or None
+                for kind, obj in self._watch(rv, deadline, selector, label_selector, all_namespaces=all_namespaces):
+                    rv = obj["metadata"]["resourceVersion"]
+                    yield kind, obj
+            except ApiException as err:
+                if err.status != 410:  # 410 Gone: our resourceVersion is too old; list again
+                    raise
+                rv = None
 
     def _watch(self, rv: str, deadline: float | None, field_selector: str | None, label_selector: str | None = None,
                *, all_namespaces: bool = False) -> Iterator[tuple[str, dict]]:

@@ -1,1 +1,2 @@
-"""The kopf wiring: watches feed an in-memory store, a work queue runs the core's decisions."""
+"""The operator's wiring: watches feed an in-memory store of facts, a work queue runs the core's
+decisions, and the applier carries out what they return (status first, then Jobs and Events)."""

@@ -39,7 +39,7 @@ class Mark:
 class Finished:
     """A finished task, reduced to what the operator still decides on: keys, dependents, its
     leftover Jobs and when to delete it. Its output and messages stay in the API server (read
-    when a duplicate needs them); a store of 10,000 finished tasks stays a few MiB."""
+    when a duplicate needs them), so the store grows by a small record per kept task, not by its body."""
 
     phase: TaskPhase
     pool: str

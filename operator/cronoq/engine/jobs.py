@@ -87,31 +87,12 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     so a push task's pod never gets the sidecar. `service_account` (the operator's
     `--task-service-account`) is the pod's ServiceAccount when neither the task nor its pool names
     one: the one that holds the lease role, so the namespace's `default` need not."""
-    meta = task.metadata
     task_name, task_uid = _name_and_uid(task)
-    name = naming.job_name(task_name, attempt)
     labels = naming.attempt_labels(task=task_name, task_uid=task_uid, attempt=attempt, lease=lease,
                                    pool=task.spec.pool)
     template = task.spec.template
     pod_spec: dict[str, Any] = copy.deepcopy(template.spec) if template is not None else {}
-
-    pod_labels: dict[str, str] = {}
-    pod_annotations: dict[str, str] = {}
-    # Lowest layer first, as for the other fields: pool template < task template < task's podMetadata.
-    pool_meta = pool.template.pod_metadata if pool and pool.template else None
-    for metadata in (pool_meta, template.metadata if template is not None else None, task.spec.pod_metadata):
-        if metadata is None:
-            continue
-        pod_labels.update(metadata.labels)
-        pod_annotations.update(metadata.annotations)
-    pod_labels.update(labels)
-
-    containers = pod_spec.setdefault("containers", [])
-    container = next((c for c in containers if c.get("name") == naming.TASK_CONTAINER), None)
-    if container is None:
-        if not containers:
-            containers.append({"name": naming.TASK_CONTAINER})
-        container = containers[0]
+    container = _task_container(pod_spec)
     # Lowest layer first, so the task's own named fields are applied last and win.
     _apply(pod_spec, container, pool.template if pool else None, only_unset=True)
     _apply(pod_spec, container, task.spec, only_unset=False)
@@ -119,13 +100,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         pod_spec["serviceAccountName"] = service_account
     http = push_request(task, pool)
     if http is not None:
-        container.update(image=push_image, command=list(PUSH_COMMAND), securityContext=copy.deepcopy(RESTRICTED))
-        container.pop("args", None)
-        container["env"] = _proxies_of_the_pool_only(container.get("env", []), pool)
-        sidecar_image = None
-        if lease_ttl <= timedelta(0):
-            # Without heartbeats the runner makes no API call: no token to steal from its pod.
-            pod_spec["automountServiceAccountToken"] = False
+        _run_push(pod_spec, container, pool, push_image, heartbeats=lease_ttl > timedelta(0))
     env = [e for e in container.get("env", []) if not e.get("name", "").startswith(Env.PREFIX)]
     env += pod_protocol.attempt_env(pod_protocol.Attempt(
         task_id=task_uid, task_name=task_name, attempt=attempt, lease_name=naming.lease_name(task_name, attempt),
@@ -135,17 +110,9 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     container["env"] = env
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     pod_spec["restartPolicy"] = "Never"
-    if sidecar_image and lease_ttl > timedelta(0):
-        inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
-        inits.append({"name": HEARTBEAT_CONTAINER, "image": sidecar_image, "restartPolicy": "Always",
-                      "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != Env.PAYLOAD],
-                      "securityContext": copy.deepcopy(RESTRICTED),
-                      "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
-        pod_spec["initContainers"] = inits
-
-    pod_meta: dict[str, Any] = {"labels": pod_labels}
-    if pod_annotations:
-        pod_meta["annotations"] = pod_annotations
+    if sidecar_image and http is None and lease_ttl > timedelta(0):
+        _add_heartbeat_sidecar(pod_spec, sidecar_image, env)
+    pod_meta = _pod_metadata(task, pool, labels)
     job_spec: dict[str, Any] = {"backoffLimit": 0, "completions": 1, "parallelism": 1}
     if job_retention is not None:
         job_spec["ttlSecondsAfterFinished"] = ttl_seconds(job_retention)
@@ -153,14 +120,66 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": name,
-            "namespace": meta.namespace,
+            "name": naming.job_name(task_name, attempt),
+            "namespace": task.metadata.namespace,
             "labels": labels,
             "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Task", "name": task_name, "uid": task_uid,
                                  "controller": True, "blockOwnerDeletion": True}],
         },
         "spec": {**job_spec, "template": {"metadata": pod_meta, "spec": pod_spec}},
     }
+
+
+def _task_container(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """The container the attempt is judged by: the one named `task`, else the first (made if none)."""
+    containers: list[dict[str, Any]] = pod_spec.setdefault("containers", [])
+    container = next((c for c in containers if c.get("name") == naming.TASK_CONTAINER), None)
+    if container is None:
+        if not containers:
+            containers.append({"name": naming.TASK_CONTAINER})
+        container = containers[0]
+    return container
+
+
+def _pod_metadata(task: Task, pool: TaskPoolSpec | None, labels: dict[str, str]) -> dict[str, Any]:
+    """The pod's labels and annotations, lowest layer first as for the other fields (pool template
+    < task template < task's podMetadata); the attempt's own labels last, so none is overridden."""
+    template = task.spec.template
+    pod_labels: dict[str, str] = {}
+    pod_annotations: dict[str, str] = {}
+    pool_meta = pool.template.pod_metadata if pool and pool.template else None
+    for metadata in (pool_meta, template.metadata if template is not None else None, task.spec.pod_metadata):
+        if metadata is None:
+            continue
+        pod_labels.update(metadata.labels)
+        pod_annotations.update(metadata.annotations)
+    pod_labels.update(labels)
+    pod_meta: dict[str, Any] = {"labels": pod_labels}
+    if pod_annotations:
+        pod_meta["annotations"] = pod_annotations
+    return pod_meta
+
+
+def _run_push(pod_spec: dict[str, Any], container: dict[str, Any], pool: TaskPoolSpec | None,
+              push_image: str | None, *, heartbeats: bool) -> None:
+    """Make the task container cronoq's push runner, under the restricted security context."""
+    container.update(image=push_image, command=list(PUSH_COMMAND), securityContext=copy.deepcopy(RESTRICTED))
+    container.pop("args", None)
+    container["env"] = _proxies_of_the_pool_only(container.get("env", []), pool)
+    if not heartbeats:
+        # Without heartbeats the runner makes no API call: no token to steal from its pod.
+        pod_spec["automountServiceAccountToken"] = False
+
+
+def _add_heartbeat_sidecar(pod_spec: dict[str, Any], image: str, env: list[dict[str, Any]]) -> None:
+    """A native sidecar (an init container that keeps running) renewing the attempt's Lease for an
+    image without the SDK; it sees the attempt's environment but the payload."""
+    inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
+    inits.append({"name": HEARTBEAT_CONTAINER, "image": image, "restartPolicy": "Always",
+                  "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != Env.PAYLOAD],
+                  "securityContext": copy.deepcopy(RESTRICTED),
+                  "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
+    pod_spec["initContainers"] = inits
 
 
 def _proxies_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | None) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@ Writes are made on the event loop with aiohttp, with the kubernetes client's con
 TLS, token). Not through the kubernetes client: its generated methods validate every argument
 with pydantic, walk the body to serialize it and build typed models of the answer (a fifth of a
 write's CPU), and being synchronous it needs a thread per request, whose hand-offs of the GIL cost
-more than the request itself (measured, a Task status PUT: 1.2-1.5 ms of operator CPU through a
-thread and urllib3, 0.8-1.0 ms on the loop). Bodies and answers go through orjson, as watch events do.
+more than the request itself (bench/README.md, "Figures behind the code"). Bodies and answers go
+through orjson, as watch events do.
 """
 from __future__ import annotations
 
