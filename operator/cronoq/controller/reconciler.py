@@ -242,6 +242,7 @@ class Controller:
         """Grant free slots of the pool to its waiting tasks, best first."""
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
+        self.slots.release_drained(pool_key)
         running = self.slots.running(pool_key)
         metrics.RUNNING_ATTEMPTS.labels(namespace, name).set(running)
         metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
