@@ -86,7 +86,8 @@ class Runtime:
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
                                      task_service_account=self.options.task_service_account)
-        self.schedules = Schedules(writer, clock=clock.now, min_interval=self.options.min_schedule_interval)
+        self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
+                                   workers=self.options.workers)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:
