@@ -43,7 +43,7 @@ DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
                         "(and keyRetention) passed.", registry=REGISTRY)
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
-                  "per-key exponential delay, by kind (task, pool).", ["kind"], registry=REGISTRY)
+                  "per-key exponential delay, by kind (task, pool, schedule).", ["kind"], registry=REGISTRY)
 SCHEDULE_FIRES = Counter("cronoq_schedule_fires_total", "Fire times of TaskSchedules, by schedule (namespace/name) "
                          "and result: created (its Task was created), skipped (concurrencyPolicy Forbid), missed "
                          "(noticed too late, or passed during downtime), conflict (its Task name was taken by a Task the "

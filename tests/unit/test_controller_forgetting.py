@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cronoq.controller.clock import FakeClock
 from cronoq.controller.reconciler import Controller
 from cronoq.kube.writes import Rejected
 
@@ -21,8 +22,8 @@ class RefusingWorld(World):
 
     def __init__(self, concurrency: int) -> None:
         self.writer: RefusingWriter = RefusingWriter()
-        self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now)
+        self.clock = FakeClock(T0)
+        self.controller = Controller(self.writer, epoch=1, clock=self.clock)
         self.controller.intake.on_pool(None, pool(concurrency))
 
 

@@ -1,13 +1,15 @@
-"""The Controller between the watches and the API server, with a fake writer and a fixed clock:
-what it writes, in which order, and what it does when a write conflicts or is refused."""
+"""The Controller between the watches and the API server, with a fake writer and a fake clock:
+what it writes, in which order, and what it does when a write conflicts or is refused. Time passes
+only when a test advances the clock."""
 from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from cronoq import metrics
+from cronoq.controller.clock import FakeClock
 from cronoq.controller.reconciler import Controller
 from cronoq.kube.writes import Conflict, Rejected
 
@@ -108,9 +110,8 @@ class World:
 
     def __init__(self, concurrency: int = 1, warnings_only: bool = False) -> None:
         self.writer = FakeWriter()
-        self.now = T0
-        self.controller = Controller(self.writer, epoch=1, clock=lambda: self.now,
-                                     warnings_only=warnings_only)
+        self.clock = FakeClock(T0)
+        self.controller = Controller(self.writer, epoch=1, clock=self.clock, warnings_only=warnings_only)
         self.controller.intake.on_pool(None, pool(concurrency))
 
     def submit(self, name: str, **spec: Any) -> None:
@@ -120,12 +121,13 @@ class World:
         self.controller.intake.on_task(None, raw)
 
     async def settle(self) -> None:
-        """Let one worker run queued keys until none is waiting or being processed."""
+        """Let one worker run queued keys until none is waiting or being processed (no time passes:
+        keys queued for later wait for the clock)."""
         queue = self.controller.queue
         worker = asyncio.create_task(queue.run(1, self.controller.process))
         try:
-            for _ in range(500):
-                await asyncio.sleep(0.005)
+            for _ in range(100_000):
+                await asyncio.sleep(0)
                 if len(queue) == 0 and not queue._processing:
                     return
             raise AssertionError("the work queue never went quiet")
@@ -289,8 +291,12 @@ def test_a_failing_reconcile_is_retried_later_and_counted() -> None:
         await world.settle()
         assert counter("cronoq_reconcile_retries_total", kind="task") == before + 1
         assert ("job", "a-a1") not in world.writer.calls  # nothing done past the failed write
-        world.now += timedelta(seconds=1)
-        await asyncio.sleep(0.6)  # the first retry comes after 0.5 s
+        key = ("task", NS, "a")
+        assert world.clock.pending == [0.5] and key in world.controller.queue._timers  # the first retry: in 0.5 s
+        await world.clock.advance(0.4)
+        assert len(world.controller.queue) == 0, "not before its time"
+        await world.clock.advance(0.1)
+        assert len(world.controller.queue) == 1
         await world.settle()
         assert world.writer.calls.count(("job", "a-a1")) == 1
     asyncio.run(scenario())
@@ -344,17 +350,15 @@ def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_na
         status = world.status("a")
         running = next(c for c in status["conditions"] if c["type"] == "Running")
         assert running["reason"] == "JobRefused" and "ResourceQuota tenant-jobs" in status["message"]
-        delays = [queue._timers[key].when() - asyncio.get_running_loop().time()]
+        delays = [queue._timers[key].when() - world.clock.monotonic()]
         writes = world.writer.calls.count(("status", "a"))
-        for _ in range(2):  # resyncs, or the retries' own timers: each refusal doubles the delay
-            queue._timers.pop(key).cancel()
-            queue.add(key)
+        for _ in range(2):  # the retries' own timers: each refusal doubles the delay
+            await world.clock.advance(delays[-1])
             await world.settle()
-            delays.append(queue._timers[key].when() - asyncio.get_running_loop().time())
-        assert queue._failures[key] == 3 and delays[0] < delays[1] / 1.5 < delays[2] / 3, delays
+            delays.append(queue._timers[key].when() - world.clock.monotonic())
+        assert queue._failures[key] == 3 and delays == [0.5, 1.0, 2.0], delays
         assert world.writer.calls.count(("status", "a")) == writes, "the refusal is written once, not per retry"
-        queue._timers.pop(key).cancel()
-        queue.add(key)  # the quota has room now
+        await world.clock.advance(delays[-1])  # the quota has room now
         await world.settle()
         assert world.writer.calls.count(("job", "a-a1")) == 1 and key not in queue._failures
         running = next(c for c in world.status("a")["conditions"] if c["type"] == "Running")

@@ -170,3 +170,15 @@ def test_a_deleted_job_keeps_the_attempt_number_it_was_seen_with() -> None:
     store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-retry", uid="job-2", lease_id="e1-a2"))
     store.drop_job("uid-a", "a-retry")
     assert store.attempt_jobs(entry) == [AttemptJob(number=2, name="a-retry", uid="job-2", gone=True)]
+
+
+def test_counting_a_pools_slots_changes_nothing_and_release_drained_frees_stopped_ones() -> None:
+    from cronoq.controller.slots import Slots
+
+    slots = Slots(Store())
+    pool = ("ns", "p")
+    slots.draining[("ns", "gone-a1")] = pool  # an aborted attempt whose Job (and so its pod) is gone
+    assert slots.running(pool) == 1 and slots.running(pool) == 1, "a read, however often"
+    assert slots.draining == {("ns", "gone-a1"): pool}
+    slots.release_drained(pool)
+    assert slots.running(pool) == 0 and slots.draining == {}

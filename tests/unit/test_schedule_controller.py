@@ -1,10 +1,13 @@
 """The schedule controller without a cluster: a fake writer and a fake clock drive it through
-fires, AlreadyExists, conflicts and lost leadership, and check the order of its writes."""
+fires, AlreadyExists, conflicts, failures and lost leadership, and check the order of its writes.
+Time passes only when a test advances the clock."""
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta, timezone
 
+from cronoq import metrics
+from cronoq.controller.clock import FakeClock
 from cronoq.controller.schedules import Schedules
 from cronoq.engine.schedule import task_name
 from cronoq.kube.writes import Conflict, NotLeader
@@ -67,30 +70,30 @@ RAW = {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskSchedule",
        "spec": {"every": "10s", "taskTemplate": {"spec": {"image": "busybox"}}}}
 
 
-def controller(now: list[datetime]) -> tuple[Schedules, FakeIO]:
+def controller(start: datetime = T0 + timedelta(seconds=10, milliseconds=3)) -> tuple[Schedules, FakeIO, FakeClock]:
     class _Writer:
         api = None
         guard = staticmethod(lambda: True)
 
-    s = Schedules(_Writer(), clock=lambda: now[0])
+    clock = FakeClock(start)
+    s = Schedules(_Writer(), clock=clock)
     io = s.io = FakeIO()
     s.on_schedule(None, {**RAW, "metadata": dict(RAW["metadata"])})
-    return s, io
+    return s, io, clock
 
 
 def test_the_task_is_created_before_the_status_that_records_it():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     asyncio.run(s.sync(("ns", "s")))
     name = task_name("s", T0 + timedelta(seconds=10))
     assert io.calls[0] == ("create", name)
     assert io.calls[1][0] == "status" and io.calls[1][1].startswith("2026-03-01T12:00:10")
     assert s.due[("ns", "s")] == T0 + timedelta(seconds=20)
+    assert clock.pending == [9.997] and ("ns", "s") in s.queue._timers  # the next fire's sync is queued for then
 
 
 def test_already_exists_is_a_fire_that_happened_and_is_recorded_once():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     io.existing[task_name("s", T0 + timedelta(seconds=10))] = "u"
     asyncio.run(s.sync(("ns", "s")))
     assert [c[0] for c in io.calls] == ["create", "status"]
@@ -99,8 +102,7 @@ def test_already_exists_is_a_fire_that_happened_and_is_recorded_once():
 
 
 def test_a_conflict_rereads_and_the_next_decision_records_without_creating_again():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     io.conflicts = 1
     asyncio.run(s.sync(("ns", "s")))
     assert [c[0] for c in io.calls] == ["create", "status", "read"]
@@ -111,48 +113,87 @@ def test_a_conflict_rereads_and_the_next_decision_records_without_creating_again
 
 
 def test_a_replica_that_lost_the_lease_writes_nothing_and_stops():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     io.leading = False
     asyncio.run(s._sync(("ns", "s")))
     assert io.calls == [] and s.acting is False
 
 
 def test_older_watch_events_do_not_replace_what_was_written():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     asyncio.run(s.sync(("ns", "s")))
     s.on_schedule(None, {**RAW, "metadata": {**RAW["metadata"], "resourceVersion": "6"}})
     assert s.schedules[("ns", "s")]["metadata"]["resourceVersion"] == str(io.rv)
 
 
 def test_a_deleted_schedule_leaves_no_due_time_behind():
-    """Else the loop would wake at once, forever, for a schedule it no longer has."""
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    """Else the loop would wake for it, forever, though it no longer has it."""
+    s, io, clock = controller()
 
     async def scenario():
         runner = asyncio.create_task(s.run())
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            if ("ns", "s") in s.due and not s.busy:
-                break
+        await clock.idle()
+        assert s.due[("ns", "s")] == T0 + timedelta(seconds=20)
         s.on_schedule("DELETED", RAW)
-        await asyncio.sleep(0.05)
-        due = dict(s.due)
-        s.acting = False
-        s._touch(("ns", "s"))
-        await asyncio.wait_for(runner, 1)
-        return due
+        await clock.advance(60)  # its queued sync comes, finds it gone, and queues nothing more
+        runner.cancel()
+        return dict(s.due), clock.pending
 
-    assert asyncio.run(scenario()) == {}
+    assert asyncio.run(scenario()) == ({}, [])
+
+
+def test_the_next_fire_comes_when_the_clock_reaches_it():
+    s, io, clock = controller()
+
+    async def scenario():
+        runner = asyncio.create_task(s.run())
+        await clock.advance(9)
+        assert [c[1] for c in io.calls if c[0] == "create"] == [task_name("s", T0 + timedelta(seconds=10))]
+        await clock.advance(1)
+        assert [c[1] for c in io.calls if c[0] == "create"] == [task_name("s", T0 + timedelta(seconds=10)),
+                                                                 task_name("s", T0 + timedelta(seconds=20))]
+        runner.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_sync_backs_off_per_schedule_and_counts_retries():
+    """It was retried every 5 s, uncounted; now by the work queue's doubling delay, as reconciles are."""
+    s, io, clock = controller()
+    failing = [RuntimeError("connection reset"), RuntimeError("connection reset")]
+    create = io.create_task
+
+    async def flaky_create(task):
+        if failing:
+            io.calls.append(("create-failed", task["metadata"]["name"]))
+            raise failing.pop(0)
+        return await create(task)
+
+    io.create_task = flaky_create
+    retries = lambda: metrics.REGISTRY.get_sample_value("cronoq_reconcile_retries_total", {"kind": "schedule"}) or 0.0  # noqa: E731
+    before = retries()
+
+    async def scenario():
+        runner = asyncio.create_task(s.run())
+        await clock.idle()
+        assert [c[0] for c in io.calls] == ["create-failed"] and clock.pending == [0.5]
+        await clock.advance(0.5)
+        assert [c[0] for c in io.calls] == ["create-failed"] * 2 and clock.pending == [1.0]
+        await clock.advance(0.9)
+        assert len(io.calls) == 2, "not before its delay"
+        await clock.advance(0.1)
+        assert [c[0] for c in io.calls] == ["create-failed"] * 2 + ["create", "status"]
+        assert ("ns", "s") not in s.queue._failures, "a success resets the delay"
+        runner.cancel()
+
+    asyncio.run(scenario())
+    assert retries() - before == 2
 
 
 # --- fires whose Task name was taken (issue 26, point 5) -----------------------------------------------------
 
 def test_a_task_of_the_fires_name_the_schedule_does_not_control_is_a_fire_conflict_never_the_fire():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     name = task_name("s", T0 + timedelta(seconds=10))
     io.existing[name] = None  # pre-created by someone else
     asyncio.run(s.sync(("ns", "s")))
@@ -162,7 +203,7 @@ def test_a_task_of_the_fires_name_the_schedule_does_not_control_is_a_fire_confli
     assert conflict["status"] == "True" and conflict["reason"] == "FireConflict" and name in conflict["message"]
     assert name not in s.tasks[("ns", "s")]
     # The next fire creates its own Task, and the conflict no longer holds.
-    now[0] += timedelta(seconds=10)
+    asyncio.run(clock.advance(10))
     asyncio.run(s.sync(("ns", "s")))
     status = io.stored["status"]
     assert status["lastFireTime"].startswith("2026-03-01T12:00:20") and status["missedFires"] == 1
@@ -170,16 +211,14 @@ def test_a_task_of_the_fires_name_the_schedule_does_not_control_is_a_fire_confli
 
 
 def test_a_task_controlled_by_another_schedule_of_the_same_name_is_a_conflict_too():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     io.existing[task_name("s", T0 + timedelta(seconds=10))] = "uid-of-an-earlier-s"
     asyncio.run(s.sync(("ns", "s")))
     assert io.stored["status"]["missedFires"] == 1
 
 
 def test_tasks_with_forged_labels_are_not_the_schedules():
-    now = [T0 + timedelta(seconds=10, milliseconds=3)]
-    s, io = controller(now)
+    s, io, clock = controller()
     labels = {"cronoq.io/schedule": "s", "cronoq.io/fire-time": str(int((T0 + timedelta(seconds=10)).timestamp()))}
     s.on_task(None, {"metadata": {"namespace": "ns", "name": "forged", "labels": labels}, "spec": {}})
     foreign = [{"kind": "TaskSchedule", "name": "s", "uid": "other", "controller": True}]

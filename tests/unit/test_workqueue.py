@@ -1,9 +1,23 @@
-"""The work queue: one worker per key at a time, no duplicates, urgent keys first."""
+"""The work queue: one worker per key at a time, no duplicates, urgent keys first, delayed adds on
+the injected clock (a fake one here: time passes only when a test advances it)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 
+from cronoq.controller.clock import FakeClock
 from cronoq.controller.workqueue import WorkQueue
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+
+
+async def quiet(queue: WorkQueue) -> None:
+    """Yield to the workers until nothing waits or is being processed (no time passes)."""
+    for _ in range(1000):
+        await asyncio.sleep(0)
+        if len(queue) == 0 and not queue._processing:
+            return
+    raise AssertionError("the work queue never went quiet")
 
 
 def drain(queue: WorkQueue, workers: int = 1) -> list:
@@ -17,9 +31,7 @@ def drain(queue: WorkQueue, workers: int = 1) -> list:
 
     async def main():
         runner = asyncio.create_task(queue.run(workers, process))
-        while len(queue):
-            await asyncio.sleep(0.001)
-        await asyncio.sleep(0.01)
+        await quiet(queue)
         runner.cancel()
 
     asyncio.run(main())
@@ -41,20 +53,26 @@ def test_urgent_keys_jump_ahead_and_duplicates_collapse():
 
 def test_a_key_added_while_processing_runs_once_more_after():
     seen: list = []
+    clock = FakeClock(T0)
 
     async def main():
-        q = WorkQueue()
+        q = WorkQueue(clock)
 
         async def process(key):
             seen.append(key)
             if len(seen) == 1:
                 q.add("k")   # while "k" is being processed
                 q.add("k")
-            await asyncio.sleep(0.001)
+            await clock.sleep(0.001)
 
         q.add("k")
         runner = asyncio.create_task(q.run(2, process))
-        await asyncio.sleep(0.05)
+        await clock.idle()
+        assert seen == ["k"], "two workers, but one key runs once at a time"
+        await clock.advance(0.001)
+        assert seen == ["k", "k"], "then once more, for the adds made meanwhile"
+        await clock.advance(0.001)
+        await quiet(q)
         runner.cancel()
 
     asyncio.run(main())
@@ -63,13 +81,32 @@ def test_a_key_added_while_processing_runs_once_more_after():
 
 def test_a_failing_key_is_retried_with_a_doubling_delay_reset_by_success():
     async def main():
-        queue = WorkQueue()
+        queue = WorkQueue(FakeClock(T0))
         delays = [queue.retry("bad")[0] for _ in range(12)]
         assert delays[:4] == [0.5, 1.0, 2.0, 4.0]
         assert max(delays) == 300.0 and delays[-1] == 300.0  # capped, never every 5s forever
         queue.forget("bad")
         assert queue.retry("bad") == (0.5, 1)
         assert queue.retry("other") == (0.5, 1)  # per key
+
+    asyncio.run(main())
+
+
+def test_a_delayed_key_comes_at_its_time_and_the_earlier_of_two_timers_wins():
+    async def main():
+        clock = FakeClock(T0)
+        queue = WorkQueue(clock)
+        queue.add_after("k", 10)
+        queue.add_after("k", 30)   # later: the 10 s timer stands
+        queue.add_after("j", 5)
+        queue.add_after("j", 2)    # earlier: replaces the 5 s one
+        assert clock.pending == [2.0, 10.0]
+        await clock.advance(1.9)
+        assert len(queue) == 0
+        await clock.advance(0.1)
+        assert len(queue) == 1 and clock.pending == [8.0]
+        await clock.advance(8)
+        assert len(queue) == 2 and clock.pending == []
 
     asyncio.run(main())
 
@@ -88,8 +125,7 @@ def test_urgent_counts_only_waiting_urgent_keys():
             seen.append(key)
 
         runner = asyncio.create_task(queue.run(1, process))
-        while len(queue):
-            await asyncio.sleep(0.001)
+        await quiet(queue)
         runner.cancel()
         assert not queue.urgent and set(seen) == {"grant", "routine"}
 

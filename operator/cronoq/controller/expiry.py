@@ -10,6 +10,9 @@ garbage collector then removes what the task owns (its remaining Jobs, pods and 
 Due times are recomputed from the store whenever a task or its pool is reconciled, and an entry
 is only acted on if it is still the task's current due time, so changing a pool's retention
 applies to tasks that finished long ago.
+
+It stays off the work queue on purpose (its keys would wait behind, or crowd out, reconciles), but
+waits on the controller's one clock, so tests advance time through retention and the delete rate.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Callable
 
 from cronoq import metrics
 from cronoq.api import TaskPool
+from cronoq.controller.clock import Clock, wait_set
 from cronoq.controller.store import Key, TaskEntry
 from cronoq.controller.term import Term
 from cronoq.controller.writer import Writer
@@ -33,7 +37,7 @@ DELETES_PER_SECOND = 20.0
 
 
 class Expiry:
-    def __init__(self, writer: Writer, term: Term, clock: Callable[[], datetime],
+    def __init__(self, writer: Writer, term: Term, clock: Clock,
                  busy: Callable[[], bool] = lambda: False, rate: float = DELETES_PER_SECOND) -> None:
         self._writer = writer
         self._term = term
@@ -76,13 +80,10 @@ class Expiry:
                 heapq.heappop(self._heap)  # superseded by a newer due time, or forgotten
             wait = None
             if self._heap:
-                wait = (self._heap[0][0] - self._clock()).total_seconds()
+                wait = (self._heap[0][0] - self._clock.now()).total_seconds()
             if wait is None or wait > 0:
                 self._changed.clear()
-                try:
-                    await asyncio.wait_for(self._changed.wait(), timeout=wait)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_set(self._clock, self._changed, wait)
                 continue
             due, key, uid = heapq.heappop(self._heap)
             if self._due.get(key) != (due, uid):
@@ -97,7 +98,7 @@ class Expiry:
                 log.exception("deleting expired task %s/%s failed", *key)
             # Grants first: while they wait, deletions slow to half their rate, never to a stop
             # (a steady stream keeps grants waiting, and retention must still keep up).
-            await asyncio.sleep(self._interval * (2 if self._busy() else 1))
+            await self._clock.sleep(self._interval * (2 if self._busy() else 1))
 
     async def _delete(self, namespace: str, name: str, uid: str) -> None:
         if not self._term.acting:

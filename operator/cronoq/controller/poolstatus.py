@@ -4,12 +4,10 @@ task, and one write per task event would cost more than the tasks themselves.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-from datetime import datetime
-from typing import Callable
 
 from cronoq.api import TaskPool
+from cronoq.controller.clock import Clock
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.term import Term
@@ -25,12 +23,12 @@ POOL_STATUS_SECONDS = 5.0
 
 class PoolStatuses:
     def __init__(self, writer: Writer, store: Store, slots: Slots, term: Term, *,
-                 clock: Callable[[], datetime]) -> None:
+                 clock: Clock) -> None:
         self.writer, self.store, self.slots, self.term, self.clock = writer, store, slots, term, clock
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(POOL_STATUS_SECONDS)
+            await self.clock.sleep(POOL_STATUS_SECONDS)
             if not self.term.acting:
                 continue
             for key in list(self.store.pools):
@@ -46,7 +44,7 @@ class PoolStatuses:
         if pool is None:
             return
         new = pool_status(pool, self.store.phases.get(key, {}), len(self.store.running.get(key, ())),
-                          len(self.slots.waiting[key]), self.clock())
+                          len(self.slots.waiting[key]), self.clock.now())
         if new is None:
             return
         try:

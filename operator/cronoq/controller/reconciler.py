@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Callable, Mapping
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskPoolSpec
 from cronoq.controller.apply import Applier, JobRefused
+from cronoq.controller.clock import Clock, LoopClock
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
@@ -35,10 +36,6 @@ log = logging.getLogger(__name__)
 
 RESYNC_SECONDS = 60.0
 """Every task is looked at again this often, whatever the watches said (level-based safety net)."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def holder(entry: TaskEntry) -> keys.Holder:
@@ -66,26 +63,28 @@ def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
 class Controller:
     """Owns the store, the work queue and the slots, and wires the parts that share them:
     `intake` (watch events in), `applier` (plans out), `pool_statuses`, `expiry`. `term` is
-    this replica's epoch and whether it may still act, shared by every part that writes."""
+    this replica's epoch and whether it may still act, shared by every part that writes. `clock`
+    is the one clock all of them decide and wait on."""
 
     def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
-                 clock: Callable[[], datetime] = utcnow, rng: random.Random | None = None,
+                 clock: Clock | None = None, rng: random.Random | None = None,
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
                  warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
-        self.clock = clock
+        self.clock: Clock = clock or LoopClock()
+        now = self.clock.now
         self.rng = rng or random.Random()
         self.store = Store()
-        self.queue: WorkQueue[WorkKey] = WorkQueue()
+        self.queue: WorkQueue[WorkKey] = WorkQueue(self.clock)
         self.slots = Slots(self.store)
-        self.expiry = Expiry(writer, self.term, clock, busy=lambda: self.queue.urgent)
-        self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=clock, skew=skew)
+        self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent)
+        self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=now, skew=skew)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
-                               clock=clock, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only,
+                               clock=now, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only,
                                task_service_account=task_service_account)
-        self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=clock)
+        self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock)
 
     async def run(self) -> None:
         await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self.pool_statuses.run(),
@@ -140,7 +139,7 @@ class Controller:
 
     async def _resync(self) -> None:
         while True:
-            await asyncio.sleep(RESYNC_SECONDS)
+            await self.clock.sleep(RESYNC_SECONDS)
             for namespace, name in list(self.store.tasks):
                 self.queue.add(("task", namespace, name))
             for namespace, name in list(self.store.pools):
@@ -156,7 +155,7 @@ class Controller:
             return
         pool_key = (namespace, entry.pool)
         pool = self.store.pools.get(pool_key)
-        now = self.clock()
+        now = self.clock.now()
         if entry.finished is not None:
             await self._settle(entry, entry.finished, pool, now)
             return
@@ -242,6 +241,7 @@ class Controller:
         """Grant free slots of the pool to its waiting tasks, best first."""
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
+        self.slots.release_drained(pool_key)
         running = self.slots.running(pool_key)
         metrics.RUNNING_ATTEMPTS.labels(namespace, name).set(running)
         metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
@@ -249,12 +249,12 @@ class Controller:
             return
         capacity = admission.capacity(pool.spec)
         if pool.spec.delivery == "Workers":  # no more than its live workers have room for
-            room = self.store.worker_room(pool_key, self.clock())
+            room = self.store.worker_room(pool_key, self.clock.now())
             free = sum(max(r, 0) for r in room.values())
             metrics.WORKERS.labels(namespace, name).set(len(room))
             metrics.WORKER_ROOM.labels(namespace, name).set(free)
             capacity = min(capacity, running + free)
-        for key in self.slots.admit(pool_key, capacity, self.clock()):
+        for key in self.slots.admit(pool_key, capacity, self.clock.now()):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
 
 

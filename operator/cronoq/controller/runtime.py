@@ -18,6 +18,7 @@ from aiohttp import web
 from kubernetes import client
 
 from cronoq import metrics
+from cronoq.controller.clock import LoopClock
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
@@ -80,11 +81,13 @@ class Runtime:
         until we do). Followers watch and keep their store warm, but decide and write nothing."""
         api = self.api = api_client()
         writer = self.writer = writes.Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
-        self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers,
+        clock = LoopClock()
+        self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers, clock=clock,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
                                      task_service_account=self.options.task_service_account)
-        self.schedules = Schedules(writer, min_interval=self.options.min_schedule_interval)
+        self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
+                                   workers=self.options.workers)
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:

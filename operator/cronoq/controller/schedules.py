@@ -11,19 +11,24 @@ replica leads, fires them. Each fire is applied in the order that makes it happe
 
 The decisions are `cronoq.engine.schedule.decide`; this module only observes and applies. Writes
 go through the Writer's leadership guard, so a replica that lost the lease writes nothing.
+
+Schedules are keys of a work queue (controller/workqueue.py) on the controller's clock: an event
+adds the key, the next fire time is a delayed add, one sync per schedule at a time, and a failing
+sync is retried with the queue's per-key doubling delay and counted as a retry of kind "schedule".
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import ValidationError
 
 from cronoq import metrics
 from cronoq.api import TaskSchedule, TaskScheduleStatus
+from cronoq.controller.clock import Clock, LoopClock
+from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, rejected,
                                     task_manifest)
 from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
@@ -33,14 +38,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
-RETRY_SECONDS = 5.0
-"""A schedule whose sync failed unexpectedly is looked at again after this long."""
 IDLE_SECONDS = 60.0
 """Every schedule is looked at again at least this often (level-based safety net)."""
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _rv(raw: dict[str, Any]) -> int:
@@ -51,10 +50,11 @@ def _rv(raw: dict[str, Any]) -> int:
 
 
 class Schedules:
-    def __init__(self, writer: Writer, *, clock: Callable[[], datetime] = utcnow,
-                 min_interval: timedelta = timedelta()) -> None:
+    def __init__(self, writer: Writer, *, clock: Clock | None = None, min_interval: timedelta = timedelta(),
+                 workers: int = 8) -> None:
         self.io = ScheduleWriter(writer)
-        self.clock = clock
+        self.clock: Clock = clock or LoopClock()
+        self.workers = workers
         self.min_interval = min_interval
         """Least time between two fires of a schedule (--min-schedule-interval)."""
         self.schedules: dict[Key, dict[str, Any]] = {}
@@ -63,13 +63,9 @@ class Schedules:
         self.owner: dict[Key, Key] = {}
         """(namespace, Task name) → (namespace, schedule): a deletion may come without labels."""
         self.due: dict[Key, datetime] = {}
-        self.dirty: set[Key] = set()
-        self.busy: set[Key] = set()
+        """(namespace, schedule) → when its next sync is queued for (its next fire, at most IDLE_SECONDS on)."""
+        self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.acting = True
-        self._inflight: set[asyncio.Task[None]] = set()
-        """Running syncs, referenced so that they are not garbage-collected mid-flight."""
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ watch events
 
@@ -80,14 +76,20 @@ class Schedules:
             self.schedules.pop(key, None)
             for name in self.tasks.pop(key, {}):
                 self.owner.pop((key[0], name), None)
-            self._touch(key)  # the loop, which owns the due times, drops its own
+            self.due.pop(key, None)
+            self._touch(key)  # its sync finds it gone and queues nothing more
             return
+        if self._keep(key, raw):
+            self._touch(key)
+
+    def _keep(self, key: Key, raw: dict[str, Any]) -> bool:
+        """Hold this version of the schedule unless it is older than the one held."""
         old = self.schedules.get(key)
         if old is not None and _rv(raw) < _rv(old):
-            return  # older than what we wrote ourselves
-        meta.pop("managedFields", None)
+            return False  # older than what we wrote ourselves
+        raw["metadata"].pop("managedFields", None)
         self.schedules[key] = raw
-        self._touch(key)
+        return True
 
     def on_task(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
@@ -109,53 +111,32 @@ class Schedules:
         self._touch(key)
 
     def _touch(self, key: Key) -> None:
-        self.dirty.add(key)
-        if self._wake is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
+        self.queue.add(key)
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> None:
-        """Fire what is due, then sleep until the next fire time or the next event."""
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        while self.acting:
-            self._wake.clear()
-            now = self.clock()
-            for key in list(self.dirty) + list(self.due):
-                if key not in self.schedules:  # deleted, or a Task of a schedule we do not have
-                    self.dirty.discard(key)
-                    self.due.pop(key, None)
-            for key in list(self.schedules):
-                if key in self.busy:
-                    continue
-                if key in self.dirty or self.due.get(key, now) <= now:
-                    self.dirty.discard(key)
-                    self.busy.add(key)
-                    task = asyncio.create_task(self._sync(key), name=f"cronoq-schedule-{key[0]}-{key[1]}")
-                    self._inflight.add(task)
-                    task.add_done_callback(self._inflight.discard)
-            pending = [at for key, at in self.due.items() if key not in self.busy]
-            timeout = min([(at - self.clock()).total_seconds() for at in pending] + [IDLE_SECONDS])
-            if self.dirty - self.busy:
-                continue
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=max(timeout, 0.0))
-            except asyncio.TimeoutError:
-                pass
+        """Sync the schedules whose key comes up (an event, their fire time, a retry) until cancelled."""
+        await self.queue.run(self.workers, self._sync)
 
     async def _sync(self, key: Key) -> None:
         try:
             await self.sync(key)
         except NotLeader:
             self.acting = False
-        except Exception:  # noqa: BLE001 - one schedule's trouble must not stop the others
-            log.exception("syncing schedule %s/%s failed; retrying in %.0fs", *key, RETRY_SECONDS)
-            self.due[key] = self.clock() + timedelta(seconds=RETRY_SECONDS)
-        finally:
-            self.busy.discard(key)
-            if self._wake is not None:
-                self._wake.set()
+        except Exception as err:  # noqa: BLE001 - one schedule's trouble must not stop the others
+            delay, failures = self.queue.retry(key)
+            metrics.RETRIES.labels("schedule").inc()
+            if isinstance(err, Rejected):
+                log.error("the API server refused a write for schedule %s/%s (%d in a row): %s; retrying in %.1fs",
+                          *key, failures, err.message, delay)
+            elif failures == 1:
+                log.exception("syncing schedule %s/%s failed; retrying in %.1fs", *key, delay)
+            else:
+                log.warning("syncing schedule %s/%s failed %d times in a row (%s); retrying in %.1fs",
+                            *key, failures, err, delay)
+        else:
+            self.queue.forget(key)
 
     async def sync(self, key: Key) -> None:
         """Decide about one schedule at this instant and apply the decision."""
@@ -169,7 +150,7 @@ class Schedules:
             log.error("schedule %s/%s cannot be read: %s", *key, err)
             self.due.pop(key, None)
             return
-        now = self.clock()
+        now = self.clock.now()
         own = [t for t in self.tasks[key].values() if t.owner_uid == schedule.metadata.uid]
         decision = decide(schedule, own, now, self.min_interval)
         status = decision.status
@@ -187,12 +168,7 @@ class Schedules:
                 else:
                     self.on_schedule(None, fresh)
                 return
-            except Rejected as err:
-                log.error("the API server refused the status of schedule %s/%s: %s", *key, err.message)
-                self.due[key] = now + timedelta(seconds=RETRY_SECONDS)
-                return
-            self.on_schedule(None, written)
-            self.dirty.discard(key)
+            self._keep(key, written)  # decided on already: no sync again for it
             name = f"{key[0]}/{key[1]}"
             if decision.missed:
                 metrics.SCHEDULE_FIRES.labels(name, "missed").inc(decision.missed)
@@ -200,8 +176,9 @@ class Schedules:
                 metrics.SCHEDULE_FIRES.labels(name, "skipped").inc(decision.skipped)
         for task in decision.delete:
             await self.io.delete_task(key[0], task)
-        self.due[key] = min(decision.wake_at or now + timedelta(seconds=IDLE_SECONDS),
-                            now + timedelta(seconds=IDLE_SECONDS))
+        due = self.due[key] = min(decision.wake_at or now + timedelta(seconds=IDLE_SECONDS),
+                                  now + timedelta(seconds=IDLE_SECONDS))
+        self.queue.add_after(key, (due - self.clock.now()).total_seconds())
 
     async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision,
                     fire_time: datetime) -> TaskScheduleStatus | None:
@@ -212,7 +189,7 @@ class Schedules:
         except Rejected as err:
             log.error("the API server refused Task %s/%s of schedule %s: %s", key[0], manifest["metadata"]["name"],
                       key[1], err.message)
-            return rejected(schedule, decision, err.message, self.clock())
+            return rejected(schedule, decision, err.message, self.clock.now())
         name = manifest["metadata"]["name"]
         uid = schedule.metadata.uid
         if existing is not None:
@@ -222,13 +199,13 @@ class Schedules:
                 log.warning("Task %s/%s, the name of a fire of schedule %s, is not the schedule's (%s): FireConflict",
                             key[0], name, key[1], holder or "no controller")
                 metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "conflict").inc()
-                return conflicting(schedule, decision, name, holder, self.clock())
+                return conflicting(schedule, decision, name, holder, self.clock.now())
             log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
         # Known at once, so a decision before the watch event sees the fire as made.
         self.tasks[key].setdefault(name, Fired(name=name, fire_time=fire_time, owner_uid=uid))
         self.owner[(key[0], name)] = key
         if existing is None:
             metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "created").inc()
-            metrics.SCHEDULE_LAG.observe(lag(fire_time, self.clock()))
+            metrics.SCHEDULE_LAG.observe(lag(fire_time, self.clock.now()))
         status = decision.status or schedule.status
-        return fired_cleanly(status, self.clock(), schedule.metadata.generation) if status is not None else None
+        return fired_cleanly(status, self.clock.now(), schedule.metadata.generation) if status is not None else None

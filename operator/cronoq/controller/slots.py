@@ -61,14 +61,20 @@ class Slots:
             return pool
         return None
 
-    def running(self, pool: Key) -> int:
-        """Slots in use: running attempts, and aborted ones whose container may still run."""
+    def release_drained(self, pool: Key) -> None:
+        """Free the pool's slots of aborted attempts whose container has stopped: a step of its own,
+        taken before slots are counted, so that `running` only reads."""
         for job in [j for j, p in self.draining.items() if p == pool]:
             self.drained(job)
+
+    def running(self, pool: Key) -> int:
+        """Slots in use: running attempts, and aborted ones whose container may still run."""
         return len(self.store.running.get(pool, ())) + sum(1 for p in self.draining.values() if p == pool)
 
     def admit(self, pool: Key, concurrency: int, now: datetime) -> list[Key]:
-        """Grant the pool's free slots to its best waiting tasks; return them, best first."""
+        """Free drained slots, then grant the pool's free slots to its best waiting tasks; return
+        them, best first."""
+        self.release_drained(pool)
         waiting = self.waiting[pool]
         free = concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
         granted: list[Key] = []

@@ -5,12 +5,17 @@ it once more afterwards. Delayed adds serve backoffs and deadlines.
 Urgent keys (a task just granted a pool slot, a pool with a free slot) jump ahead of the
 routine ones, so with thousands of tasks waiting a high-priority task is not queued behind
 all their reconciles.
+
+Delays are measured on the injected clock (controller/clock.py), so tests advance it instead of
+sleeping.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 from typing import Awaitable, Callable, Generic, Hashable, TypeVar
+
+from cronoq.controller.clock import Clock, LoopClock, Timer
 
 URGENT, ROUTINE = 0, 1
 RETRY_BASE, RETRY_MAX = 0.5, 300.0
@@ -22,14 +27,15 @@ WorkKey = tuple[str, str, str]
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock or LoopClock()
         self._queue: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
         self._order = itertools.count()
         self._waiting: dict[K, int] = {}
         """Keys waiting to be processed → the most urgent level they were added with."""
         self._processing: set[K] = set()
         self._again: dict[K, int] = {}
-        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._timers: dict[K, Timer] = {}
         self._urgent = 0
         """How many waiting keys are urgent (background work yields to them)."""
         self._failures: dict[K, int] = {}
@@ -52,14 +58,12 @@ class WorkQueue(Generic[K]):
         if seconds <= 0:
             self.add(key)
             return
-        loop = asyncio.get_running_loop()
-        when = loop.time() + seconds
         timer = self._timers.get(key)
-        if timer is not None and not timer.cancelled() and timer.when() <= when:
+        if timer is not None and timer.when() <= self._clock.monotonic() + seconds:
             return
         if timer is not None:
             timer.cancel()
-        self._timers[key] = loop.call_at(when, self._fire, key)
+        self._timers[key] = self._clock.call_later(seconds, lambda: self._fire(key))
 
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)

@@ -1,0 +1,42 @@
+"""Retention deletes on a fake clock: nothing before the due time, then 20 a second, half that
+while slot grants wait, and only the task's current due time counts."""
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from cronoq.controller.clock import FakeClock
+from cronoq.controller.expiry import Expiry
+from cronoq.controller.term import Term
+
+from tests.unit.test_controller_reconciler import T0, FakeWriter
+
+
+def test_expired_tasks_are_deleted_from_their_due_time_at_the_bounded_rate() -> None:
+    async def scenario() -> None:
+        clock, writer, busy = FakeClock(T0), FakeWriter(), [False]
+        expiry = Expiry(writer, Term(), clock, busy=lambda: busy[0])
+
+        def deleted() -> list[str]:
+            return [name for call, name in writer.calls if call == "delete-task"]
+        for i in range(30):
+            expiry.schedule(("ns", f"t{i}"), f"uid-{i}", T0 + timedelta(hours=1))
+        expiry.schedule(("ns", "moved"), "uid-m", T0 + timedelta(minutes=30))
+        expiry.schedule(("ns", "moved"), "uid-m", T0 + timedelta(hours=2))  # its pool's retention grew
+        runner = asyncio.create_task(expiry.run())
+        await clock.advance(3599)
+        assert deleted() == []
+        await clock.advance(1.025)  # (times between two deletes, clear of rounding)
+        assert len(deleted()) == 1
+        await clock.advance(0.45)
+        assert len(deleted()) == 10, "20 a second"
+        busy[0] = True
+        await clock.advance(0.5)
+        assert len(deleted()) == 15, "half that while grants wait"
+        busy[0] = False
+        await clock.advance(10)
+        assert len(deleted()) == 30 and "moved" not in deleted()
+        await clock.advance(3600)
+        assert deleted()[-1] == "moved" and len(expiry) == 0
+        runner.cancel()
+    asyncio.run(scenario())
