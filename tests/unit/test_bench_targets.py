@@ -1,0 +1,32 @@
+"""The bench's target verdicts: a cronoq burst that did not end with every task succeeding on its
+first attempt is marked invalid and judged neither met nor missed."""
+from __future__ import annotations
+
+from bench.targets import judge
+
+
+def burst(n: int, first: int, writes: float) -> dict:
+    return {"n": n, "succeeded_first_attempt": first, "throughput": 10.0,
+            "operator": {"cpu_seconds_per_task": 0.006},
+            "api": {"table": [{"write": True, "resource": "tasks/status", "per_task": writes},
+                              {"write": True, "resource": "taskpools/status", "per_task": 0.01}]}}
+
+
+def verdicts(cronoq: dict) -> dict[str, object]:
+    results = {"throughput": [{"n": cronoq["n"], "baseline": {"n": cronoq["n"], "throughput": 16.0},
+                               "cronoq": cronoq}]}
+    return {v.target: v for v in judge(results)}
+
+
+def test_a_clean_burst_is_judged():
+    v = verdicts(burst(1000, 1000, 4.0))
+    assert v["≤ 4 operator API writes per task succeeding on its first attempt"].met is True
+    assert v["throughput ≥ 0.9× bare Jobs (N=1000)"].met is False
+
+
+def test_a_burst_with_retries_is_invalid_neither_met_nor_missed():
+    v = verdicts(burst(5000, 4760, 17.2))
+    writes = v["≤ 4 operator API writes per task succeeding on its first attempt"]
+    assert writes.met is None and "invalid" in writes.measured
+    assert v["throughput ≥ 0.9× bare Jobs (N=5000)"].met is None
+    assert v["operator CPU ≤ 10 ms per task (N=5000)"].mark == "not measured"
