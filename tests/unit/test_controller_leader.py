@@ -197,3 +197,42 @@ def test_a_released_lease_has_no_holder_and_the_releaser_stops_acting() -> None:
     spec = server.lease["spec"]
     assert not spec.get("holderIdentity") and not spec.get("renewTime") and not spec.get("acquireTime"), spec
     assert spec["leaseTransitions"] == 0 and not leadership.valid()
+
+
+def test_a_cancellation_arriving_as_a_renewal_ends_still_stops_the_election() -> None:
+    """Found by CI, where `test_renewals_go_on_...` hung for 300 s: on Python 3.11 `wait_for`
+    returns the result when the awaited call ends in the same turn of the loop as the cancellation
+    (it checks the future before re-raising), so the election loop swallowed its cancellation and
+    never stopped (at shutdown, or under any timeout around `run`). Here the cancellation comes in
+    the same turn of the loop as each renewal's result."""
+    timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.01)
+    server = SlowLeases(delay=0.0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
+    renew = leadership._try_acquire_or_renew
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        running = asyncio.create_task(leadership.run(_never_started, lambda: None))
+
+        def cancel_once_renewed() -> None:
+            time.sleep(0.05)  # holds the loop while the renewal's thread returns and its result is queued
+            running.cancel()
+
+        def renew_then_cancel() -> bool:
+            held = renew()
+            loop.call_soon_threadsafe(cancel_once_renewed)
+            return held
+
+        leadership._try_acquire_or_renew = renew_then_cancel  # type: ignore[method-assign]
+        done, _ = await asyncio.wait({running}, timeout=5)
+        return running in done and running.cancelled()
+
+    try:
+        assert asyncio.run(main()), "the election loop went on after it was cancelled"
+    finally:
+        server.shutdown()
+
+
+async def _never_started(epoch: int) -> None:
+    await asyncio.Event().wait()

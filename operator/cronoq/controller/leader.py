@@ -74,12 +74,14 @@ class Leadership:
         while True:
             try:
                 # A thread of its own (never queued behind reconciles blocked on a sick API server),
-                # and never waited on past the renew deadline.
+                # and never waited on past the renew deadline. asyncio.timeout, not wait_for: on
+                # Python 3.11 wait_for returns the result when the call ends just as the loop is
+                # cancelled, swallowing the cancellation, and the loop then never stops.
                 budget = self._budget()
                 self._deadline = time.monotonic() + budget
-                held = await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(self._executor, self._try_acquire_or_renew),
-                    timeout=budget)
+                async with asyncio.timeout(budget):
+                    held = await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                                            self._try_acquire_or_renew)
             except Exception as err:  # noqa: BLE001 - the API server unreachable or slow: a failed renewal
                 log.warning("renewing the leader Lease %s/%s failed: %r", self.namespace, self.name, err)
                 held = False

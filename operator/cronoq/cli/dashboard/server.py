@@ -247,9 +247,10 @@ async def event_stream(request: web.Request) -> web.StreamResponse:
     try:
         await response.write(b": connected\n\n")
         while True:
-            try:
-                plural, keys = await asyncio.wait_for(queue.get(), timeout=15)
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout: wait_for of 3.11 can swallow the cancellation of a closed stream
+                async with asyncio.timeout(15):
+                    plural, keys = await queue.get()
+            except TimeoutError:
                 await response.write(b": keep-alive\n\n")
                 continue
             await asyncio.sleep(COALESCE)
