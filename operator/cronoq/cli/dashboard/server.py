@@ -185,14 +185,16 @@ async def task_page(request: web.Request) -> web.Response:
 
 
 async def task_events(request: web.Request) -> web.Response:
-    """The Events of a task, as the API server has them (read on demand: Events are many)."""
-    client = request.app[STATE].client
+    """The Events of a task, as the API server has them (read on demand: Events are many), by
+    the task's uid as `cronoq describe` reads them: a deleted task's Events, kept an hour, never
+    show under a new task of its name."""
+    state = request.app[STATE]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    selector = f"involvedObject.kind=Task,involvedObject.name={name}"
+    task = state.cache.get("tasks", namespace, name) if state.cache is not None else None
     error, events = None, []
     try:
-        listing = await asyncio.to_thread(client.core.list_namespaced_event, namespace, field_selector=selector)
-        events = sorted(listing.items, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+        if task is not None:
+            events = await asyncio.to_thread(state.client.events, task)
     except ApiException as err:
         error = api_message(err)
     html = request.app[STATE].env.get_template("events.html").render(events=events, error=error)
