@@ -32,12 +32,12 @@ CONCURRENCY = 64
 
 
 def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", workers: int = WORKERS,
-         concurrency: int = CONCURRENCY) -> dict[str, Any]:
+         concurrency: int = CONCURRENCY, operator_args: tuple[str, ...] = ()) -> dict[str, Any]:
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-pull-{label}-{n}")
     api.create(pools_path(ns), workload.pool(POOL, 10_000, delivery="Workers", leaseTTL="30s"))
     tasks = [served_task(name) for name in workload.names("p", n)]
-    operator = ctx.replica(ns).start()
+    operator = ctx.replica(ns, extra=operator_args).start()
     journal = ctx.work / f"pull-{ns}.journal"
     journal.unlink(missing_ok=True)
     names = [f"bench-worker-{i}" for i in range(workers)]

@@ -244,7 +244,8 @@ def _pull(r: dict[str, Any]) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for mode, run, start_key in (("bare Jobs", row.get("baseline"), None), ("cronoq, Job", row.get("cronoq"), "to_job"),
-                                     ("cronoq, Workers", row.get("pull"), "to_handler")):
+                                     ("cronoq, Workers", row.get("pull"), "to_handler"),
+                                     ("cronoq, Workers, `--events=warnings`", row.get("pull_lean"), "to_handler")):
             if not run:
                 continue
             lat = run["latency"]
