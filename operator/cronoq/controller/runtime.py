@@ -92,7 +92,7 @@ class Runtime:
             metrics.serve(self.options.metrics_port)
         metrics.LEADER.set(0)
         # A request of the watches' that times out is for the watch to resume from its last
-        # version (a stalled watch: kube/watch.py), never repeated by the HTTP stack.
+        # version (a stalled watch: kube/watch.py); aiohttp repeats no request that timed out.
         self.watches = self._watches(http)
         for w in self.watches:
             w.start()
