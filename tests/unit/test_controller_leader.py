@@ -1,6 +1,7 @@
 """The leader-election loop (controller/leader.py) when the API server cannot be reached: found by
 the control-plane restart fault test, where a leader's loop died of a connection error and left a
-replica that neither wrote (its guard refused) nor gave up (issue 14)."""
+replica that neither wrote (its guard refused) nor gave up (issue 14). Against real loopback HTTP
+servers, over the operator's one HTTP stack (kube/session.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,16 +15,16 @@ from kubernetes import client
 
 from cronoq.controller.leader import Leadership
 from cronoq.engine.election import ElectionTiming
+from cronoq.kube.session import ApiSession
+from cronoq.kube.writes import Writer
 
 
-def unreachable_api() -> client.ApiClient:
-    """An API client for a loopback port nobody listens on: every request is refused."""
+def unreachable_api() -> ApiSession:
+    """The HTTP stack for a loopback port nobody listens on: every request is refused."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    configuration = client.Configuration(host=f"http://127.0.0.1:{port}")
-    configuration.retries = 0
-    return client.ApiClient(configuration)
+    return ApiSession(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}")))
 
 
 def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_renew_deadline() -> None:
@@ -35,7 +36,10 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_renew_dead
     async def main() -> None:
         async def elected(epoch: int) -> None:
             raise AssertionError("not a new term")
-        await asyncio.wait_for(leadership.run(elected, lambda: lost.append(time.monotonic())), timeout=10)
+        try:
+            await asyncio.wait_for(leadership.run(elected, lambda: lost.append(time.monotonic())), timeout=10)
+        finally:
+            await leadership.http.close()
 
     started = time.monotonic()
     asyncio.run(main())  # returns once on_lost was called (before the fix it raised the connection error)
@@ -43,43 +47,62 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_renew_dead
     assert not leadership.valid()
 
 
-def test_renewals_are_not_queued_behind_reconciles_that_hold_every_shared_thread() -> None:
-    """Found by the etcd restart on a fresh clone: reconciles blocked on an API server without its
-    etcd held every thread of asyncio's default pool, so the renewal never ran and the lapsed
-    leader never gave up. Renewals have a thread of their own."""
-    timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.05)
-    leadership = Leadership(unreachable_api(), "ns", "lease", timing=timing)
-    leadership.epoch, leadership.last_renewed = 3, time.monotonic()
-    lost = []
-    release = threading.Event()
+def test_renewals_are_not_queued_behind_writes_that_hold_every_connection_they_may() -> None:
+    """Found by the etcd restart on a fresh clone, when renewals ran in threads: reconciles blocked
+    on an API server without its etcd held every thread of asyncio's default pool, so the renewal
+    never ran and the lapsed leader never gave up. On the one HTTP stack the same holds for
+    connections: writes that hang (twice as many as may be in flight) leave the Lease's requests
+    their own, and the leader keeps renewing."""
+    timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
+    server = SlowLeases(delay=0.0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    http = server.api()
+    leadership = Leadership(http, "ns", "lease", timing=timing)
+    writer = Writer(http)
+    lost: list[float] = []
+    in_flight: list[int] = []
+    valid: list[bool] = []
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        blockers = [loop.run_in_executor(None, release.wait, 30) for _ in range(64)]  # every default thread
+        writes = [asyncio.create_task(writer.request("GET", "/hang")) for _ in range(64)]
 
         async def elected(epoch: int) -> None:
-            raise AssertionError("not a new term")
+            pass
         try:
-            await asyncio.wait_for(leadership.run(elected, lambda: lost.append(time.monotonic())), timeout=10)
+            await asyncio.wait_for(leadership.run(elected, lambda: lost.append(time.monotonic())), timeout=3)
+        except asyncio.TimeoutError:
+            pass
         finally:
-            release.set()
-            await asyncio.gather(*blockers)
+            in_flight.append(server.requests.count("HANG"))
+            valid.append(leadership.valid())
+            server.release.set()
+            await asyncio.gather(*writes, return_exceptions=True)
+            await http.close()
 
-    started = time.monotonic()
-    asyncio.run(main())
-    assert len(lost) == 1 and lost[0] - started < 5.0
+    try:
+        asyncio.run(main())
+    finally:
+        server.shutdown()
+    assert in_flight == [32], "as many writes in flight as they may have"
+    assert not lost and valid == [True]
+    renewals = server.requests[server.requests.index("POST") + 1:]
+    assert renewals.count("PUT") >= 10, server.requests
 
 
 class SlowLeases(http.server.ThreadingHTTPServer):
     """A loopback API server holding one Lease, answering every request `delay` seconds late
     (a slow link: the network fault test's 2 s round trip, scaled down)."""
 
+    request_queue_size = 128  # connections opened at once are all accepted (socketserver's default: 5)
+
     def __init__(self, delay: float) -> None:
         self.delay, self.lease, self.version, self.requests = delay, None, 0, []
+        self.release = threading.Event()
+        """Lets requests to /hang (writes held by a sick API server) answer."""
         super().__init__(("127.0.0.1", 0), _LeaseHandler)
 
-    def api(self) -> client.ApiClient:
-        return client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{self.server_address[1]}"))
+    def api(self) -> ApiSession:
+        return ApiSession(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{self.server_address[1]}")))
 
 
 class _LeaseHandler(http.server.BaseHTTPRequestHandler):
@@ -96,6 +119,10 @@ class _LeaseHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/hang":
+            self.server.requests.append("HANG")
+            self.server.release.wait(30)
+            return self._answer(200, {})
         self.server.requests.append("GET")
         if self.server.lease is None:
             self._answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
@@ -131,6 +158,8 @@ def lead_for(server: SlowLeases, timing: ElectionTiming, seconds: float, on_elec
             await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=seconds)
         except asyncio.TimeoutError:
             pass
+        finally:
+            await leadership.http.close()
 
     try:
         asyncio.run(main())
@@ -188,9 +217,14 @@ def test_a_released_lease_has_no_holder_and_the_releaser_stops_acting() -> None:
     leadership, lost = lead_for(server, timing, 0.5, on_elected)
     assert leadership.valid() and not lost
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    async def release() -> None:
+        try:
+            await leadership.release()
+        finally:
+            await leadership.http.close()
     try:
         before = len(server.requests)
-        leadership.release()
+        asyncio.run(release())
     finally:
         server.shutdown()
     assert server.requests[before:] == ["GET", "PUT"], server.requests
@@ -212,21 +246,20 @@ def test_a_cancellation_arriving_as_a_renewal_ends_still_stops_the_election() ->
     renew = leadership._try_acquire_or_renew
 
     async def main() -> bool:
-        loop = asyncio.get_running_loop()
         running = asyncio.create_task(leadership.run(_never_started, lambda: None))
 
-        def cancel_once_renewed() -> None:
-            time.sleep(0.05)  # holds the loop while the renewal's thread returns and its result is queued
-            running.cancel()
-
-        def renew_then_cancel() -> bool:
-            held = renew()
-            loop.call_soon_threadsafe(cancel_once_renewed)
+        async def renew_then_cancel() -> bool:
+            held = await renew()
+            running.cancel()  # the renewal's result and the cancellation in the same turn of the loop
             return held
 
         leadership._try_acquire_or_renew = renew_then_cancel  # type: ignore[method-assign]
-        done, _ = await asyncio.wait({running}, timeout=5)
-        return running in done and running.cancelled()
+        try:
+            done, _ = await asyncio.wait({running}, timeout=5)
+            return running in done and running.cancelled()
+        finally:
+            running.cancel()
+            await leadership.http.close()
 
     try:
         assert asyncio.run(main()), "the election loop went on after it was cancelled"

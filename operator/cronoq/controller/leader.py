@@ -1,7 +1,8 @@
 """The leader-election loop around engine.election: get the Lease every retry period, take it when
 the core says we may, renew it while we lead, and when a renewal does not succeed within the
 renew deadline, stop acting at once and exit (to be restarted as a follower). The Lease's API
-calls are in kube/leases.py; this module keeps the timing and the decisions.
+calls are in kube/leases.py (on the event loop, over the operator's one HTTP stack); this module
+keeps the timing and the decisions.
 
 `Leadership.valid()` is checked right before every write, so a leader that was frozen (SIGSTOP,
 a long GC pause) and wakes up past its deadline writes nothing, even before this loop runs.
@@ -13,23 +14,20 @@ import logging
 import os
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine
 
 from cronoq.engine import election
 from cronoq.kube.leases import LeaseConflict, LeaseError, LeaseNotFound, Leases, StoredLease
-
-if TYPE_CHECKING:
-    from kubernetes import client
+from cronoq.kube.session import ApiSession
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Leadership:
-    api: client.ApiClient
+    http: ApiSession
     namespace: str
     name: str = "cronoq-leader"
     identity: str = field(default_factory=lambda: f"{os.environ.get('POD_NAME') or os.uname().nodename}_{uuid.uuid4().hex[:8]}")
@@ -40,8 +38,7 @@ class Leadership:
     """Set by the last acquire-or-renew when it took the Lease (a new term began)."""
 
     def __post_init__(self) -> None:
-        self.leases = Leases(self.api, self.namespace, self.name)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cronoq-election")
+        self.leases = Leases(self.http, self.namespace, self.name)
         self._observed: election.Observed | None = None
         self._held: StoredLease | None = None
         """The Lease as we last wrote it, while we hold it: renewed with one PUT, no GET first."""
@@ -50,12 +47,11 @@ class Leadership:
         """The new leader's start (`on_elected`), running beside the renewals."""
 
     @property
-    def _timeout(self) -> tuple[float, float]:
+    def _timeout(self) -> float:
         """A request about the Lease gives up by the current attempt's deadline: an API server that
         accepts connections but cannot answer (etcd away) counts as a failed renewal in time, and a
         slow one that answers (2 s a round trip) still renews."""
-        left = max(self._deadline - time.monotonic(), 0.05)
-        return (left, left)
+        return max(self._deadline - time.monotonic(), 0.05)
 
     def _budget(self) -> float:
         """How long one acquire-or-renew may take. While leading: until the renew deadline (never
@@ -73,15 +69,15 @@ class Leadership:
         until we cannot."""
         while True:
             try:
-                # A thread of its own (never queued behind reconciles blocked on a sick API server),
-                # and never waited on past the renew deadline. asyncio.timeout, not wait_for: on
-                # Python 3.11 wait_for returns the result when the call ends just as the loop is
-                # cancelled, swallowing the cancellation, and the loop then never stops.
+                # Never queued behind writes blocked on a sick API server (the HTTP stack's pool has
+                # no limit; the writes bound their own number), never waited on past the renew deadline.
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the result when the
+                # call ends just as the loop is cancelled, swallowing the cancellation, and the loop
+                # then never stops.
                 budget = self._budget()
                 self._deadline = time.monotonic() + budget
                 async with asyncio.timeout(budget):
-                    held = await asyncio.get_running_loop().run_in_executor(self._executor,
-                                                                            self._try_acquire_or_renew)
+                    held = await self._try_acquire_or_renew()
             except Exception as err:  # noqa: BLE001 - the API server unreachable or slow: a failed renewal
                 log.warning("renewing the leader Lease %s/%s failed: %r", self.namespace, self.name, err)
                 held = False
@@ -101,31 +97,33 @@ class Leadership:
                 return
             await asyncio.sleep(self.timing.retry_period)
 
-    def release(self) -> None:
+    async def release(self) -> None:
         """On a clean shutdown, give the Lease up, so a standby takes over at once instead of
         waiting out the lease duration. Only while we still hold it validly."""
         if not self.valid():
             return
         self._deadline = time.monotonic() + self.timing.renew_deadline / 3
         try:
-            current = self.leases.read(self._timeout)
+            current = await self.leases.read(self._timeout)
             if current.record.holder != self.identity:
                 return
-            self.leases.release(current, self._timeout)
+            await self.leases.release(current, self._timeout)
             log.info("released the leader Lease %s/%s", self.namespace, self.name)
         except LeaseError as err:
             log.warning("could not release the leader Lease: %s", err.reason)
+        except Exception as err:  # noqa: BLE001 - unreachable: the standby waits out the lease duration
+            log.warning("could not release the leader Lease: %r", err)
         self.last_renewed, self._held = None, None
 
-    def _try_acquire_or_renew(self) -> bool:
+    async def _try_acquire_or_renew(self) -> bool:
         self._elected_now = False
         now = time.monotonic()
         if self._held is not None and self.valid():
-            if self._renew_held(self._held):
+            if await self._renew_held(self._held):
                 return True
             self._held = None  # changed since we wrote it, or the PUT failed: read it first
         try:
-            current: StoredLease | None = self.leases.read(self._timeout)
+            current: StoredLease | None = await self.leases.read(self._timeout)
         except LeaseNotFound:
             current = None
         except LeaseError as err:
@@ -144,9 +142,9 @@ class Leadership:
         sent = time.monotonic()
         try:
             if current is None:
-                written = self.leases.create(self.identity, duration, transitions, stamp, self._timeout)
+                written = await self.leases.create(self.identity, duration, transitions, stamp, self._timeout)
             else:
-                written = self.leases.replace(current, self.identity, duration, transitions, stamp, self._timeout)
+                written = await self.leases.replace(current, self.identity, duration, transitions, stamp, self._timeout)
         except LeaseError as err:
             _write_failed(err)
             return False
@@ -156,14 +154,14 @@ class Leadership:
             self.epoch, self._elected_now = epoch, True
         return True
 
-    def _renew_held(self, held: StoredLease) -> bool:
+    async def _renew_held(self, held: StoredLease) -> bool:
         """Renew the Lease we hold with one PUT of it as we last wrote it (its resourceVersion as
         precondition, so a Lease someone else changed since is never overwritten: 409, then the
         slow path reads it). One round trip instead of two."""
         stamp = datetime.now(timezone.utc)
         now = time.monotonic()
         try:
-            self._held = self.leases.renew(held, stamp, self._timeout)
+            self._held = await self.leases.renew(held, stamp, self._timeout)
         except LeaseError as err:
             _write_failed(err)
             return False

@@ -1,4 +1,5 @@
-"""The operator process around the Controller: API client, the watches that fill the store (all
+"""The operator process around the Controller: its one HTTP stack to the API server (kube/session.py,
+on the event loop: watches, writes and the leader Lease), the watches that fill the store (all
 listed before anything is decided), leader election, /metrics, the /healthz and /readyz probes,
 and a clean stop on SIGTERM (the leader Lease released, so a standby takes over at once)."""
 from __future__ import annotations
@@ -15,7 +16,6 @@ from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 from aiohttp import web
-from kubernetes import client
 
 from cronoq import metrics
 from cronoq.controller.clock import LoopClock
@@ -25,7 +25,8 @@ from cronoq.controller.schedules import Schedules
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.kube.skew import SKEW
 from cronoq.kube.client import api_client
-from cronoq.kube.watch import WATCH_SECONDS, Feed, Watch, listers
+from cronoq.kube.session import ApiSession
+from cronoq.kube.watch import WATCH_SECONDS, Feed, Watch, sources
 from cronoq.kube import writes
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class Runtime:
     controller: Controller | None = None
     schedules: Schedules | None = None
     leadership: Leadership | None = None
-    api: client.ApiClient | None = None
+    http: ApiSession | None = None
     writer: writes.Writer | None = None
     ready: bool = False
     watches: list[Watch] = field(default_factory=list)
@@ -79,8 +80,8 @@ class Runtime:
     async def start(self) -> None:
         """Serve probes and metrics, start watching, then lead (or campaign in the background
         until we do). Followers watch and keep their store warm, but decide and write nothing."""
-        api = self.api = api_client()
-        writer = self.writer = writes.Writer(api, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
+        http = self.http = ApiSession(api_client())
+        writer = self.writer = writes.Writer(http, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         clock = LoopClock()
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers, clock=clock,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
@@ -93,24 +94,22 @@ class Runtime:
         if self.options.metrics_port:
             metrics.serve(self.options.metrics_port)
         metrics.LEADER.set(0)
-        loop = asyncio.get_running_loop()
-        # The watches' own client and connections: a watch holds its connection for its length,
-        # and a request of theirs that times out is for the watch to resume from its last version
-        # (a stalled watch: kube/watch.py), not for urllib3 to repeat three times on others.
-        self.watches = self._watches(api_client(retries=False))
+        # A request of the watches' that times out is for the watch to resume from its last
+        # version (a stalled watch: kube/watch.py); aiohttp repeats no request that timed out.
+        self.watches = self._watches(http)
         for w in self.watches:
-            w.start(loop)
+            w.start()
         self._tasks.append(asyncio.create_task(self._after_listing(), name="cronoq-after-listing"))
         self.ready = True  # ready to take over: standby replicas count as available
         if not self.options.leader_election:
             await self._lead(self.options.epoch)
             return
         namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
-        self.leadership = Leadership(api, namespace, self.options.lease_name)
+        self.leadership = Leadership(http, namespace, self.options.lease_name)
         writer.guard = self.leadership.valid
         self._tasks.append(asyncio.create_task(self.leadership.run(self._lead, self._lost), name="cronoq-election"))
 
-    def _watches(self, api: client.ApiClient) -> list[Watch]:
+    def _watches(self, http: ApiSession) -> list[Watch]:
         """One watch per kind (per namespace when the namespaces are exact names), feeding the
         Controller's intake only what the namespace filter (globs included) lets through."""
         c, s = self._started()
@@ -131,8 +130,8 @@ class Runtime:
         scopes = (None,) if self.options.globs or not self.options.namespaces else self.options.namespaces
         made = []
         for scope in scopes:
-            for kind, (api_version, lister, selector) in listers(api, scope).items():
-                made.append(Watch(kind, api_version, lister, self._filtered(feeds[kind]),
+            for kind, (api_version, path, selector) in sources(scope).items():
+                made.append(Watch(kind, api_version, http, path, self._filtered(feeds[kind]),
                                   known=self._held_in(held[kind], scope), label_selector=selector,
                                   answered=SKEW.observe, seconds=self.options.watch_seconds))
         return made
@@ -184,9 +183,9 @@ class Runtime:
         if self.controller is not None:
             self.controller.term.acting = False
         if self.leadership is not None:
-            await asyncio.to_thread(self.leadership.release)
-        if self.writer is not None:
-            await self.writer.close()
+            await self.leadership.release()
+        if self.http is not None:
+            await self.http.close()
         if self._probe_runner is not None:
             await self._probe_runner.cleanup()
 

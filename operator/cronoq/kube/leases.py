@@ -4,26 +4,25 @@ They answer in `engine.election.LeaseRecord`s (what the election decides on), ca
 Lease's body as the API server returned it, since a replace sends that body back: its
 resourceVersion is the precondition, so a Lease someone else changed since is never overwritten.
 
-The client is one of its own without urllib3's retries: a retried request would run past the
-caller's budget (the election's renew deadline) and hold the election's one thread; the election
-loop itself retries. Every call takes the request's timeout from the caller, who knows its deadline.
-Refusals are raised as LeaseConflict (409), LeaseNotFound (404) or LeaseError (any other status);
-a connection that fails or times out raises what the client raised.
+They go through the operator's one HTTP stack (kube/session.py) on the event loop, with no retries
+of their own: a retried request would run past the caller's budget (the election's renew
+deadline); the election loop itself retries. (aiohttp sends an idempotent request once more only
+when the kept-alive connection it chose turns out closed by the server, within the same timeout.)
+Every call takes the request's timeout from the caller, who knows its deadline. Refusals are raised
+as LeaseConflict (409), LeaseNotFound (404) or LeaseError (any other status); a connection that
+fails or times out raises what aiohttp raised.
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Callable
+from datetime import datetime, timezone
+from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cronoq.engine.election import LeaseRecord
-
-Timeout = tuple[float, float]
-"""(connect, read) seconds for one request."""
+from cronoq.kube.session import ApiSession, timeout
 
 
 class LeaseError(Exception):
@@ -47,70 +46,75 @@ class StoredLease:
     """The Lease as the API server last returned it."""
 
     record: LeaseRecord
-    body: client.V1Lease
+    body: dict[str, Any]
 
     @property
-    def spec(self) -> client.V1LeaseSpec:
+    def spec(self) -> dict[str, Any]:
         """The Lease's spec; an empty one (no holder) for a Lease without."""
-        return self.body.spec or client.V1LeaseSpec()
+        spec: dict[str, Any] = self.body.get("spec") or {}
+        return spec
 
     @classmethod
-    def of(cls, body: client.V1Lease) -> StoredLease:
-        spec = body.spec or client.V1LeaseSpec()
-        renew = spec.renew_time.isoformat() if spec.renew_time else None
-        return cls(LeaseRecord(holder=spec.holder_identity, renew_time=renew, transitions=spec.lease_transitions or 0,
-                               duration=float(spec.lease_duration_seconds or 15)), body)
+    def of(cls, body: dict[str, Any]) -> StoredLease:
+        spec = body.get("spec") or {}
+        return cls(LeaseRecord(holder=spec.get("holderIdentity"), renew_time=spec.get("renewTime"),
+                               transitions=int(spec.get("leaseTransitions") or 0),
+                               duration=float(spec.get("leaseDurationSeconds") or 15)), body)
 
 
 class Leases:
-    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
-        configuration = copy.copy(api.configuration)
-        configuration.retries = False
-        self.coordination = client.CoordinationV1Api(client.ApiClient(configuration))
+    def __init__(self, http: ApiSession, namespace: str, name: str) -> None:
+        self.http = http
         self.namespace, self.name = namespace, name
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
-    def read(self, timeout: Timeout) -> StoredLease:
-        return self._call(self.coordination.read_namespaced_lease, self.name, self.namespace, _request_timeout=timeout)
+    async def read(self, seconds: float) -> StoredLease:
+        return await self._call("GET", f"{self._collection}/{self.name}", None, seconds)
 
-    def create(self, holder: str, duration: float, transitions: int, now: datetime, timeout: Timeout) -> StoredLease:
+    async def create(self, holder: str, duration: float, transitions: int, now: datetime,
+                     seconds: float) -> StoredLease:
         """Take a Lease nobody created yet (a replica that creates it first wins: LeaseConflict)."""
-        body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                              spec=_spec(holder, duration, transitions, now, acquired=now))
-        return self._call(self.coordination.create_namespaced_lease, self.namespace, body, _request_timeout=timeout)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": _spec(holder, duration, transitions, now, acquired=micro_time(now))}
+        return await self._call("POST", self._collection, body, seconds)
 
-    def replace(self, current: StoredLease, holder: str, duration: float, transitions: int, now: datetime,
-                timeout: Timeout) -> StoredLease:
+    async def replace(self, current: StoredLease, holder: str, duration: float, transitions: int, now: datetime,
+                      seconds: float) -> StoredLease:
         """Take or renew `current` for `holder` (its acquireTime kept while the holder stays)."""
-        acquired = current.spec.acquire_time if current.record.holder == holder else now
-        return self._put(current, _spec(holder, duration, transitions, now, acquired), timeout)
+        acquired = current.spec.get("acquireTime") if current.record.holder == holder else micro_time(now)
+        return await self._put(current, _spec(holder, duration, transitions, now, acquired), seconds)
 
-    def renew(self, held: StoredLease, now: datetime, timeout: Timeout) -> StoredLease:
+    async def renew(self, held: StoredLease, now: datetime, seconds: float) -> StoredLease:
         """Renew the Lease as we last wrote it, only its renewTime moved: one round trip, no read first."""
-        spec = copy.copy(held.spec)
-        spec.renew_time = now
-        return self._put(held, spec, timeout)
+        return await self._put(held, {**held.spec, "renewTime": micro_time(now)}, seconds)
 
-    def release(self, current: StoredLease, timeout: Timeout) -> StoredLease:
+    async def release(self, current: StoredLease, seconds: float) -> StoredLease:
         """Give the Lease up (no holder), so a standby takes it at once."""
-        spec = copy.copy(current.spec)
-        spec.holder_identity = spec.renew_time = spec.acquire_time = None
-        return self._put(current, spec, timeout)
+        spec = {k: v for k, v in current.spec.items() if k not in ("holderIdentity", "renewTime", "acquireTime")}
+        return await self._put(current, spec, seconds)
 
-    def _put(self, current: StoredLease, spec: client.V1LeaseSpec, timeout: Timeout) -> StoredLease:
+    async def _put(self, current: StoredLease, spec: dict[str, Any], seconds: float) -> StoredLease:
         body = copy.copy(current.body)
-        body.spec = spec  # with the resourceVersion we read: a racing taker wins or we do
-        return self._call(self.coordination.replace_namespaced_lease, self.name, self.namespace, body,
-                          _request_timeout=timeout)
+        body["spec"] = spec  # with the resourceVersion we read: a racing taker wins or we do
+        return await self._call("PUT", f"{self._collection}/{self.name}", body, seconds)
 
-    @staticmethod
-    def _call(request: Callable[..., client.V1Lease], *args: Any, **kwargs: Any) -> StoredLease:
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None, seconds: float) -> StoredLease:
         try:
-            return StoredLease.of(request(*args, **kwargs))
+            return StoredLease.of(await self.http.request(method, path, timeout(total=seconds), body))
         except ApiException as err:
             kind = {409: LeaseConflict, 404: LeaseNotFound}.get(err.status, LeaseError)
             raise kind(err.status, err.reason) from None
 
 
-def _spec(holder: str, duration: float, transitions: int, now: datetime, acquired: datetime | None) -> client.V1LeaseSpec:
-    return client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=int(duration), renew_time=now,
-                              lease_transitions=transitions, acquire_time=acquired)
+def micro_time(when: datetime) -> str:
+    """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _spec(holder: str, duration: float, transitions: int, now: datetime, acquired: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"holderIdentity": holder, "leaseDurationSeconds": int(duration),
+                            "renewTime": micro_time(now), "leaseTransitions": transitions}
+    if acquired:
+        spec["acquireTime"] = acquired
+    return spec

@@ -1,35 +1,37 @@
 """Every write cronoq makes to the API server, in one place (so they can be counted and kept few).
 
-Writes are made on the event loop with aiohttp, with the kubernetes client's configuration (host,
-TLS, token). Not through the kubernetes client: its generated methods validate every argument
-with pydantic, walk the body to serialize it and build typed models of the answer (a fifth of a
-write's CPU), and being synchronous it needs a thread per request, whose hand-offs of the GIL cost
-more than the request itself (bench/README.md, "Figures behind the code"). Bodies and answers go
-through orjson, as watch events do.
+Writes are made on the event loop through the operator's one HTTP stack (kube/session.py: aiohttp,
+with the kubernetes client's configuration for host, TLS and token). Not through the kubernetes
+client: its generated methods validate every argument with pydantic, walk the body to serialize it
+and build typed models of the answer (a fifth of a write's CPU), and being synchronous it needs a
+thread per request, whose hand-offs of the GIL cost more than the request itself (bench/README.md,
+"Figures behind the code"). Bodies and answers go through orjson, as watch events do. At most
+CONNECTIONS writes are in flight at once; the others wait their turn (the session's pool itself is
+unbounded, so watches and the leader Lease never wait behind writes).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import ssl
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-import aiohttp
-import orjson
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cronoq.api import GROUP, VERSION
 from cronoq.engine.plan import Event
+from cronoq.kube.session import ApiSession, timeout
 
 log = logging.getLogger(__name__)
 
 TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds for every request: an API server that accepts connections but cannot
 answer (its etcd away) fails the request in time, to be retried, instead of holding a worker."""
+LIMITS = timeout(connect=TIMEOUT[0], read=TIMEOUT[1])
 CONNECTIONS = 32
+"""Most writes in flight at once."""
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -71,14 +73,12 @@ def _jobs(namespace: str) -> str:
 
 @dataclass
 class Writer:
-    api: client.ApiClient
-    """Its configuration says where the API server is and how to authenticate; its own HTTP
-    machinery is not used."""
+    http: ApiSession
     component: str = "cronoq"
     instance: str = ""
     guard: Callable[[], bool] = field(default=lambda: True)
     """Asked right before every write: False once leadership lapsed (then NotLeader is raised)."""
-    _session: aiohttp.ClientSession | None = field(default=None, repr=False)
+    _slots: asyncio.Semaphore | None = field(default=None, repr=False)
 
     def check(self) -> None:
         if not self.guard():
@@ -88,40 +88,10 @@ class Writer:
     async def request(self, method: str, path: str, body: dict[str, Any] | None = None,
                       content_type: str = JSON) -> dict[str, Any]:
         """One request, its JSON answer as a dict; a non-2xx answer raises ApiException."""
-        conf = self.api.configuration
-        headers = {"Accept": JSON, "Content-Type": content_type, "User-Agent": self.api.user_agent}
-        token = conf.get_api_key_with_prefix("BearerToken", alias="authorization")  # re-read when it rotates
-        if token:
-            headers["Authorization"] = token
-        data = None if body is None else orjson.dumps(body)
-        async with self._open().request(method, conf.host + path, data=data, headers=headers,
-                                        server_hostname=conf.tls_server_name or None) as response:
-            answer = await response.read()
-        if not 200 <= response.status <= 299:
-            err = ApiException(status=response.status, reason=response.reason, body=answer.decode("utf-8", "replace"))
-            err.headers = dict(response.headers)  # Retry-After, for a throttled request (429)
-            raise err
-        return orjson.loads(answer) if answer else {}
-
-    def _open(self) -> aiohttp.ClientSession:
-        """The session, made on first use in the running loop."""
-        if self._session is None or self._session.closed:
-            conf = self.api.configuration
-            tls: ssl.SSLContext | bool = False
-            if conf.verify_ssl:
-                tls = ssl.create_default_context(cafile=conf.ssl_ca_cert)
-                if conf.cert_file:
-                    tls.load_cert_chain(conf.cert_file, conf.key_file)
-                if conf.assert_hostname is False:
-                    tls.check_hostname = False
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=tls, limit=CONNECTIONS),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT[0], sock_read=TIMEOUT[1]))
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(CONNECTIONS)
+        async with self._slots:
+            return await self.http.request(method, path, LIMITS, body, content_type)
 
     async def create_job(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """Create the attempt's Job and return it as stored; when it already exists (ours: same
