@@ -469,7 +469,7 @@ class Client:
         if phase is not None and not isinstance(phase, str):
             phases = {str(p) for p in phase}
             phase = None
-        selector = ",".join(s for s in (_selector(phase, pool, key), field_selector) if s) or None
+        selector = _field_selector(phase, pool, key, field_selector)
         kwargs: dict[str, Any] = {}
         if selector:
             kwargs["field_selector"] = selector
@@ -500,8 +500,7 @@ class Client:
                     yield "ADDED", obj
                 yield SYNCED, {o["metadata"]["name"]: o for o in items}
             try:
-                selector = ",".join(s for s in (_selector(phase if isinstance(phase, str) else None, pool, key),
-                                                field_selector) if s) or None
+                selector = _field_selector(phase if isinstance(phase, str) else None, pool, key, field_selector)
                 for kind, obj in self._watch(rv, deadline, selector, label_selector, all_namespaces=all_namespaces):
                     rv = obj["metadata"]["resourceVersion"]
                     yield kind, obj
@@ -561,7 +560,8 @@ def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": metadata, "spec": spec}
 
 
-def _selector(phase: str | None, pool: str | None, key: str | None) -> str | None:
+def _field_selector(phase: str | None, pool: str | None, key: str | None, extra: str | None = None) -> str | None:
+    """The API server's field selector for these filters (several phases are filtered here instead)."""
     parts = []
     if phase:
         parts.append(f"status.phase={_escape(str(phase))}")
@@ -569,6 +569,8 @@ def _selector(phase: str | None, pool: str | None, key: str | None) -> str | Non
         parts.append(f"spec.pool={_escape(pool)}")
     if key:
         parts.append(f"spec.key={_escape(key)}")
+    if extra:
+        parts.append(extra)
     return ",".join(parts) or None
 
 

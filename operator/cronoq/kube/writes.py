@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from cronoq.api import GROUP, VERSION
 from cronoq.engine.plan import Event
-from cronoq.kube.session import ApiSession, timeout
+from cronoq.kube.session import JSON, ApiSession, timeout
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,6 @@ answer (its etcd away) fails the request in time, to be retried, instead of hold
 LIMITS = timeout(connect=TIMEOUT[0], read=TIMEOUT[1])
 CONNECTIONS = 32
 """Most writes in flight at once."""
-JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 
 
