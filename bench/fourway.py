@@ -28,7 +28,8 @@ class Figures:
     controller_ms: float | None
     rss_peak: int | None
     complete: bool
-    """Every item succeeded and nothing timed out: the run can be compared."""
+    """Every item succeeded (a cronoq task on its first attempt) and nothing timed out: the run can
+    be compared."""
 
     @property
     def name(self) -> str:
@@ -42,6 +43,8 @@ def figures(system: str, run: dict[str, Any]) -> Figures:
     controller = run.get("operator") or {}
     latency = run.get("latency") or {}
     done = run.get("completed", run.get("succeeded"))
+    if system == "cronoq" and "succeeded_first_attempt" in run:
+        done = run["succeeded_first_attempt"]  # a retried attempt costs writes and CPU of its own
 
     def per_item_ms(seconds: float | None) -> float | None:
         return None if seconds is None or not n else seconds / n * 1000
@@ -78,7 +81,8 @@ def goals(results: dict[str, Any]) -> list[Verdict]:
             continue
         if not c.complete or not all(p.complete for p in peers):
             broken = ", ".join(f.name for f in [c, *peers] if not f.complete)
-            out.append(Verdict(f"N={row['n']}: the runs compared", f"{broken} did not finish every item", None))
+            out.append(Verdict(f"N={row['n']}: the runs compared",
+                               f"{broken} did not finish every item (cronoq: on its first attempt)", None))
             continue
         for attr, what, unit in (("apiserver_ms", "API-server CPU per item", " ms"), ("writes", "writes per item", ""),
                                  ("controller_ms", "controller CPU per item", " ms")):

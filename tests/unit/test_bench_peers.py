@@ -113,6 +113,14 @@ def test_the_goals_compare_cronoq_with_each_peer_and_the_faster_ones_throughput(
     assert fastest.met is False and fastest.measured == "8.0/s vs Kueue 9.0/s"
 
 
+def test_goals_are_not_judged_when_a_cronoq_task_needed_a_second_attempt():
+    retried = {**_run(100, 8.0, 20.0, 4.0, 5.0), "succeeded_first_attempt": 99}
+    results = {"throughput": [{"n": 100, "cronoq": retried, "kueue": _run(100, 3.0, 40.0, 9.0, 9.0)}]}
+    (verdict,) = fourway.goals(results)
+    assert verdict.met is None and verdict.measured.startswith("cronoq did not finish")
+    assert fourway.figures("cronoq", {**retried, "succeeded_first_attempt": 100}).complete
+
+
 def test_goals_are_not_judged_on_a_run_that_did_not_finish():
     results = {"throughput": [{"n": 100, "cronoq": _run(100, 8.0, 20.0, 4.0, 5.0),
                                "argo": _run(100, 3.0, 40.0, 9.0, 9.0, done=50)}]}

@@ -21,12 +21,16 @@ def verdicts(cronoq: dict) -> dict[str, object]:
 def test_a_clean_burst_is_judged():
     v = verdicts(burst(1000, 1000, 4.0))
     assert v["≤ 4 operator API writes per task succeeding on its first attempt"].met is True
-    assert v["throughput ≥ 0.9× bare Jobs (N=1000)"].met is False
+    assert v["operator CPU ≤ 10 ms per task (N=1000)"].met is True
+
+
+def test_the_ratios_to_bare_jobs_are_no_longer_targets():
+    """Issue 28's goals against the peers replaced them; bare Jobs stay in the tables as the floor."""
+    assert not [t for t in verdicts(burst(1000, 1000, 4.0)) if "bare Jobs" in t]
 
 
 def test_a_burst_with_retries_is_invalid_neither_met_nor_missed():
     v = verdicts(burst(5000, 4760, 17.2))
     writes = v["≤ 4 operator API writes per task succeeding on its first attempt"]
     assert writes.met is None and "invalid" in writes.measured
-    assert v["throughput ≥ 0.9× bare Jobs (N=5000)"].met is None
     assert v["operator CPU ≤ 10 ms per task (N=5000)"].mark == "not measured"
