@@ -1,4 +1,4 @@
-"""The targets of issue 8, judged against a run's results. Reported, never asserted: a missed
+"""The targets of issue 8 (and issue 31's for pull workers), judged against a run's results. Reported, never asserted: a missed
 target is a finding, not a failed build.
 
 Issue 8's ratios to bare Jobs (throughput ≥ 0.9×, API-server CPU ≤ 1.3×) were replaced by issue
@@ -44,6 +44,15 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
             ms = c["operator"]["cpu_seconds_per_task"] * 1000
             out.append(Verdict(f"operator CPU ≤ 10 ms per task (N={row['n']})", f"{ms:.1f} ms{note}",
                                _if_clean(ms <= 10, c)))
+    for row in results.get("throughput", []):
+        base = (row.get("baseline") or {}).get("throughput")
+        for key, mode in (("pull", "pull workers"), ("pull_lean", "pull workers, `--events=warnings`")):
+            run = row.get(key) or {}
+            if base and run.get("throughput"):
+                ratio = run["throughput"] / base
+                out.append(Verdict(f"{mode} ≥ 2× bare Jobs' throughput (N={row['n']})",
+                                   f"{ratio:.2f}× ({run['throughput']:.1f} vs {base:.1f}/s)"
+                                   f"{'' if clean(run) else INVALID}", _if_clean(ratio >= 2, run)))
     burst = [row["cronoq"] for row in results.get("throughput", []) if row.get("cronoq")]
     if burst:
         c = burst[-1]

@@ -34,3 +34,15 @@ def test_a_burst_with_retries_is_invalid_neither_met_nor_missed():
     writes = v["≤ 4 operator API writes per task succeeding on its first attempt"]
     assert writes.met is None and "invalid" in writes.measured
     assert v["operator CPU ≤ 10 ms per task (N=5000)"].mark == "not measured"
+
+
+def test_pull_workers_are_judged_against_twice_the_bare_jobs_of_their_run():
+    pull = {**burst(1000, 1000, 4.0), "throughput": 30.0}
+    lean = {**burst(1000, 999, 3.0), "throughput": 40.0}
+    results = {"throughput": [{"n": 1000, "baseline": {"n": 1000, "throughput": 16.0},
+                               "pull": pull, "pull_lean": lean}]}
+    v = {v.target: v for v in judge(results)}
+    assert v["pull workers ≥ 2× bare Jobs' throughput (N=1000)"].met is False
+    assert v["pull workers ≥ 2× bare Jobs' throughput (N=1000)"].measured == "1.88× (30.0 vs 16.0/s)"
+    lean_verdict = v["pull workers, `--events=warnings` ≥ 2× bare Jobs' throughput (N=1000)"]
+    assert lean_verdict.met is None and "invalid" in lean_verdict.measured
