@@ -26,16 +26,17 @@ ENV PIP_NO_CACHE_DIR=1 \
     VIRTUAL_ENV=/opt/cronoq \
     PATH=/opt/cronoq/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# The package and its pinned dependencies (pyproject.toml), installed from this repository.
+# The package and its pinned dependencies (pyproject.toml; constraints.txt pins the transitive
+# ones too), installed from this repository.
 # Only these paths are in the build context (.dockerignore); the sources go once installed.
 # PIP_CERT (optional, a build argument) names a CA bundle for pip where downloads go through
 # a TLS-inspecting proxy; it is unset in public builds and never stored in the image.
 ARG PIP_CERT
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY operator/ operator/
 RUN python3 -m venv /opt/cronoq \
- && pip install . \
+ && pip install . --constraint constraints.txt \
  && rm -rf /src
 
 # Bytecode was compiled at install time; at run time nothing is written outside /tmp.

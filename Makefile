@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 REAL_NODE ?= 0
 export CRONOQ_REAL_NODE := $(REAL_NODE)
 
-.PHONY: demo operator-up test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up constraints test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
 
 # examples/real-node/ needs real containers (`make cluster-up REAL_NODE=1`, then apply it yourself)
 KWOK_EXAMPLES := $(shell find examples -name '*.yaml' -not -path 'examples/real-node/*' | sort)
@@ -92,10 +92,17 @@ test-tools:
 faults: $(BIN)/.installed go-tools test-tools
 	CRONOQ_FAULT_RUNS=3 $(BIN)/pytest -q tests/integration/faults
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
 	touch $@
+
+## constraints: pin every package (transitive ones too) at what pyproject.toml's pins resolve to today
+constraints:
+	rm -rf .cluster/constraints-venv && $(PYTHON) -m venv .cluster/constraints-venv
+	.cluster/constraints-venv/bin/pip install --quiet --disable-pip-version-check '.[test,bench]'
+	{ sed -n '/^#/p' constraints.txt; .cluster/constraints-venv/bin/pip freeze --exclude cronoq; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf .cluster/constraints-venv
 
 cluster-build:
 	$(CLUSTER) build
@@ -124,7 +131,7 @@ install-crds:
 
 ## bench: the benchmarks, on a cluster of their own (bench/README.md); BENCH_ARGS=--quick for a short run
 bench: $(BIN)/.installed
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean: cluster-down

@@ -81,7 +81,7 @@ def context_files() -> list[str]:
 def test_build_context_is_the_package_and_its_metadata_only():
     context = context_files()
     package = sorted(f for f in repository_files() if f.startswith("operator/cronoq/") and "__pycache__" not in f)
-    assert context == sorted(["pyproject.toml", "README.md", *package])
+    assert context == sorted(["pyproject.toml", "README.md", "constraints.txt", *package])
     # What must never reach a build: the test cluster's keys, the venv, caches, build leftovers.
     for secret in (".cluster/kubeconfig", ".cluster/pki/ca.key", ".venv/bin/python", ".git/config",
                    "operator/cronoq.egg-info/PKG-INFO", "operator/cronoq/__pycache__/cli.cpython-311.pyc",
@@ -130,7 +130,7 @@ def test_image_runs_cronoq_operator_as_the_user_the_chart_expects():
     assert users[-1] == "65532:65532"
     (entrypoint,) = [args for op, args in ops if op == "ENTRYPOINT"]
     assert json.loads(entrypoint) == ["cronoq", "operator"]
-    assert any(op == "RUN" and "pip install ." in args for op, args in ops)
+    assert any(op == "RUN" and "pip install . --constraint constraints.txt" in args for op, args in ops)
     # A venv: Debian's system Python refuses pip installs (PEP 668); the official image's does not.
     assert any(op == "RUN" and "python3 -m venv /opt/cronoq" in args for op, args in ops)
     assert any(op == "ENV" and "PATH=/opt/cronoq/bin:" in args for op, args in ops)
