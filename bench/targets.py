@@ -1,8 +1,8 @@
-"""The targets of issue 8 (and issue 31's for pull workers), judged against a run's results. Reported, never asserted: a missed
-target is a finding, not a failed build.
+"""The targets of issue 8, and issue 31's for pull workers, judged against a run's results.
+Reported, never asserted: a missed target is a finding, not a failed build.
 
 Issue 8's ratios to bare Jobs (throughput ≥ 0.9×, API-server CPU ≤ 1.3×) were replaced by issue
-28's goals against the peers (`bench/versus.py`); bare Jobs stay in every table as the floor."""
+28's goals against the peers (`bench/fourway.py`); bare Jobs stay in every table as the floor."""
 from __future__ import annotations
 
 from dataclasses import dataclass
