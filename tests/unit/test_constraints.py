@@ -3,16 +3,13 @@ direct pins of pyproject.toml: a pin bumped in one place only would make pip ref
 (or, worse, a stale constraint nobody meant)."""
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _name(requirement: str) -> str:
-    """PEP 503's normalised name: `PyYAML`, `pyyaml` and `py_yaml` are one package."""
-    return re.sub(r"[-_.]+", "-", re.split(r"[=<>!~\[; ]", requirement, maxsplit=1)[0]).lower()
 
 
 def _pins(lines: list[str]) -> dict[str, str]:
@@ -20,9 +17,10 @@ def _pins(lines: list[str]) -> dict[str, str]:
     for line in lines:
         line = line.split("#", 1)[0].strip()
         if line:
-            name, sep, version = line.partition("==")
-            assert sep and version, f"not an exact pin: {line!r}"
-            pins[_name(name)] = version
+            requirement = Requirement(line)
+            specs = list(requirement.specifier)
+            assert len(specs) == 1 and specs[0].operator == "==", f"not an exact pin: {line!r}"
+            pins[canonicalize_name(requirement.name)] = specs[0].version
     return pins
 
 
