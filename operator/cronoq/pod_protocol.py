@@ -90,6 +90,13 @@ def attempt_name(task: str, attempt: int) -> str:
     return f"{task[:keep].rstrip('-')}-{digest}{suffix}"
 
 
+def served_lease_name(task: str, attempt: int, worker: str) -> str:
+    """The Lease of an attempt a pull worker serves: `<attempt name>.<worker>`. It names its worker,
+    so no other worker can take it first (the chart's lease guard lets a worker write only Leases
+    that end in its own name), and the operator reads only the one of the worker the status names."""
+    return f"{attempt_name(task, attempt)}.{worker}"
+
+
 @dataclass(frozen=True)
 class Attempt:
     """Who an attempt is, as its environment tells it (the namespace comes from the pod itself)."""
@@ -223,14 +230,15 @@ class Owner:
 
 
 def lease_body(namespace: str, name: str, holder: str, owner: Owner, ttl: float,
-               worker: str | None = None) -> dict[str, Any]:
+               worker: str | None = None, pool: str | None = None) -> dict[str, Any]:
     """An attempt's heartbeat Lease: held by the attempt's lease id, labelled so the operator
-    finds it, owned by the Task. The attempt creates it (a pull worker, naming itself); the
-    operator only watches it."""
+    finds it, owned by the Task. The attempt creates it (a pull worker, naming itself and the pool
+    it serves, which the lease guard authorizes); the operator only watches it."""
     labels = {Label.TASK_UID: owner.task_uid, Label.TASK: owner.task_name,
               Label.ATTEMPT: str(owner.attempt), Label.LEASE_ID: holder}
     if worker is not None:
         labels[Label.WORKER] = worker
+        labels[Label.POOL] = pool or ""
     return {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {

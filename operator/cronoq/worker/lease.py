@@ -200,10 +200,11 @@ class KubeLease:
     """
 
     def __init__(self, namespace: str, name: str, holder: str, *, kubeconfig: str | None = None,
-                 owner: Owner | None = None, ttl: float = 0.0, worker: str | None = None, api: Any = None) -> None:
+                 owner: Owner | None = None, ttl: float = 0.0, worker: str | None = None, pool: str | None = None,
+                 api: Any = None) -> None:
         self.namespace, self.name, self.holder = namespace, name, holder
         self._kubeconfig = kubeconfig
-        self._owner, self._ttl, self._worker = owner, ttl, worker
+        self._owner, self._ttl, self._worker, self._pool = owner, ttl, worker, pool
         self._held = False
         """A renewal has succeeded: from now on a missing Lease means the task is gone."""
         self._api: Any = api
@@ -235,7 +236,7 @@ class KubeLease:
         """This attempt's Lease, held by its lease id and owned by its task."""
         from kubernetes.client.rest import ApiException
 
-        body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl, self._worker)
+        body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl, self._worker, self._pool)
         now = renew_time()
         body["spec"].update(acquireTime=now, renewTime=now)
         try:

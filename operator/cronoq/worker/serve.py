@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from cronoq.pod_protocol import (
-    API_VERSION, Annotation, Label, Owner, attempt_name, lease_body, worker_lease_body,
+    API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name, worker_lease_body,
 )
 from cronoq.worker import report
 from cronoq.worker.errors import Permanent, Retryable
@@ -245,12 +245,13 @@ class Worker:
 
     def _start(self, task: dict[str, Any], attempt: dict[str, Any]) -> None:
         meta, spec = task["metadata"], task.get("spec") or {}
-        number, lease_name = int(attempt["number"]), attempt_name(meta["name"], int(attempt["number"]))
+        number = int(attempt["number"])
+        lease_name = served_lease_name(meta["name"], number, self.name)
         ttl = _seconds(spec.get("leaseTTL")) if spec.get("leaseTTL") is not None else self._pool_lease_ttl()
         context = Context(id=meta["uid"], name=meta["name"], namespace=self.namespace, attempt=number,
                           payload=spec.get("payload"), lease_name=lease_name, lease_id=attempt.get("leaseId", ""), lease_ttl=ttl, worker=self.name)
         lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(meta["name"], meta["uid"], number),
-                          ttl=ttl, worker=self.name, api=self.coordination)
+                          ttl=ttl, worker=self.name, pool=self.pool, api=self.coordination)
         keeper = LeaseKeeper(ttl, lease.renew) if ttl > 0 else None
         aborted = threading.Event()
         context = replace(context, _keeper=keeper, _aborted=aborted)
@@ -343,7 +344,8 @@ class Worker:
             try:
                 if not run.lease.held:
                     body = lease_body(self.namespace, context.lease_name, context.lease_id,
-                                      Owner(context.name, context.id, context.attempt), context.lease_ttl, self.name)
+                                      Owner(context.name, context.id, context.attempt), context.lease_ttl, self.name,
+                                      self.pool)
                     now = renew_time()
                     body["spec"].update(acquireTime=now, renewTime=now)
                     body["metadata"]["annotations"] = {Annotation.REPORT: text}
