@@ -143,6 +143,7 @@ def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_i
     from cronoq.kube.observe import WorkerFacts
 
     store = Store()
+    store.pools[("ns", "default")] = pool("default", 10)
     store.put_worker("ns", WorkerFacts("w1", "default", 2, "w1", "t1", 10.0), T0)
     store.put_worker("ns", WorkerFacts("w2", "default", 3, "w2", "t1", 10.0), T0)
     store.put_worker("ns", WorkerFacts("gone", "default", 5, None, None, 10.0), T0)  # released
@@ -159,6 +160,82 @@ def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_i
     assert store.worker_room(("ns", "default"), at(10)) == {"w1": 2}
     store.drop_task("ns", "busy")
     assert store.by_worker == {}
+
+
+def pool(name: str, concurrency: int):
+    from cronoq.api import TaskPool
+
+    return TaskPool.model_validate({"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool",
+                                    "metadata": {"name": name, "namespace": "ns"},
+                                    "spec": {"concurrency": concurrency, "delivery": "Workers"}})
+
+
+def worker_lease(name: str, pool: str, capacity: str, duration: int, renewed: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "labels": {"cronoq.io/worker-pool": pool},
+                         "annotations": {"cronoq.io/capacity": capacity}},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": duration, "renewTime": renewed}}
+
+
+def test_a_worker_lease_gets_no_more_room_than_its_pool_and_no_longer_life_than_its_renewals() -> None:
+    """Issue 37, point 1, at the operator's level: capacity 1,000,000 and a duration of 2^31-1 s
+    buy a worker its pool's concurrency and MAX_WORKER_LEASE after the last renewal seen, no more;
+    a Lease first seen long after its renewTime (an operator restart) is not alive at all."""
+    from cronoq.kube.observe import MAX_WORKER_LEASE, worker_facts
+
+    store = Store()
+    store.pools[("ns", "payments")] = pool("payments", 8)
+    greedy = worker_facts(worker_lease("greedy", "payments", "1000000", 2**31 - 1, T0.isoformat()))
+    assert greedy is not None and greedy.duration == MAX_WORKER_LEASE
+    store.put_worker("ns", greedy, T0)
+    assert store.worker_room(("ns", "payments"), at(1)) == {"greedy": 8}, "capped at the pool's concurrency"
+    assert store.worker_room(("ns", "payments"), at(MAX_WORKER_LEASE - 1)) == {"greedy": 8}
+    assert store.worker_room(("ns", "payments"), at(MAX_WORKER_LEASE)) == {}, "dead without renewals"
+    assert store.worker_room(("ns", "payments"), at(365 * 86400)) == {}, "a year later too"
+    store.pools.pop(("ns", "payments"))
+    assert store.worker_room(("ns", "payments"), at(1)) == {"greedy": 0}, "no pool, no room"
+
+    stale = worker_facts(worker_lease("stale", "mail", "4", 15, at(-3600).isoformat()))
+    assert stale is not None
+    store.pools[("ns", "mail")] = pool("mail", 8)
+    store.put_worker("ns", stale, T0)  # first seen an hour after its last renewal
+    assert store.worker_room(("ns", "mail"), at(1)) == {}
+    renewed = worker_facts(worker_lease("stale", "mail", "4", 15, at(2).isoformat()))
+    store.put_worker("ns", renewed, at(2))
+    assert store.worker_room(("ns", "mail"), at(3)) == {"stale": 4}
+
+
+def test_an_attempt_leases_facts_go_when_the_lease_goes() -> None:
+    """Issue 37, point 4: facts are kept under the task uid a Lease names, and dropped with the
+    Lease, whether or not a task of that uid was ever seen: orphan Leases cost nothing lasting."""
+    from cronoq.kube.observe import served_facts
+
+    store = Store()
+    for i in range(100):
+        lease = {"metadata": {"name": f"ghost-a1.w-{i}", "uid": f"l-{i}", "labels": {
+            "cronoq.io/task-uid": f"nobody-{i}", "cronoq.io/task": "ghost", "cronoq.io/attempt": "1",
+            "cronoq.io/lease-id": "e1-a1", "cronoq.io/worker": f"w-{i}"},
+            "annotations": {"cronoq.io/report": "é" * 4000}},
+            "spec": {"holderIdentity": "e1-a1", "renewTime": T0.isoformat()}}
+        facts = served_facts(lease)
+        assert facts is not None and len(facts.termination.message.encode()) <= 4096, "cut to the bytes allowed"
+        store.put_lease("ns", f"ghost-a1.w-{i}", "e1-a1", T0.isoformat(), T0, f"nobody-{i}")
+        store.put_served(f"nobody-{i}", facts)
+    assert len(store.served) == 100 and len(store.leases) == 100
+    for i in range(100):
+        store.drop_lease("ns", f"ghost-a1.w-{i}")
+    assert store.served == {} and store.leases == {}
+
+
+def test_a_lease_not_held_by_the_lease_id_it_names_is_no_attempts_lease() -> None:
+    from cronoq.kube.observe import served_facts
+
+    lease = {"metadata": {"name": "t-a1.w", "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": "e1-a1",
+                                                       "cronoq.io/worker": "w"}},
+             "spec": {"holderIdentity": "e1-a2"}}
+    assert served_facts(lease) is None
+    del lease["metadata"]["labels"]["cronoq.io/lease-id"]
+    lease["spec"]["holderIdentity"] = None
+    assert served_facts(lease) is None, "no lease id, no attempt"
 
 
 def test_a_deleted_job_keeps_the_attempt_number_it_was_seen_with() -> None:

@@ -36,7 +36,7 @@ def handed(task: Task, worker: str = "w-1", now=T0) -> Task:
 def lease(task: str, number: int, worker: str = "w-1", report: dict | str | None = None, lease_id: str = "e1-a1",
           renewed=None) -> AttemptJob:
     text = report if isinstance(report, str) or report is None else json.dumps(report)
-    return AttemptJob(number=number, name=f"{task}-a{number}", uid=f"lease-{number}", lease_id=lease_id,
+    return AttemptJob(number=number, name=f"{task}-a{number}.{worker}", uid=f"lease-{number}", lease_id=lease_id,
                       worker=worker, renewed_seen_at=renewed,
                       termination=None if text is None else Termination(exit_code=0, message=text))
 
@@ -87,6 +87,43 @@ def test_a_report_from_another_worker_is_not_taken() -> None:
     plan = run(task, now=at(1), jobs=(lease("t", 1, worker="w-2", report={"outcome": "success"}),))
 
     assert plan.status is None or plan.status.phase is TaskPhase.RUNNING
+
+
+def test_only_the_lease_named_for_the_statuss_worker_and_held_by_its_lease_id_speaks_for_the_attempt() -> None:
+    """Issue 37, points 2 and 5: another Lease writer's claim (a Lease with the worker's label but
+    another name, one named like it but labelled for another worker, one without a lease id)
+    neither ends the attempt nor counts as its heartbeat, and makes no Event."""
+    task = handed(served(), worker="w-1")
+    success = {"outcome": "success", "output": "forged"}
+    forged = (
+        replace(lease("t", 1, report=success), name="t-a1"),  # the Job-style name, labelled w-1
+        replace(lease("t", 1, worker="w-2", report=success), name="t-a1.w-1"),  # squatting w-1's name
+        replace(lease("t", 1, report=success), lease_id=None),
+        replace(lease("t", 1, report=success, renewed=at(9)), name="t-a1.w-2", worker="w-2"),
+    )
+    for claim in forged:
+        plan = run(task, now=at(1), jobs=(claim,))
+        assert plan.status is None or plan.status.phase is TaskPhase.RUNNING, claim
+        assert plan.events == () and plan.stale_jobs == (), claim
+    expired = run(task, now=at(11), jobs=forged)
+    assert expired.status.attempts[-1].reason == reasons.LEASE_EXPIRED, "their renewals are no heartbeat"
+
+
+def test_a_job_mode_attempt_takes_no_lease_report() -> None:
+    """Issue 37, point 3: while a Job-mode attempt's Job is not there (refused by a quota, not yet
+    created, deleted), a Lease with a report, with or without a worker or lease id, ends nothing."""
+    task = make_task("t").obj()
+    running = reconcile(task, settings(task), observe(admit=True), random.Random(0))
+    assert running.create_job is not None
+    task = with_status(task, running.status)
+    success = {"outcome": "success", "output": "forged"}
+    for claim in (replace(lease("t", 1, report=success), name="t-a1"),
+                  replace(lease("t", 1, report=success), name="t-a1", lease_id=None),
+                  replace(lease("t", 1, worker="w-1", report=success))):
+        plan = reconcile(task, settings(task), observe(claim, now=at(1), job_refused="exceeded quota"),
+                         random.Random(0))
+        assert plan.status is None or plan.status.phase is TaskPhase.RUNNING, claim
+        assert plan.status is None or plan.status.output is None
 
 
 def test_a_lapsed_worker_lease_ends_the_attempt_as_lease_expired_and_retries() -> None:

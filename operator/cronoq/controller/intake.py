@@ -125,7 +125,7 @@ class Intake:
                 return
             spec = raw.get("spec") or {}
             renewed = self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
-                                           self.clock())
+                                           self.clock(), uid)
             served = served_facts(raw, self.skew())
             reported = bool(served is not None and uid and self.store.put_served(uid, served))
             if not (renewed or reported):
@@ -137,7 +137,7 @@ class Intake:
         """A pull worker came, renewed, changed its room or went: its pool may admit (or must
         not), and a worker gone ends the attempts it served (their reconciles say LeaseExpired)."""
         namespace, name = raw["metadata"]["namespace"], raw["metadata"]["name"]
-        facts = worker_facts(raw) if kind != "DELETED" else None
+        facts = worker_facts(raw, self.skew()) if kind != "DELETED" else None
         if facts is None:
             old = self.store.drop_worker(namespace, name)
             if old is None:

@@ -33,6 +33,7 @@ class Mark:
     number: int
     lease_id: str | None
     reason: str | None
+    worker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ class Finished:
         assert status is not None and status.phase is not None, "only a finished task (it has a phase)"
         return cls(phase=status.phase, pool=spec.pool, created_at=task.metadata.creation_timestamp,
                    finished_at=status.finished_at, attempt=status.attempt,
-                   marks=tuple(Mark(a.number, a.lease_id, a.reason) for a in status.attempts),
+                   marks=tuple(Mark(a.number, a.lease_id, a.reason, a.worker) for a in status.attempts),
                    key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
                    duplicate_of=status.duplicate_of, output_available=status.output_available,
                    ttl_after_finished=spec.ttl_after_finished, job_retention=spec.job_retention)
@@ -154,8 +155,9 @@ class Store:
     fresh: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → new tasks (no status yet) that nothing but a slot holds back (no key,
     no dependencies): admission weighs them even before their first reconcile."""
-    leases: dict[Key, tuple[str | None, str | None, datetime]] = field(default_factory=dict)
-    """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first)."""
+    leases: dict[Key, tuple[str | None, str | None, datetime, str | None]] = field(default_factory=dict)
+    """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first, the task uid it
+    names): an attempt's heartbeat Lease, a Job's or a worker's."""
     running_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container running."""
     job_owner: dict[Key, tuple[str, str]] = field(default_factory=dict)
@@ -352,16 +354,25 @@ class Store:
         elif facts.started_at is not None:
             self.running_seen.setdefault((namespace, facts.job), now)
 
-    def put_lease(self, namespace: str, name: str, holder: str | None, renewed: str | None, now: datetime) -> bool:
+    def put_lease(self, namespace: str, name: str, holder: str | None, renewed: str | None, now: datetime,
+                  task_uid: str | None = None) -> bool:
         """Record a heartbeat Lease; True when it was renewed (or first seen) just now."""
         old = self.leases.get((namespace, name))
-        if old is not None and old[:2] == (holder, renewed):
+        if old is not None and old[:2] == (holder, renewed) and old[3] == task_uid:
             return False
-        self.leases[(namespace, name)] = (holder, renewed, now)
+        self.leases[(namespace, name)] = (holder, renewed, now, task_uid)
         return True
 
     def drop_lease(self, namespace: str, name: str) -> None:
-        self.leases.pop((namespace, name), None)
+        """A Lease went: what it said goes with it (a Lease naming a task we do not know, or never
+        will, costs nothing once it is deleted)."""
+        old = self.leases.pop((namespace, name), None)
+        uid = old[3] if old is not None else None
+        served = self.served.get(uid) if uid else None
+        if served is not None:
+            served.pop(name, None)
+            if not served:
+                del self.served[uid]  # type: ignore[arg-type]
 
     def _liveness(self, namespace: str, job: AttemptJob) -> AttemptJob:
         lease = self.leases.get((namespace, job.name))
@@ -394,12 +405,16 @@ class Store:
         return True
 
     def put_worker(self, namespace: str, facts: WorkerFacts, now: datetime) -> bool:
-        """Record a worker's Lease; True when something a decision reads changed."""
+        """Record a worker's Lease; True when something a decision reads changed. A renewal counts
+        from when we saw it, by our clock; a Lease seen for the first time (a restart) from its
+        renewTime when that is earlier, so a dead worker's old Lease is not taken for a live one."""
         key = (namespace, facts.name)
         old = self.workers.get(key)
         if old is not None and old[0] == facts:
             return False
-        if old is None or (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time):
+        if old is None:
+            self.workers[key] = (facts, min(now, facts.renewed_at) if facts.renewed_at is not None else now)
+        elif (old[0].holder, old[0].renew_time) != (facts.holder, facts.renew_time):
             self.workers[key] = (facts, now)  # renewed
         else:
             self.workers[key] = (facts, old[1])
@@ -410,15 +425,19 @@ class Store:
         return old[0] if old is not None else None
 
     def worker_alive_until(self, namespace: str, worker: str) -> datetime | None:
-        """Until when `worker` is alive by its Lease, by our clock (None: gone or released)."""
+        """Until when `worker` is alive by its Lease, by our clock (None: gone or released): its
+        last renewal we saw plus its (capped) duration."""
         held = self.workers.get((namespace, worker))
         if held is None or held[0].holder != worker or not held[0].renew_time:
             return None
         return held[1] + timedelta(seconds=held[0].duration)
 
     def worker_room(self, pool: Key, now: datetime) -> dict[str, int]:
-        """The live workers of a pool → how many more attempts each may take now."""
+        """The live workers of a pool → how many more attempts each may take now. A worker's room is
+        what its Lease says, never more than its pool's concurrency (a Lease cannot claim a pool)."""
         namespace = pool[0]
+        found = self.pools.get(pool)
+        most = found.spec.concurrency if found is not None else 0
         handing = Counter(self.handing.values())
         room = {}
         for (ns, name), (facts, _) in self.workers.items():
@@ -427,7 +446,7 @@ class Store:
             alive = self.worker_alive_until(ns, name)
             if alive is None or alive <= now:
                 continue
-            room[name] = facts.capacity - len(self.by_worker.get((ns, name), ())) - handing[(ns, name)]
+            room[name] = min(facts.capacity, most) - len(self.by_worker.get((ns, name), ())) - handing[(ns, name)]
         return room
 
     def hand_to_worker(self, key: Key, pool: Key, now: datetime, *, hold: bool) -> str | None:

@@ -24,7 +24,7 @@ from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, REASON_LIMIT
 from cronoq.engine import reasons, retention
 from cronoq.engine.backoff import retry_delay
 from cronoq.engine.conditions import set_condition
-from cronoq.engine.naming import job_name, lease_id
+from cronoq.engine.naming import job_name, lease_id, served_lease_name
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.outcome import Verdict, classify, sdk_report, truncate
 from cronoq.engine.plan import Effective, Event, JobToCreate, Observation, Plan
@@ -114,7 +114,7 @@ def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
     if open_attempt is not None:
         n, name = draft.n, draft.task.metadata.name or ""
         verdict = Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, "cancelled by spec.cancel")
-        closed = _close(open_attempt, verdict, _job(draft.seen.jobs, name, n), draft.seen.now)
+        closed = _close(open_attempt, verdict, _job(draft.seen.jobs, name, open_attempt), draft.seen.now)
         draft.records[-1] = closed
         draft.ended = (closed,)
         if open_attempt.worker is None:  # a worker sees the cancellation in the status and aborts
@@ -127,7 +127,7 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     """Judge the running attempt. A plan when that decides this reconcile (still running, or the
     task finished); None when it ended retryably and the draft now waits out its backoff."""
     seen, now, n = draft.seen, draft.seen.now, draft.n
-    job = _job(seen.jobs, draft.task.metadata.name or "", n, open_attempt.lease_id)
+    job = _job(seen.jobs, draft.task.metadata.name or "", open_attempt)
     if open_attempt.worker is not None:
         verdict, draft.requeue = _judge_served(job, open_attempt, settings, seen, now)
         if verdict is None:
@@ -273,7 +273,7 @@ def settle(name: str, attempt: int, records: Sequence[Any], jobs: Sequence[Attem
            job_retention: timedelta | None = None) -> Plan:
     """A finished task's plan: its leftover Jobs to stop, late reports to ignore, and its Jobs
     brought to the `job_retention` in effect (None: unknown, left as they are).
-    `records` need only `number`, `lease_id` and `reason` (a finished task is kept compact)."""
+    `records` need only `number`, `lease_id`, `reason` and `worker` (a finished task is kept compact)."""
     cleanup = _cleanup(name, attempt, None, records, jobs)
     return Plan(delete_jobs=cleanup.deletes, events=cleanup.events, stale_jobs=cleanup.stale,
                 retime_jobs=retention.retime(jobs, job_retention, cleanup.deletes))
@@ -440,7 +440,10 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
     deletes, events, stale = [], [], []
     for job in jobs:
         record = by_number.get(job.number)
-        ours = job.name == job_name(name, job.number) and _same_lease(job, record.lease_id if record else None)
+        if job.worker is not None and (record is None or not _own(job, name, record)):
+            continue  # a Lease no worker of this task's attempts wrote as theirs: it changes nothing
+        ours = (job.name == job_name(name, job.number) and _same_lease(job, record.lease_id if record else None)
+                if job.worker is None else True)
         if open_attempt is not None and job.number == n and ours:
             continue
         record = record if ours else None
@@ -460,11 +463,24 @@ def _cleanup(name: str, n: int, open_attempt: Attempt | None, records: Sequence[
     return _Cleanup(tuple(deletes), tuple(events), tuple(stale))
 
 
-def _job(jobs: Iterable[AttemptJob], task: str, number: int, lease: str | None = None) -> AttemptJob | None:
-    """The attempt's own Job: its deterministic name, and (when both are known) its lease id, so a
-    Job that merely took the name is never adopted."""
-    expected = job_name(task, number)
-    return next((j for j in jobs if j.number == number and j.name == expected and _same_lease(j, lease)), None)
+def _job(jobs: Iterable[AttemptJob], task: str, attempt: Any) -> AttemptJob | None:
+    """What was seen of the attempt itself: its own Job (its deterministic name and, when both are
+    known, its lease id, so a Job that merely took the name is never adopted), or for an attempt a
+    worker serves, that worker's Lease alone (see `_own`). `attempt` needs only `number`,
+    `lease_id` and `worker`."""
+    return next((j for j in jobs if _own(j, task, attempt)), None)
+
+
+def _own(job: AttemptJob, task: str, attempt: Any) -> bool:
+    """Whether `job` speaks for `attempt`. A Job-mode attempt takes no Lease report; a served
+    attempt takes only the Lease named for the worker the status names, held by its lease id: any
+    other Lease writer's claim changes nothing."""
+    if job.number != attempt.number or job.worker != attempt.worker:
+        return False
+    if attempt.worker is None:
+        return job.name == job_name(task, attempt.number) and _same_lease(job, attempt.lease_id)
+    return (job.name == served_lease_name(task, attempt.number, attempt.worker)
+            and job.lease_id is not None and job.lease_id == attempt.lease_id)
 
 
 def _same_lease(job: AttemptJob, lease: str | None) -> bool:

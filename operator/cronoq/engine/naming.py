@@ -2,6 +2,7 @@
 leader finds the same Job for the same (task, attempt), and never a second one."""
 from __future__ import annotations
 
+from cronoq import pod_protocol
 from cronoq.pod_protocol import MAX_ATTEMPT_NAME, Label, attempt_name
 
 # The label keys are the pod protocol's: the attempt labels its own Lease with them.
@@ -21,6 +22,11 @@ TASK_CONTAINER = "task"
 def job_name(task: str, attempt: int) -> str:
     """`<task>-a<n>`, or for names too long to fit, a prefix of the task name and a hash of it."""
     return attempt_name(task, attempt)
+
+
+def served_lease_name(task: str, attempt: int, worker: str) -> str:
+    """The Lease of an attempt a pull worker serves: `<task>-a<n>.<worker>` (it names its worker)."""
+    return pod_protocol.served_lease_name(task, attempt, worker)
 
 
 def lease_id(epoch: int, attempt: int) -> str:

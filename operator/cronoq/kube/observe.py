@@ -116,28 +116,36 @@ def combine(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
 
 def served_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:
     """The attempt a pull worker's attempt Lease claims to be, its report (when the worker has
-    written one) as the termination message; None for a Lease no worker wrote. A report longer
-    than the protocol allows is kept cut, so it reads as no report at all (InvalidReport)."""
+    written one) as the termination message; None for a Lease no worker wrote, or one not held by
+    the lease id it names (the engine takes a report only from the attempt's own Lease: see
+    `engine.attempts._own`). A report longer than the protocol allows is kept cut to its bytes, so
+    it reads as no report at all (InvalidReport) and costs no more than the bound."""
     meta = lease.get("metadata", {})
     labels = meta.get("labels") or {}
-    worker = labels.get(Label.WORKER)
+    worker, lease_id = labels.get(Label.WORKER), labels.get(naming.LEASE_ID)
     try:
         number = int(labels[naming.ATTEMPT])
     except (KeyError, ValueError):
         return None
-    if not worker:
+    if not worker or not lease_id or (lease.get("spec") or {}).get("holderIdentity") != lease_id:
         return None
     report = (meta.get("annotations") or {}).get(Annotation.REPORT)
-    if report is not None and len(report.encode()) > REPORT_LIMIT:
-        report = report[:REPORT_LIMIT]
+    if report is not None and len(report) > REPORT_LIMIT // 4 and len(encoded := report.encode()) > REPORT_LIMIT:
+        report = encoded[:REPORT_LIMIT].decode(errors="ignore")
     return AttemptJob(number=number, name=meta.get("name", ""), uid=meta.get("uid", ""),
-                      lease_id=labels.get(naming.LEASE_ID), created_at=parse_time(meta.get("creationTimestamp"), skew),
+                      lease_id=lease_id, created_at=parse_time(meta.get("creationTimestamp"), skew),
                       worker=worker, termination=None if report is None else Termination(exit_code=0, message=report))
+
+
+MAX_WORKER_LEASE = 120.0
+"""Seconds a worker counts as alive after a renewal, whatever its Lease's leaseDurationSeconds
+says (the shipped worker TTL is 15 s): a Lease cannot keep a dead worker handed work for longer."""
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerFacts:
-    """A pull worker's own Lease: which pool it serves, with how much room, and whether it renews."""
+    """A pull worker's own Lease: which pool it serves, with how much room, and whether it renews.
+    `duration` is already capped at MAX_WORKER_LEASE; `renewed_at` is its renewTime in our clock."""
 
     name: str
     pool: str
@@ -145,9 +153,10 @@ class WorkerFacts:
     holder: str | None
     renew_time: str | None
     duration: float
+    renewed_at: datetime | None = None
 
 
-def worker_facts(lease: dict[str, Any]) -> WorkerFacts | None:
+def worker_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> WorkerFacts | None:
     """A pull worker's Lease reduced to its facts; None for a Lease that is not one."""
     meta = lease.get("metadata", {})
     pool = (meta.get("labels") or {}).get(Label.WORKER_POOL)
@@ -158,5 +167,10 @@ def worker_facts(lease: dict[str, Any]) -> WorkerFacts | None:
         capacity = max(int((meta.get("annotations") or {}).get(Annotation.CAPACITY, "1")), 0)
     except ValueError:
         capacity = 0  # a worker that says nothing usable of its room gets nothing
+    try:
+        duration = min(max(float(spec.get("leaseDurationSeconds") or 0), 0.0), MAX_WORKER_LEASE)
+        renewed_at = parse_time(spec.get("renewTime"), skew)
+    except (TypeError, ValueError):
+        duration, renewed_at = 0.0, None  # unreadable: not alive
     return WorkerFacts(name=meta.get("name", ""), pool=pool, capacity=capacity, holder=spec.get("holderIdentity"),
-                       renew_time=spec.get("renewTime"), duration=float(spec.get("leaseDurationSeconds") or 0))
+                       renew_time=spec.get("renewTime"), duration=duration, renewed_at=renewed_at)
