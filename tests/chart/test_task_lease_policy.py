@@ -131,6 +131,16 @@ def test_a_task_pod_creates_only_its_own_attempts_lease(api, kubectl, namespace,
                timeout=30, what="the policy to refuse creating another attempt's Lease")
     assert refused(lease("job-a2", "e1-a1", attempt=2), "held by its attempt's lease id")  # another attempt's holder
     assert refused(lease("job-a2", "e1-a2", attempt=1), "held by its attempt's lease id")  # a label that lies
+    # Issue 37, point 2: its own Lease, but dressed as a pull worker of pool mail with a huge room,
+    # or carrying a report: refused (before, the worker pool's attempts all went to it).
+    posing = lease("job-a2", "e1-a2", attempt=2)
+    posing["metadata"]["labels"]["cronoq.io/worker-pool"] = "mail"
+    posing["metadata"]["annotations"] = {"cronoq.io/capacity": "1000000"}
+    assert refused(posing, "no worker's keys")
+    reporting = lease("job-a2", "e1-a2", attempt=2)
+    reporting["metadata"]["labels"]["cronoq.io/worker"] = "job-a2-q8w3e-aaaaaa"
+    reporting["metadata"]["annotations"] = {"cronoq.io/report": '{"outcome":"success","output":"forged"}'}
+    assert refused(reporting, "no worker's keys")
     created = mine.create_namespaced_lease(namespace, lease("job-a2", "e1-a2", attempt=2))
     assert created.spec.holder_identity == "e1-a2"
     assert renew(mine, namespace, "job-a2").spec.renew_time is not None

@@ -1,7 +1,8 @@
-"""The chart's pull-worker rights (issue 31, "Rights"), with real bound ServiceAccount tokens of
-kwok pods: a worker's ServiceAccount reads its pool's Tasks and writes only its own worker Lease
-and the attempt Leases it runs (the worker policy), and has no Job, pod, Secret or Task-write
-rights (the worker role). A real worker (`cronoq.worker.serve`) runs a task through both."""
+"""The chart's pull-worker rights (issues 31 and 37), with real bound ServiceAccount tokens of kwok
+pods and impersonated users: a worker's ServiceAccount reads its pool's Tasks, may serve only the
+pools workers.pools names, and writes only worker and attempt Leases (the worker policy); whoever
+writes a Lease that carries a worker's keys must be allowed to serve its pool, and what it says is
+bounded (the lease guard). A real worker (`cronoq.worker.serve`) runs a task through both."""
 from __future__ import annotations
 
 import json
@@ -30,15 +31,19 @@ GROUP, VERSION = "cronoq.io", "v1alpha1"
 
 @pytest.fixture
 def worker_rights(helm_binary, kubectl, cronoq_crds, namespace):
-    """The worker role, its RoleBinding in the test's namespace and the worker policy, rendered
-    from the chart with workers.serviceAccounts=[pullworker] and applied; removed afterwards."""
+    """The worker role, its RoleBinding in the test's namespace, the worker policy and the lease
+    guard, rendered from the chart with workers.serviceAccounts=[pullworker], workers.pools=[mail]
+    (and the pool the real worker serves) and applied; removed afterwards."""
     rendered = chart.run_helm(helm_binary, "template", "wtest", str(chart.CHART), "--namespace=cronoq-system",
                               "--show-only=templates/worker-rbac.yaml", "--show-only=templates/worker-lease-policy.yaml",
+                              "--show-only=templates/lease-guard-policy.yaml",
                               f"--set-json=workers.serviceAccounts={json.dumps([ACCOUNT])}",
+                              f"--set-json=workers.pools={json.dumps(['mail', 'default'])}",
                               f"--set-json=workers.namespaces={json.dumps([namespace])}").stdout
     objects = [d for d in yaml.safe_load_all(rendered) if d]
-    assert {o["kind"] for o in objects} == {"ClusterRole", "RoleBinding", "ValidatingAdmissionPolicy",
-                                            "ValidatingAdmissionPolicyBinding"}
+    assert sorted(o["kind"] for o in objects) == ["ClusterRole", "RoleBinding", "ValidatingAdmissionPolicy",
+                                                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                                  "ValidatingAdmissionPolicyBinding"]
     kubectl("create", "serviceaccount", ACCOUNT, namespace=namespace)
     kubectl("apply", "-f", "-", input=rendered)
     yield objects
@@ -71,20 +76,22 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def worker_lease(name: str, holder: str | None = None) -> dict:
+def worker_lease(name: str, holder: str | None = None, pool: str = "mail", capacity: str = "4",
+                 duration: int = 15) -> dict:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "labels": {"cronoq.io/worker-pool": "mail"},
-                         "annotations": {"cronoq.io/capacity": "4"}},
-            "spec": {"holderIdentity": holder or name, "leaseDurationSeconds": 15, "renewTime": now()}}
+            "metadata": {"name": name, "labels": {"cronoq.io/worker-pool": pool},
+                         "annotations": {"cronoq.io/capacity": capacity}},
+            "spec": {"holderIdentity": holder or name, "leaseDurationSeconds": duration, "renewTime": now()}}
 
 
-def attempt_lease(task: dict, worker: str, report: str | None = None, holder: str = "e1-a1") -> dict:
-    name, uid = task["metadata"]["name"], task["metadata"]["uid"]
+def attempt_lease(task: dict, worker: str, report: str | None = None, holder: str = "e1-a1",
+                  name: str | None = None, pool: str = "mail") -> dict:
+    task_name, uid = task["metadata"]["name"], task["metadata"]["uid"]
     body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": f"{name}-a1", "labels": {
-                "cronoq.io/task-uid": uid, "cronoq.io/task": name, "cronoq.io/attempt": "1",
-                "cronoq.io/lease-id": "e1-a1", "cronoq.io/worker": worker},
-                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "name": name, "uid": uid}]},
+            "metadata": {"name": name or f"{task_name}-a1.{worker}", "labels": {
+                "cronoq.io/task-uid": uid, "cronoq.io/task": task_name, "cronoq.io/attempt": "1",
+                "cronoq.io/lease-id": "e1-a1", "cronoq.io/worker": worker, "cronoq.io/pool": pool},
+                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "name": task_name, "uid": uid}]},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30, "renewTime": now()}}
     if report is not None:
         body["metadata"]["annotations"] = {"cronoq.io/report": report}
@@ -111,18 +118,28 @@ def make_task(api, namespace: str, name: str) -> dict:
     return client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", body)
 
 
+def enforced(api, namespace: str, mine: client.CoordinationV1Api, body: dict, words: str) -> None:
+    """Wait for a fresh policy to be enforced: until `body` is refused with `words`."""
+    admin = client.CoordinationV1Api(api)
+
+    def refused() -> bool:
+        said = refusal(lambda: mine.create_namespaced_lease(namespace, body))
+        if not said:  # not enforced yet, and it went through: take it back, so the next try is judged anew
+            admin.delete_namespaced_lease(body["metadata"]["name"], namespace)
+        return words in said
+
+    wait_until(refused, timeout=30, what=f"the policy to refuse {body['metadata']['name']} ({words})")
+
+
+ME, OTHER = "mail-7d9f-x2k4q-a1b2c3", "mail-7d9f-q8w3e-d4e5f6"
+
+
 def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, worker_rights):
     admin = client.CoordinationV1Api(api)
     mine = client.CoordinationV1Api(as_token(api, pod_token(api, kubectl, namespace, "mail-7d9f-x2k4q")))
-    me, other = "mail-7d9f-x2k4q-a1b2c3", "mail-7d9f-q8w3e-d4e5f6"
-    # A fresh policy takes a moment to be enforced: wait for its first refusal.
-    def refused_other() -> bool:
-        said = refusal(lambda: mine.create_namespaced_lease(namespace, worker_lease(other)))
-        if not said:  # not enforced yet, and it went through: take it back, so the next try is judged anew
-            admin.delete_namespaced_lease(other, namespace)
-        return "(own worker)" in said
-
-    wait_until(refused_other, timeout=30, what="the worker policy to refuse another pod's worker Lease")
+    me, other = ME, OTHER
+    enforced(api, namespace, mine, worker_lease(other), "(own worker)")
+    enforced(api, namespace, mine, {"metadata": {"name": me + "-x"}, "spec": {"holderIdentity": me}}, "(lease kind)")
     # Prefixes do not stretch: pod `mail-7d9f` is not pod `mail-7d9f-x2k4q`.
     assert "(own worker)" in refusal(lambda: mine.create_namespaced_lease(namespace, worker_lease("mail-7d9f-x2k4q-x-a1b2c3")))
 
@@ -132,14 +149,15 @@ def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, wo
     json_patch(mine, namespace, me, [{"op": "test", "path": "/spec/holderIdentity", "value": me},
                                      {"op": "add", "path": "/spec/renewTime", "value": now()}])
     mine.patch_namespaced_lease(me, namespace, {"metadata": {"annotations": {"cronoq.io/capacity": "0"}}})
-    assert "(update)" in refusal(lambda: mine.patch_namespaced_lease(
-        me, namespace, {"metadata": {"labels": {"cronoq.io/worker-pool": "other"}}}))
+    moved = refusal(lambda: mine.patch_namespaced_lease(
+        me, namespace, {"metadata": {"labels": {"cronoq.io/worker-pool": "default"}}}))  # a pool it may serve too
+    assert "(update)" in moved, moved
     taken = refusal(lambda: mine.patch_namespaced_lease(me, namespace, {"spec": {"holderIdentity": other}}))
     assert "(worker holder)" in taken or "(update)" in taken, taken
     assert "(no finalizers)" in refusal(lambda: mine.patch_namespaced_lease(
         me, namespace, {"metadata": {"finalizers": ["example.com/keep"]}}))
 
-    # Attempt Leases: only labelled with its own worker name, held by their lease id, report bounded.
+    # Attempt Leases: named for and labelled with its own worker name, held by their lease id, report bounded.
     short, long = make_task(api, namespace, "short"), make_task(api, namespace, "long")
     assert "(own worker)" in refusal(lambda: mine.create_namespaced_lease(namespace, attempt_lease(short, other, "{}")))
     assert "(attempt holder)" in refusal(lambda: mine.create_namespaced_lease(
@@ -153,33 +171,89 @@ def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, wo
     stranger = attempt_lease(long, me)
     stranger["metadata"]["ownerReferences"][0]["uid"] = short["metadata"]["uid"]
     assert "(attempt owner)" in refusal(lambda: mine.create_namespaced_lease(namespace, stranger))
+    long_lease = f"long-a1.{me}"
     mine.create_namespaced_lease(namespace, attempt_lease(long, me))  # the first heartbeat, then the report
     holder = {"op": "test", "path": "/spec/holderIdentity", "value": "e1-a1"}
-    assert "(report size)" in refusal(lambda: json_patch(mine, namespace, "long-a1", [
+    assert "(report size)" in refusal(lambda: json_patch(mine, namespace, long_lease, [
         holder, {"op": "add", "path": "/metadata/annotations", "value": {"cronoq.io/report": big}}]))
-    json_patch(mine, namespace, "long-a1", [holder, {"op": "add", "path": "/metadata/annotations",
-                                                     "value": {"cronoq.io/report": report}}])
-    assert admin.read_namespaced_lease("long-a1", namespace).metadata.annotations["cronoq.io/report"] == report
+    json_patch(mine, namespace, long_lease, [holder, {"op": "add", "path": "/metadata/annotations",
+                                                      "value": {"cronoq.io/report": report}}])
+    assert admin.read_namespaced_lease(long_lease, namespace).metadata.annotations["cronoq.io/report"] == report
     # An update changes no label (its worker's name, its lease id) and no holder, even to names of its own.
+    renamed = refusal(lambda: mine.patch_namespaced_lease(
+        long_lease, namespace, {"metadata": {"labels": {"cronoq.io/worker": "mail-7d9f-x2k4q-zzzzzz"}}}))
+    assert "(attempt name)" in renamed or "(update)" in renamed, renamed
     assert "(update)" in refusal(lambda: mine.patch_namespaced_lease(
-        "long-a1", namespace, {"metadata": {"labels": {"cronoq.io/worker": "mail-7d9f-x2k4q-zzzzzz"}}}))
-    assert "(update)" in refusal(lambda: mine.patch_namespaced_lease(
-        "long-a1", namespace, {"metadata": {"labels": {"cronoq.io/lease-id": "e1-a2"}}, "spec": {"holderIdentity": "e1-a2"}}))
+        long_lease, namespace, {"metadata": {"labels": {"cronoq.io/lease-id": "e1-a2"}}, "spec": {"holderIdentity": "e1-a2"}}))
 
-    # Any other Lease is refused; so is deleting an attempt Lease or another worker's Lease.
-    assert "(lease kind)" in refusal(lambda: mine.create_namespaced_lease(
-        namespace, {"metadata": {"name": me + "-x"}, "spec": {"holderIdentity": me}}))
+    # Deleting an attempt Lease or another worker's Lease is refused; its own worker Lease it may delete.
     admin.create_namespaced_lease(namespace, worker_lease(other))
     assert "(own worker)" in refusal(lambda: mine.delete_namespaced_lease(other, namespace))
-    assert "(delete)" in refusal(lambda: mine.delete_namespaced_lease("long-a1", namespace))
+    assert "(delete)" in refusal(lambda: mine.delete_namespaced_lease(long_lease, namespace))
     mine.delete_namespaced_lease(me, namespace)
 
     # A token of the worker ServiceAccount bound to no pod: no pod-name claim, refused (fail closed).
     unbound = client.CoordinationV1Api(as_token(api, kubectl("create", "token", ACCOUNT, "--duration=10m",
                                                               namespace=namespace).stdout.strip()))
     assert "(pod-bound token)" in refusal(lambda: unbound.create_namespaced_lease(namespace, worker_lease(me)))
-    # The admin (and the operator) are none of the policy's business.
-    admin.patch_namespaced_lease("long-a1", namespace, {"metadata": {"labels": {"cronoq.io/worker": "x"}}})
+
+
+def test_a_worker_serves_only_the_pools_it_is_granted_with_the_room_and_life_it_announced(
+        api, kubectl, namespace, worker_rights):
+    """Issue 37, point 1: a worker granted pool `mail` (workers.pools) cannot announce itself for
+    `payments`, and cannot raise its room or lengthen its Lease's duration once announced."""
+    mine = client.CoordinationV1Api(as_token(api, pod_token(api, kubectl, namespace, "mail-7d9f-x2k4q")))
+    enforced(api, namespace, mine, worker_lease(ME, pool="payments", capacity="1000000", duration=2**31 - 1), "(serve)")
+    said = refusal(lambda: mine.create_namespaced_lease(namespace, worker_lease(ME, pool="payments")))
+    assert f"system:serviceaccount:{namespace}:{ACCOUNT} may not serve pool payments" in said, said
+    payments = make_task(api, namespace, "pay")
+    assert "(serve)" in refusal(lambda: mine.create_namespaced_lease(
+        namespace, attempt_lease(payments, ME, '{"outcome":"success"}', pool="payments")))
+    assert "(serve)" in refusal(lambda: mine.create_namespaced_lease(
+        namespace, attempt_lease(payments, ME, '{"outcome":"success"}', pool="")))  # no pool named: none served
+
+    mine.create_namespaced_lease(namespace, worker_lease(ME, capacity="4"))
+    assert "(capacity)" in refusal(lambda: mine.patch_namespaced_lease(
+        ME, namespace, {"metadata": {"annotations": {"cronoq.io/capacity": "1000000"}}}))
+    assert "(capacity)" in refusal(lambda: mine.patch_namespaced_lease(
+        ME, namespace, {"metadata": {"annotations": {"cronoq.io/capacity": "lots"}}}))
+    assert "(update)" in refusal(lambda: mine.patch_namespaced_lease(
+        ME, namespace, {"spec": {"leaseDurationSeconds": 2**31 - 1}}))
+    mine.patch_namespaced_lease(ME, namespace, {"metadata": {"annotations": {"cronoq.io/capacity": "1"}}})  # down: fine
+
+
+def test_no_other_lease_writer_can_report_or_squat_an_attempt(api, kubectl, namespace, worker_rights):
+    """Issue 37, points 2 and 5. A user with Kubernetes' own `edit` role (which writes Leases),
+    impersonated, can neither create an attempt's Lease with a success report nor add one to the
+    worker's; a second worker of the same pool cannot take the rightful worker's attempt Lease
+    first, under its name or under its own label."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "mallory-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}]})
+    mine = client.CoordinationV1Api(as_token(api, pod_token(api, kubectl, namespace, "mail-7d9f-x2k4q")))
+    second = client.CoordinationV1Api(as_token(api, pod_token(api, kubectl, namespace, "mail-7d9f-q8w3e")))
+    task = make_task(api, namespace, "invoice")
+    success = json.dumps({"outcome": "success", "output": "forged"})
+    enforced(api, namespace, second, attempt_lease(task, OTHER, success, name=f"invoice-a1.{ME}"), "(attempt name)")
+    assert "(own worker)" in refusal(lambda: second.create_namespaced_lease(namespace, attempt_lease(task, ME, success)))
+    rightful = mine.create_namespaced_lease(namespace, attempt_lease(task, ME))
+    assert rightful.metadata.name == f"invoice-a1.{ME}"
+
+    forged = json.dumps(attempt_lease(task, ME, success, name=f"invoice-a1.{ME}-2"))
+    made = kubectl("create", "--as=mallory", "-f", "-", namespace=namespace, input=forged, check=False)
+    assert made.returncode != 0 and "cronoq lease guard (serve): mallory may not serve pool mail" in made.stderr, made.stderr
+    as_job = attempt_lease(task, ME, success, name="invoice-a1")
+    made = kubectl("create", "--as=mallory", "-f", "-", namespace=namespace, input=json.dumps(as_job), check=False)
+    assert made.returncode != 0 and "(serve)" in made.stderr, made.stderr
+    patched = kubectl("annotate", "--as=mallory", "lease", f"invoice-a1.{ME}", f"cronoq.io/report={success}",
+                      namespace=namespace, check=False)
+    assert patched.returncode != 0 and "(serve)" in patched.stderr, patched.stderr
+    # Mallory still writes Leases that are none of cronoq's business (an application's leader election).
+    kubectl("create", "--as=mallory", "-f", "-", namespace=namespace, input=json.dumps(
+        {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "app-leader"},
+         "spec": {"holderIdentity": "app-0"}}))
 
 
 def test_the_worker_role_reads_its_pool_and_writes_no_workload(kubectl, namespace, worker_rights, tmp_path):
@@ -193,6 +267,7 @@ def test_the_worker_role_reads_its_pool_and_writes_no_workload(kubectl, namespac
     for verb in ("get", "list", "watch"):
         assert can(verb, "tasks.cronoq.io")
     assert can("get", "taskpools.cronoq.io")
+    assert can("serve", "taskpools.cronoq.io/mail") and not can("serve", "taskpools.cronoq.io/payments")
     for verb in ("get", "create", "update", "patch", "delete"):
         assert can(verb, "leases.coordination.k8s.io")
     for args in (("create", "jobs.batch"), ("create", "pods"), ("get", "secrets"), ("list", "secrets"),
@@ -244,7 +319,8 @@ def test_a_real_worker_runs_a_task_through_the_policy(api, kubectl, kubeconfig, 
             (attempt,) = status["attempts"]
             assert attempt["worker"].startswith("w" * 55 + "-") and len(attempt["worker"]) == 62, attempt
             assert json.loads(status["output"])["echo"] == name
-        quick, slow = (leases.read_namespaced_lease(f"{name}-a1", namespace) for name in ("quick", "slow"))
+        quick, slow = (leases.read_namespaced_lease(f"{name}-a1.{cq.status(name)['attempts'][0]['worker']}", namespace)
+                       for name in ("quick", "slow"))
         assert quick.spec.renew_time == quick.spec.acquire_time, "one write: the Lease with its report"
         assert (slow.spec.renew_time - slow.spec.acquire_time).total_seconds() >= 0.5, "renewed after it was created"
         for lease in (quick, slow):

@@ -182,9 +182,10 @@ object of a create, so create is on leases there; the Lease name is fixed by the
 {{- toJson (uniq (.Values.workers.serviceAccounts | default list)) -}}
 {{- end -}}
 
-{{/* A pull worker (`delivery: Workers`) reads its pool's Tasks and its TaskPool, and writes its
-own Lease and its attempts' Leases (reports included); the worker policy narrows the Leases to
-its own. Never a Task, a Job, a pod or a Secret. */}}
+{{/* A pull worker (`delivery: Workers`) reads its pool's Tasks and its TaskPool, may serve the
+pools of workers.pools (every pool when empty: the lease guard asks for this verb), and writes its
+own Lease and its attempts' Leases (reports included); the worker policy and the lease guard narrow
+the Leases to its own. Never a Task, a Job, a pod or a Secret. */}}
 {{- define "cronoq.workerRules" -}}
 - apiGroups: ["cronoq.io"]
   resources: ["tasks"]
@@ -192,7 +193,27 @@ its own. Never a Task, a Job, a pod or a Secret. */}}
 - apiGroups: ["cronoq.io"]
   resources: ["taskpools"]
   verbs: ["get"]
+- apiGroups: ["cronoq.io"]
+  resources: ["taskpools"]
+  verbs: ["serve"]
+  {{- with .Values.workers.pools }}
+  resourceNames: {{ toJson (uniq .) }}
+  {{- end }}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "create", "update", "patch", "delete"]
+{{- end -}}
+
+{{/* Admission-policy variables naming the requester's pod: `pod`, from a pod-bound token's
+pod-name claim ('' without one), and `own`, the prefix its worker names must have (the pod name
+cut to 56 characters, trailing dashes and dots trimmed: cronoq.worker.serve's worker_name). */}}
+{{- define "cronoq.podNameVariables" -}}
+- name: pod
+  expression: >-
+    has(request.userInfo.extra) && 'authentication.kubernetes.io/pod-name' in request.userInfo.extra &&
+    size(request.userInfo.extra['authentication.kubernetes.io/pod-name']) == 1 ?
+    string(request.userInfo.extra['authentication.kubernetes.io/pod-name'][0]) : ''
+- name: own
+  expression: >-
+    (variables.pod.size() > 56 ? variables.pod.substring(0, 56) : variables.pod).find('^.*[a-z0-9]')
 {{- end -}}
