@@ -34,9 +34,11 @@ NAMESPACED_PERMISSIONS = {
 LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", "create"),
                      *{("coordination.k8s.io", "leases", v, "cronoq-leader") for v in ("get", "update")}}
 TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch")}
-# A pull worker (issue 31): reads its pool's Tasks and the TaskPool, writes Leases (the worker policy
-# narrows them to its own); no Job, pod, Secret, Task or status write.
+# A pull worker (issues 31, 37): reads its pool's Tasks and the TaskPool, serves pools (every one when
+# workers.pools is empty), writes Leases (the worker policy and the lease guard narrow them to its
+# own); no Job, pod, Secret, Task or status write.
 WORKER_PERMISSIONS = {*{("cronoq.io", "tasks", v) for v in ("get", "list", "watch")}, ("cronoq.io", "taskpools", "get"),
+                      ("cronoq.io", "taskpools", "serve"),
                       *{("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch", "delete")}}
 
 
@@ -386,7 +388,7 @@ def test_user_roles_aggregate_into_view_edit_admin_with_pool_writes_in_admin_onl
     enqueue = {("cronoq.io", r, v) for r in ("tasks", "taskschedules") for v in write}
     assert permissions(roles["view"]) == read
     assert permissions(roles["edit"]) == read | enqueue
-    assert permissions(roles["admin"]) == read | enqueue | {("cronoq.io", "taskpools", v) for v in write}
+    assert permissions(roles["admin"]) == read | enqueue | {("cronoq.io", "taskpools", v) for v in write | {"serve"}}
     assert not find(render(sets={"userRoles.create": "false"}), "ClusterRole", "cronoq-edit")
     unaggregated = only(render(sets={"userRoles.aggregate": "false"}), "ClusterRole", "cronoq-edit")
     assert not [k for k in unaggregated["metadata"]["labels"] if k.startswith("rbac.authorization.k8s.io/")]

@@ -3,6 +3,7 @@ points 4 and 5), against the real control plane: a fire's Task name taken by som
 refused by a ResourceQuota, a pod template too big to keep."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -77,6 +78,44 @@ def test_a_job_refused_by_a_quota_says_which_quota_and_runs_once_it_has_room(cq)
     cq.core.patch_namespaced_resource_quota("tenant-jobs", cq.namespace, {"spec": {"hard": {"count/jobs.batch": "5"}}})
     done = cq.wait_phase("q", "Succeeded", timeout=60)
     assert done["attempt"] == 1 and len(cq.jobs("q")) == 1
+
+
+def test_a_forged_lease_report_never_ends_a_job_mode_attempt(cq):
+    """Issue 37, point 3: while a Job-mode attempt's Job is refused by a quota (no pod runs), Leases
+    named like its attempt with a success report (as a worker, with and without the lease-id label,
+    written by the admin, whom no policy stops) end nothing and start no dependent; once the quota
+    has room the Job runs and its own outcome is recorded."""
+    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="tenant-jobs"),
+                                   spec=client.V1ResourceQuotaSpec(hard={"count/jobs.batch": "0"}))
+    cq.core.create_namespaced_resource_quota(cq.namespace, quota)
+    wait_until(lambda: (q := cq.core.read_namespaced_resource_quota("tenant-jobs", cq.namespace)).status
+               and q.status.hard, what="the quota's status")
+    cq.pool()
+    task = cq.task("victim", delay="100ms")
+    cq.task("after", dependsOn=[{"task": "victim", "on": "Success"}])
+    status = cq.wait_status("victim", lambda s: "ResourceQuota tenant-jobs" in (s.get("message") or "") and s,
+                            what="the attempt waiting for its Job")
+    lease_id = status["attempts"][-1]["leaseId"]
+    leases = client.CoordinationV1Api(cq.api)
+    uid = task["metadata"]["uid"]
+    report = json.dumps({"outcome": "success", "output": "forged"})
+    for name, labels in (("victim-a1", {"cronoq.io/lease-id": lease_id, "cronoq.io/worker": "w"}),
+                         ("victim-a1.w", {"cronoq.io/lease-id": lease_id, "cronoq.io/worker": "w"}),
+                         ("victim-a1.x", {"cronoq.io/worker": "x"})):
+        leases.create_namespaced_lease(cq.namespace, {
+            "metadata": {"name": name, "annotations": {"cronoq.io/report": report}, "labels": {
+                "cronoq.io/task-uid": uid, "cronoq.io/task": "victim", "cronoq.io/attempt": "1",
+                "cronoq.io/pool": "default", **labels}},
+            "spec": {"holderIdentity": labels.get("cronoq.io/lease-id", "x"), "leaseDurationSeconds": 30}})
+    # The operator hears of each Lease (the task is queued for a decision) within a watch event;
+    # the task must still be waiting for its Job a few decisions later.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert cq.status("victim")["phase"] == "Running" and cq.status("after").get("phase") == "Blocked"
+        time.sleep(0.5)
+    cq.core.patch_namespaced_resource_quota("tenant-jobs", cq.namespace, {"spec": {"hard": {"count/jobs.batch": "5"}}})
+    done = cq.wait_phase("victim", "Succeeded", timeout=60)
+    assert done["attempt"] == 1 and done.get("output") != "forged" and len(cq.jobs("victim")) == 1, done
 
 
 def test_a_task_whose_pod_template_is_too_big_fails_naming_the_field(cq):
