@@ -29,13 +29,14 @@ demo: $(BIN)/.installed cluster-up install-crds operator-up
 	@echo "  kubectl get tasks,taskpools"
 	@echo "Stop everything with: make cluster-down"
 
-## operator-up: run the operator in the background against the local cluster
+## operator-up: run the operator in the background against the local cluster (one trusted user: it
+## serves Workers pools without the chart's lease guard, --trust-worker-leases)
 operator-up: $(BIN)/.installed
 	@mkdir -p .cluster/run .cluster/logs
 	@if [ -f .cluster/run/operator.pid ] && kill -0 $$(cat .cluster/run/operator.pid) 2>/dev/null; then \
 		echo "operator already running (pid $$(cat .cluster/run/operator.pid))"; \
 	else \
-		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 21090 --probe-port 21080 >> .cluster/logs/operator.log 2>&1 & \
+		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 21090 --probe-port 21080 --trust-worker-leases >> .cluster/logs/operator.log 2>&1 & \
 		echo $$! > .cluster/run/operator.pid; \
 		echo "operator started (pid $$!)"; \
 	fi

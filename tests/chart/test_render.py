@@ -246,7 +246,22 @@ def test_cluster_scoped_names_carry_the_release_namespace(render):
     names = {o["metadata"]["name"] for o in render(namespace="one") + render(namespace="two")
              if o["kind"] in ("ClusterRole", "ClusterRoleBinding")}
     assert names == {"one-cronoq", "two-cronoq", "one-cronoq-task-lease", "two-cronoq-task-lease",
+                     "one-cronoq-lease-guard-reader", "two-cronoq-lease-guard-reader",
                      "cronoq-view", "cronoq-edit", "cronoq-admin"}  # users' roles: one set per cluster
+
+
+def test_the_operator_reads_its_own_lease_guard_by_name_and_nothing_else_cluster_wide(render):
+    """Issue 37: the operator serves Workers pools only while it sees the lease guard in force."""
+    objects = render(namespace="one")
+    reader = only(objects, "ClusterRole", "one-cronoq-lease-guard-reader")
+    assert permissions(reader) == {("admissionregistration.k8s.io", r, "get", "one-cronoq-lease-guard")
+                                   for r in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")}
+    assert only(objects, "ValidatingAdmissionPolicy", "one-cronoq-lease-guard")
+    (operator,) = [o for o in objects if o["kind"] == "Deployment"]
+    assert "--lease-guard=one-cronoq-lease-guard" in operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    unguarded = render(namespace="one", sets={"workers.leaseGuard.enabled": "false"})
+    assert not find(unguarded, "ClusterRole", "one-cronoq-lease-guard-reader")
+    assert not find(unguarded, "ValidatingAdmissionPolicy", "one-cronoq-lease-guard")
 
 
 def test_task_lease_role_cluster_wide_is_a_cluster_role_bound_only_where_asked(render):

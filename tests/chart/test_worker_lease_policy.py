@@ -334,3 +334,60 @@ def test_a_real_worker_runs_a_task_through_the_policy(api, kubectl, kubeconfig, 
             proc.kill()
             proc.wait(10)
         operator.stop()
+
+
+def test_the_operator_hands_workers_nothing_until_the_lease_guard_is_in_force(
+        api, kubectl, kubeconfig, helm_binary, cronoq_crds, namespace, tmp_path):
+    """Issue 37: fail closed. Without the lease guard any Lease writer could pose as a worker, so
+    an operator not told to trust worker Leases hands a live worker nothing and its pool's Ready
+    condition says why; with the guard installed (the name the chart passes), the same worker
+    serves the task."""
+    rendered = chart.run_helm(helm_binary, "template", "gtest", str(chart.CHART), "--namespace=cronoq-system",
+                              "--show-only=templates/lease-guard-policy.yaml").stdout
+    guard = [d for d in yaml.safe_load_all(rendered) if d]
+    name = guard[0]["metadata"]["name"]
+    assert name == "cronoq-system-gtest-cronoq-lease-guard"
+    root = Path(chart.REPO)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.pull_worker", "default", "w-local", str(tmp_path / "journal.jsonl")],
+        cwd=root, stdout=(tmp_path / "worker.log").open("ab"), stderr=subprocess.STDOUT,
+        env={**os.environ, "KUBECONFIG": kubeconfig, "CRONOQ_NAMESPACE": namespace,
+             "PYTHONPATH": f"{root}:{root / 'operator'}"})
+
+    def operator() -> OperatorProcess:
+        return OperatorProcess(kubeconfig, (namespace,), tmp_path / "operator.log", trust_worker_leases=False,
+                               extra_args=(f"--lease-guard={name}",)).start()
+
+    def ready(cq: Cronoq) -> dict:
+        pool = cq.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "taskpools", "default")
+        return next((c for c in (pool.get("status") or {}).get("conditions", ()) if c["type"] == "Ready"), {})
+
+    unguarded = operator()
+    try:
+        cq = Cronoq(api, namespace, unguarded)
+        cq.pool(delivery="Workers", retry={"maxAttempts": 1})
+        cq.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": "held"},
+            "spec": {"pool": "default", "payload": {"echo": "held"}}})
+        said = wait_until(lambda: (c := ready(cq)).get("reason") == "LeaseGuardMissing" and c, timeout=30,
+                          what="the pool's Ready condition to say the lease guard is missing")
+        assert said["status"] == "False" and "--trust-worker-leases" in said["message"], said
+        wait_until(lambda: client.CoordinationV1Api(api).list_namespaced_lease(
+            namespace, label_selector="cronoq.io/worker-pool").items, timeout=30, what="the worker's Lease")
+        status = cq.wait_status("held", lambda s: s.get("phase") == "Queued" and s, what="the task queued")
+        assert not status.get("attempts") and unguarded.metric("cronoq_workers", namespace=namespace, pool="default") == 0, status
+        unguarded.stop()
+        kubectl("apply", "-f", "-", input=rendered)
+        guarded = operator()
+        try:
+            done = Cronoq(api, namespace, guarded).wait_phase("held", "Succeeded", timeout=60)
+            assert done["attempts"][0]["worker"] == "w-local"
+            wait_until(lambda: ready(cq).get("reason") == "Admitting", timeout=30, what="the pool Ready again")
+        finally:
+            guarded.stop()
+    finally:
+        unguarded.stop()
+        worker.kill()
+        worker.wait(10)
+        for o in guard:
+            kubectl("delete", o["kind"].lower(), o["metadata"]["name"], "--ignore-not-found", check=False)

@@ -42,6 +42,9 @@ class OperatorProcess:
     wrapper: tuple[str, ...] = ()
     """A command the operator runs under, e.g. ("faketime", "-f", "+30s")."""
     env: dict[str, str] = field(default_factory=dict)
+    trust_worker_leases: bool = True
+    """Serve Workers pools without the lease guard (the test cluster has none installed, but for
+    the tests that install it or show what its absence does)."""
     _stopping: bool = False
 
     def start(self) -> OperatorProcess:
@@ -62,7 +65,8 @@ class OperatorProcess:
 
     def _launch(self) -> None:
         argv = [*self.wrapper, sys.executable, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
-                f"--probe-port={self.probe_port}", *self.extra_args]
+                f"--probe-port={self.probe_port}", *self.extra_args,
+                *(["--trust-worker-leases"] if self.trust_worker_leases else [])]
         for ns in self.namespaces:
             argv.append(f"--namespace={ns}")
         lease_ns, lease_name = self.lease or ("default" if "*" in self.namespaces[0] else self.namespaces[0],

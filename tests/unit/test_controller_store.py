@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cronoq.api import TaskPhase
 from cronoq.controller.store import Store
+from cronoq.engine.pools import WorkerTrust
 
 from tests.unit.builders import T0, at, make_task
 
@@ -142,7 +143,7 @@ def test_a_task_replaced_under_its_name_forgets_the_old_ones_attempts() -> None:
 def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_in_flight() -> None:
     from cronoq.kube.observe import WorkerFacts
 
-    store = Store()
+    store = Store(worker_trust=WorkerTrust.GUARDED)
     store.pools[("ns", "default")] = pool("default", 10)
     store.put_worker("ns", WorkerFacts("w1", "default", 2, "w1", "t1", 10.0), T0)
     store.put_worker("ns", WorkerFacts("w2", "default", 3, "w2", "t1", 10.0), T0)
@@ -160,6 +161,8 @@ def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_i
     assert store.worker_room(("ns", "default"), at(10)) == {"w1": 2}
     store.drop_task("ns", "busy")
     assert store.by_worker == {}
+    store.worker_trust = WorkerTrust.UNGUARDED
+    assert store.worker_room(("ns", "default"), at(10)) == {}, "nothing believed without the lease guard"
 
 
 def pool(name: str, concurrency: int):
@@ -182,7 +185,7 @@ def test_a_worker_lease_gets_no_more_room_than_its_pool_and_no_longer_life_than_
     a Lease first seen long after its renewTime (an operator restart) is not alive at all."""
     from cronoq.kube.observe import MAX_WORKER_LEASE, worker_facts
 
-    store = Store()
+    store = Store(worker_trust=WorkerTrust.GUARDED)
     store.pools[("ns", "payments")] = pool("payments", 8)
     greedy = worker_facts(worker_lease("greedy", "payments", "1000000", 2**31 - 1, T0.isoformat()))
     assert greedy is not None and greedy.duration == MAX_WORKER_LEASE

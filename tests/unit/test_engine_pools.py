@@ -41,3 +41,19 @@ def test_a_paused_pool_admits_nothing_and_keeps_its_concurrency() -> None:
     (ready,) = pool_status(paused, {TaskPhase.RUNNING: 1}, 1, 4, T0).conditions
     assert (ready.status, ready.reason) == ("False", "Paused")
     assert ready.message == "paused: 1 running (concurrency 3 kept); 4 waiting"
+
+
+def test_a_workers_pool_without_the_lease_guard_is_not_ready_and_says_how_to_fix_it() -> None:
+    """Issue 37: fail closed, where the user sees it; a change of trust alone is written too."""
+    from cronoq.engine import reasons
+    from cronoq.engine.pools import WorkerTrust, pool_status
+
+    unguarded = pool_status(pool(), {TaskPhase.QUEUED: 2}, 0, 2, T0, WorkerTrust.UNGUARDED)
+    (ready,) = unguarded.conditions
+    assert (ready.status, ready.reason) == ("False", reasons.LEASE_GUARD_MISSING)
+    assert "lease guard" in ready.message and "--trust-worker-leases" in ready.message
+    guarded = pool_status(pool(unguarded.to_dict()), {TaskPhase.QUEUED: 2}, 0, 2, at(5), WorkerTrust.GUARDED)
+    assert guarded is not None, "the same counts, but the guard came: say so"
+    assert (guarded.conditions[0].status, guarded.conditions[0].reason) == ("True", reasons.ADMITTING)
+    trusted = pool_status(pool(), {}, 0, 0, T0, WorkerTrust.TRUSTED)
+    assert "trusted without the lease guard" in trusted.conditions[0].message

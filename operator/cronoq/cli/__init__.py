@@ -75,6 +75,11 @@ def parser() -> Parser:
     op.add_argument("--min-schedule-interval", type=_duration, default=timedelta(), metavar="DURATION",
                     help="least time between two fires of a TaskSchedule, e.g. 1m; a schedule that fires more "
                          "often makes no fire and says why (default 0s: any interval the API allows)")
+    op.add_argument("--lease-guard", default="cronoq-lease-guard", metavar="NAME",
+                    help="the lease guard's ValidatingAdmissionPolicy: Workers pools are served only while it is "
+                         "in force (the chart passes its own)")
+    op.add_argument("--trust-worker-leases", action="store_true",
+                    help="serve Workers pools without the lease guard: any Lease writer can pose as a worker")
     op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
                     choices=["debug", "info", "warning", "error"])
 

@@ -18,6 +18,7 @@ def run_operator(args: argparse.Namespace) -> int:
                               leader_election=args.leader_election, lease_namespace=args.lease_namespace,
                               lease_name=args.lease_name, sidecar_image=args.sidecar_image,
                               min_schedule_interval=args.min_schedule_interval,
+                              lease_guard=args.lease_guard, trust_worker_leases=args.trust_worker_leases,
                               task_service_account=TaskServiceAccount(
                                   args.task_service_account, frozenset(args.task_service_account_namespaces)))
     asyncio.run(serve(RUNTIME))

@@ -44,7 +44,8 @@ class PoolStatuses:
         if pool is None:
             return
         new = pool_status(pool, self.store.phases.get(key, {}), len(self.store.running.get(key, ())),
-                          len(self.slots.waiting[key]), self.clock.now())
+                          len(self.slots.waiting[key]), self.clock.now(),
+                          self.store.worker_trust if pool.spec.delivery == "Workers" else None)
         if new is None:
             return
         try:

@@ -23,6 +23,8 @@ from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
 from cronoq.engine.jobs import TaskServiceAccount
+from cronoq.engine.pools import WorkerTrust
+from cronoq.kube.guard import lease_guard_in_force
 from cronoq.kube.skew import SKEW
 from cronoq.kube.client import api_client
 from cronoq.kube.session import ApiSession
@@ -30,6 +32,9 @@ from cronoq.kube.watch import WATCH_SECONDS, Feed, Watch, sources
 from cronoq.kube import writes
 
 log = logging.getLogger(__name__)
+
+GUARD_SECONDS = 30.0
+"""How often the operator looks whether the lease guard is (still) in force."""
 
 Known = Callable[[], Iterable[tuple[str, str]]]
 """The keys (namespace, name) of the objects of one kind the store holds."""
@@ -55,6 +60,12 @@ class Options:
     """The ServiceAccount of attempt pods that name none, and where."""
     min_schedule_interval: timedelta = timedelta()
     """Least time between two fires of any TaskSchedule; one that fires more often makes none."""
+    lease_guard: str = "cronoq-lease-guard"
+    """The lease guard's ValidatingAdmissionPolicy (and binding): Workers pools are served only
+    while it is in force."""
+    trust_worker_leases: bool = False
+    """Serve Workers pools without the lease guard: any Lease writer of a namespace can pose as a
+    worker of its pools (the pools' Ready condition says so)."""
 
     @property
     def globs(self) -> bool:
@@ -100,6 +111,10 @@ class Runtime:
         for w in self.watches:
             w.start()
         self._tasks.append(asyncio.create_task(self._after_listing(), name="cronoq-after-listing"))
+        if self.options.trust_worker_leases:
+            self.controller.store.worker_trust = WorkerTrust.TRUSTED
+        else:
+            self._tasks.append(asyncio.create_task(self._watch_lease_guard(http), name="cronoq-lease-guard"))
         self.ready = True  # ready to take over: standby replicas count as available
         if not self.options.leader_election:
             await self._lead(self.options.epoch)
@@ -160,6 +175,25 @@ class Runtime:
         self._tasks.append(asyncio.create_task(schedules.run(), name="cronoq-schedules"))
         metrics.LEADER.set(1)
         log.info("cronoq is reconciling %s (epoch %d)", ", ".join(self.options.namespaces) or "all namespaces", epoch)
+
+    async def _watch_lease_guard(self, http: ApiSession) -> None:
+        """Believe workers' Leases only while the lease guard is in force; look again every
+        GUARD_SECONDS (it may be installed or removed at any time). A change re-decides every
+        Workers pool: it starts handing attempts over, or stops."""
+        store, queue = self._started()[0].store, self._started()[0].queue
+        while True:
+            found = await lease_guard_in_force(http, self.options.lease_guard)
+            trust = store.worker_trust if found is None else WorkerTrust.GUARDED if found else WorkerTrust.UNGUARDED
+            if trust is not store.worker_trust:
+                store.worker_trust = trust
+                log.log(logging.INFO if found else logging.WARNING,
+                        "the lease guard %s is %s: Workers pools are %s", self.options.lease_guard,
+                        "in force" if found else "not installed (or not readable)",
+                        "served" if found else "handed nothing (--trust-worker-leases to serve them anyway)")
+                for key, pool in store.pools.items():
+                    if pool.spec.delivery == "Workers":
+                        queue.add(("pool", *key))
+            await asyncio.sleep(GUARD_SECONDS)
 
     async def _after_listing(self) -> None:
         await asyncio.gather(*(w.synced.wait() for w in self.watches))

@@ -14,6 +14,7 @@ from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.engine import dependencies
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
+from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.observe import PodFacts, WorkerFacts, combine
 
 Key = tuple[str, str]  # (namespace, name)
@@ -186,6 +187,8 @@ class Store:
     """task uid → attempt → why the API server refused its Job for now (403: a ResourceQuota)."""
     stale_counted: dict[str, set[str]] = field(default_factory=dict)
     """task uid → uids of its Jobs whose late reports were counted already: each is counted once."""
+    worker_trust: WorkerTrust = WorkerTrust.UNGUARDED
+    """Whether workers' Leases may be believed at all (fail closed until the lease guard is seen)."""
 
     # ------------------------------------------------------------------ tasks
 
@@ -435,6 +438,8 @@ class Store:
     def worker_room(self, pool: Key, now: datetime) -> dict[str, int]:
         """The live workers of a pool → how many more attempts each may take now. A worker's room is
         what its Lease says, never more than its pool's concurrency (a Lease cannot claim a pool)."""
+        if self.worker_trust is WorkerTrust.UNGUARDED:
+            return {}
         namespace = pool[0]
         found = self.pools.get(pool)
         most = found.spec.concurrency if found is not None else 0

@@ -4,6 +4,7 @@ seconds, and never to say the same thing again)."""
 from __future__ import annotations
 
 from datetime import datetime
+from enum import Enum
 from typing import Mapping
 
 from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolStatus, snake_case
@@ -11,20 +12,45 @@ from cronoq.engine import reasons
 from cronoq.engine.conditions import set_condition
 
 
+class WorkerTrust(str, Enum):
+    """Whether the operator may believe pull workers' Leases about who serves a pool (DESIGN §17)."""
+
+    GUARDED = "guarded"
+    """The lease guard (the chart's admission policy) is installed: only a writer the cluster admin
+    allowed to `serve` a pool can write its workers' Leases."""
+    TRUSTED = "trusted"
+    """Not checked: the operator runs with --trust-worker-leases (a cluster of one trusted team)."""
+    UNGUARDED = "unguarded"
+    """The lease guard is not installed (or cannot be read): Workers pools are handed nothing."""
+
+
 def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, queued: int,
-                now: datetime) -> TaskPoolStatus | None:
-    """The pool's new status, or None when the stored one already says all this."""
+                now: datetime, trust: WorkerTrust | None = None) -> TaskPoolStatus | None:
+    """The pool's new status, or None when the stored one already says all this. `trust` is the
+    operator's about worker Leases, for a Workers pool (None: a Job pool)."""
     counts = PhaseCounts(**{snake_case(phase.value): n for phase, n in phases.items() if n})
     old = pool.status or TaskPoolStatus()
     generation = pool.metadata.generation
-    if (old.counts, old.running, old.queued, old.observed_generation) == (counts, running, queued, generation):
+    ready = next((c for c in old.conditions if c.type == "Ready"), None)
+    was_unguarded = ready is not None and ready.reason == reasons.LEASE_GUARD_MISSING
+    if ((old.counts, old.running, old.queued, old.observed_generation) == (counts, running, queued, generation)
+            and was_unguarded == (trust is WorkerTrust.UNGUARDED)):
         return None
-    if pool.spec.paused:
+    if trust is WorkerTrust.UNGUARDED:
+        conditions = set_condition(list(old.conditions), "Ready", False, reasons.LEASE_GUARD_MISSING,
+                                   "no attempt is handed to workers: the lease guard (the chart's admission policy "
+                                   "workers.leaseGuard) is not installed, so any Lease writer could pose as this "
+                                   "pool's worker; install it, or run the operator with --trust-worker-leases if "
+                                   f"every Lease writer of the namespace is trusted; {queued} waiting", now, generation)
+    elif pool.spec.paused:
         conditions = set_condition(list(old.conditions), "Ready", False, reasons.PAUSED,
                                    f"paused: {running} running (concurrency {pool.spec.concurrency} kept); "
                                    f"{queued} waiting", now, generation)
     else:
+        trusted = ("; worker Leases trusted without the lease guard (--trust-worker-leases)"
+                   if trust is WorkerTrust.TRUSTED else "")
         conditions = set_condition(list(old.conditions), "Ready", True, reasons.ADMITTING,
-                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting", now, generation)
+                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting{trusted}", now,
+                                   generation)
     return TaskPoolStatus(counts=counts, running=running, queued=queued, conditions=tuple(conditions),
                           observed_generation=generation)

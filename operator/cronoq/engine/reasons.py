@@ -54,3 +54,4 @@ DUPLICATE = "Duplicate"
 # A TaskPool's Ready condition.
 ADMITTING = "Admitting"
 PAUSED = "Paused"                # spec.paused: no new attempts start; running ones go on
+LEASE_GUARD_MISSING = "LeaseGuardMissing"  # a Workers pool, and nothing checks who may serve it: handed nothing
