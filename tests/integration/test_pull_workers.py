@@ -209,7 +209,8 @@ def test_a_draining_worker_keeps_its_leases_and_its_handlers_result_is_the_outco
             seen["exit"] = time.time()
         if "succeeded" not in seen:
             status = cq.status("long")
-            assert len(status.get("attempts") or []) <= 1, status
+            attempts = status.get("attempts") or []
+            assert len(attempts) <= 1, f"attempt 1 ended {attempts[0].get('reason')} and the task ran again: {attempts}"
             if status.get("phase") == "Succeeded":
                 seen["succeeded"] = time.time()
         return len(seen) == 2
