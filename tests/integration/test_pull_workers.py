@@ -29,12 +29,12 @@ class Workers:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, pool: str = "default", concurrency: int = 4, ttl: float = 3.0,
-              kubeconfig: str | None = None) -> subprocess.Popen:
+              kubeconfig: str | None = None, grace: float = 30.0) -> subprocess.Popen:
         env = {**os.environ, "KUBECONFIG": kubeconfig or self.kubeconfig, "CRONOQ_NAMESPACE": self.namespace,
                "PYTHONPATH": f"{ROOT}:{ROOT / 'operator'}"}
         log = open(self.tmp / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "tests.support.pull_worker", pool, name, str(self.journal),
-                                 str(concurrency), str(ttl)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+                                 str(concurrency), str(ttl), str(grace)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         self.procs[name] = proc
         return proc
 
@@ -105,7 +105,7 @@ def test_workers_run_a_pools_tasks_without_jobs_and_report_outputs(cq, api, work
     assert [a["reason"] for a in failed["attempts"]] == ["Permanent"]
     assert cq.batch.list_namespaced_job(cq.namespace).items == [], "no Job was made"
     assert cq.core.list_namespaced_pod(cq.namespace).items == [], "no pod was made"
-    lease = client.CoordinationV1Api(api).read_namespaced_lease("job-0-a1", cq.namespace)
+    lease = client.CoordinationV1Api(api).read_namespaced_lease("job-0-a1.w-one", cq.namespace)
     assert lease.metadata.labels["cronoq.io/worker"] == "w-one"
     assert json.loads(lease.metadata.annotations["cronoq.io/report"])["outcome"] == "success"
     running = max(sum(1 for line in workers.lines()[:k + 1] if line["event"] == "start")
@@ -185,6 +185,51 @@ def test_workers_scale_up_and_down_under_load_each_attempt_once(cq, api, workers
     assert len(starts) == len(set(starts)) == 24, "every attempt ran once"
     assert client.CoordinationV1Api(api).list_namespaced_lease(
         cq.namespace, field_selector="metadata.name=w-a").items == [], "the drained worker removed its Lease"
+
+
+def test_a_draining_worker_keeps_its_leases_and_its_handlers_result_is_the_outcome(cq, api, workers):
+    """Issue 37: with the shipped defaults (worker TTL 15 s, grace 30 s) a 20 s handler outlives a
+    worker TTL after SIGTERM; the worker renews its Leases throughout, so the result counts and a
+    spare worker of the pool never runs the task again."""
+    cq.pool(delivery="Workers", retry={"maxAttempts": 3, "initialBackoff": "0s"})
+    draining = workers.start("w-drain", ttl=15.0, grace=30.0)
+    wait_worker(api, cq.namespace, "w-drain")
+    served_task(cq, "long", {"echo": "kept", "sleep": 20})
+    start = wait_until(lambda: next((line for line in workers.lines() if line["event"] == "start"), None),
+                       timeout=30, what="attempt 1 started")
+    time.sleep(max(0.0, start["t"] + 1 - time.time()))  # the signal comes 1 s into the handler
+    draining.send_signal(signal.SIGTERM)
+    sigterm_at = time.time()
+    workers.start("w-spare", ttl=15.0)  # would take a retry at once
+
+    seen: dict[str, float] = {}
+
+    def settled() -> bool:
+        if "exit" not in seen and draining.poll() is not None:
+            seen["exit"] = time.time()
+        if "succeeded" not in seen:
+            status = cq.status("long")
+            attempts = status.get("attempts") or []
+            assert len(attempts) <= 1, f"attempt 1 ended {attempts[0].get('reason')} and the task ran again: {attempts}"
+            if status.get("phase") == "Succeeded":
+                seen["succeeded"] = time.time()
+        return len(seen) == 2
+
+    wait_until(settled, timeout=90, interval=0.2, what="the task Succeeded and the drained worker exited")
+    status = cq.status("long")
+    (attempt,) = status["attempts"]
+    assert (attempt["worker"], attempt["outcome"]) == ("w-drain", "Success")
+    assert json.loads(status["output"]) == {"echo": "kept", "by": "w-drain"}
+    assert [(line["event"], line["worker"], line["attempt"]) for line in workers.lines()] == [
+        ("start", "w-drain", 1), ("end", "w-drain", 1)], "exactly one attempt ran"
+    end = workers.lines()[1]
+    assert end["how"] == "returned" and end["t"] - sigterm_at >= 18, "the handler ran its 20 s to the end"
+    assert draining.returncode == 0, workers.log("w-drain")
+    assert seen["exit"] >= end["t"], "the worker exited only after its handler finished"
+    assert client.CoordinationV1Api(api).list_namespaced_lease(
+        cq.namespace, field_selector="metadata.name=w-drain").items == [], "the drained worker removed its Lease"
+    print(f"SIGTERM -> handler end {end['t'] - sigterm_at:.1f}s, -> Succeeded seen {seen['succeeded'] - sigterm_at:.1f}s, "
+          f"-> worker exit {seen['exit'] - sigterm_at:.1f}s")
 
 
 def test_a_worker_cut_off_from_the_api_server_fences_itself(cq, api, workers, kubeconfig, tmp_path):

@@ -1,5 +1,5 @@
 """A pull worker for the tests, run as its own process: `python -m tests.support.pull_worker POOL
-NAME JOURNAL [CONCURRENCY [TTL]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
+NAME JOURNAL [CONCURRENCY [TTL [GRACE]]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
 
 Its handler does what the task's payload says — `{"sleep": s, "fail": "retryable"|"permanent",
 "deaf": true}` — and writes a line to JOURNAL (JSON) when an attempt starts and when it ends
@@ -31,6 +31,7 @@ def main() -> int:
     pool, name, path = sys.argv[1:4]
     concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     ttl = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
+    grace = float(sys.argv[6]) if len(sys.argv) > 6 else 30.0
 
     def sync(ctx: Context):
         payload = ctx.payload or {}
@@ -58,7 +59,8 @@ def main() -> int:
         journal(path, ctx, "end", how="returned")
         return "slept"
 
-    return cronoq.worker.serve(pool, {"": sync, "async": coroutine}, concurrency=concurrency, name=name, ttl=ttl)
+    return cronoq.worker.serve(pool, {"": sync, "async": coroutine}, concurrency=concurrency, name=name, ttl=ttl,
+                                grace=grace)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,14 @@ The operator decides and fences, the worker only runs and reports:
   the handler is aborted: a coroutine handler is cancelled; a synchronous one sees `ctx.aborted`
   turn true and `ctx.heartbeat()` return False (a thread cannot be stopped from outside), and
   what it returns later is reported and ignored by the operator as stale.
-SIGTERM (or SIGINT) drains: the worker tells the operator it has no room, runs what was handed
-over meanwhile and lets running handlers finish (at most `grace` seconds), then deletes its Lease
-and returns.
+SIGTERM (or SIGINT) drains: the worker tells the operator it has no room (capacity 0 on its
+Lease), runs what was handed over meanwhile and lets running handlers finish, for at most `grace`
+seconds. All that time it goes on renewing its own Lease and the attempts' Leases, so the operator
+never presumes it dead: a result that comes within grace is reported and is the attempt's outcome.
+When grace passes, the attempts still running are aborted and reported retryable ("aborted: the
+worker stopped"); a handler's later return is dropped. Once the operator has recorded the reports
+(or a few seconds passed), the worker deletes its Lease and returns. Losing its own Lease while
+draining still fences (exit 3).
 """
 from __future__ import annotations
 
@@ -44,7 +49,7 @@ import traceback
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NoReturn
 
 from cronoq.pod_protocol import (
     API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name, worker_lease_body,
@@ -66,6 +71,12 @@ POD_PREFIX = 56
 QUIET = 1.0
 """Seconds a draining worker waits after its last hand-over before it stops: the operator may
 hand over a few attempts before it reads the worker's room of 0."""
+SETTLE = 5.0
+"""Seconds a drained worker waits at most for the operator to record what it reported while
+draining, before it deletes its Lease: the operator reads that deletion on another watch than the
+reports, and a worker gone before its report was read would have its attempt end LeaseExpired."""
+TICK = 0.1
+"""Seconds between looks at what still runs while draining."""
 FINISHED_KEPT = 10_000
 """Attempts remembered as done, so a replayed watch event never starts one twice."""
 
@@ -106,6 +117,11 @@ class Running:
     lease: KubeLease
     cancel: Callable[[], None] = lambda: None
     why: str = ""
+    stale: bool = False
+    """The operator ended the attempt: whatever is reported now, it will not record it."""
+    claimed: bool = False
+    """Someone reports it (its handler's thread, or a drain that gave up on it); only one may."""
+    reported: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -118,22 +134,33 @@ class Worker:
     ttl: float
     grace: float
     kubeconfig: str | None
+    coordination: Any = None
+    custom: Any = None
+    clock: Callable[[], float] = time.monotonic
+    pause: Callable[[float], Any] = time.sleep
+    """The clock and the waits of the drain (the Leases' keepers keep their own)."""
     running: dict[tuple[str, int], Running] = field(default_factory=dict)
     finished: OrderedDict[tuple[str, int], None] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _draining: threading.Event = field(default_factory=threading.Event)
+    _done: threading.Event = field(default_factory=threading.Event)
+    _closed: bool = False
+    """The drain gave up on what still runs: start nothing more."""
+    settling: set[tuple[str, int]] = field(default_factory=set)
+    """Attempts reported while draining whose outcome the operator has not yet been seen to record."""
     _lost: str | None = None
     _last_start: float = 0.0
     _pool_ttl: tuple[float, float] = (0.0, DEFAULT_LEASE_TTL)
     """(when read, the pool's leaseTTL in seconds)."""
 
     def __post_init__(self) -> None:
-        self.api = api_client(self.kubeconfig)
-        from kubernetes import client
+        if self.coordination is None or self.custom is None:
+            from kubernetes import client
 
-        self.coordination = client.CoordinationV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
+            api = api_client(self.kubeconfig)
+            self.coordination = self.coordination or client.CoordinationV1Api(api)
+            self.custom = self.custom or client.CustomObjectsApi(api)
         self.pool_runner = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cronoq-handler")
 
     # ------------------------------------------------------------------ life
@@ -143,23 +170,18 @@ class Worker:
         own = KubeLease(self.namespace, self.name, self.name, api=self.coordination)
         own._held = True  # created just now: from here a missing Lease means it was taken from us
         keeper = LeaseKeeper(self.ttl, own.renew)
-        keeper.start(self._fence)
+        renewing = keeper.start(self._fence)
         watcher = threading.Thread(target=self._watch, name="cronoq-worker-watch", daemon=True)
         watcher.start()
         log.info("worker %s serves pool %s/%s with room for %d", self.name, self.namespace, self.pool, self.concurrency)
         self._stop.wait()
+        if self._lost is None:
+            self._drain()  # our own Lease is renewed meanwhile: the operator must not presume us dead
         keeper.stop()
+        renewing.join(self.ttl / 3 + 1)  # no renewal may race the delete below
+        self._done.set()
         if self._lost is not None:
-            log.error("worker %s lost its Lease (%s): every attempt aborted", self.name, self._lost)
-            self._abort_all(f"the worker's Lease was lost: {self._lost}")
-            sys.stdout.flush()
-            os._exit(report.EXIT_LEASE_LOST)  # a handler thread must not run on past the fence
-        # Drain: what the operator handed over before it read our room of 0 still comes in and
-        # runs; stop once nothing runs and nothing new came for a second.
-        deadline = time.monotonic() + self.grace
-        while time.monotonic() < deadline and (self.running or time.monotonic() - self._last_start < QUIET):
-            time.sleep(0.1)
-        self._abort_all("the worker stopped")
+            self._fenced()
         self.pool_runner.shutdown(wait=False, cancel_futures=True)
         try:
             self.coordination.delete_namespaced_lease(self.name, self.namespace, _request_timeout=5)
@@ -167,12 +189,61 @@ class Worker:
             log.warning("could not delete the worker's Lease: %s", err)
         return 0
 
+    def _drain(self) -> None:
+        """Run what was handed over (what came before the operator read our room of 0 too) until
+        each attempt ends or grace passes; report the rest aborted; then wait, briefly, until the
+        operator has recorded what we reported. Returns early if our own Lease is lost."""
+        deadline = self.clock() + self.grace
+        while self._lost is None:
+            now = self.clock()
+            with self._lock:
+                busy = bool(self.running)
+            if now >= deadline or (not busy and now - self._last_start >= QUIET):
+                break
+            self.pause(min(TICK, deadline - now))
+        if self._lost is not None:
+            return
+        self._close(f"the worker stopped (grace {self.grace:g}s passed)")
+        settle_by = self.clock() + SETTLE
+        while self._lost is None and self.clock() < settle_by:
+            with self._lock:
+                if not self.settling:
+                    return
+            self.pause(TICK)
+        if self._lost is None:
+            log.warning("the operator was not seen to record attempts %s in %gs; the worker stops anyway",
+                        sorted(self.settling), SETTLE)
+
+    def _close(self, why: str) -> None:
+        """Start nothing more; abort what still runs and report it retryable, not waiting for its
+        handler (a thread cannot be stopped); wait for reports already under way."""
+        with self._lock:
+            self._closed = True
+            left = list(self.running.values())
+            ours = []
+            for run in left:
+                self._abort(run, why)
+                if not run.claimed:
+                    run.claimed = True
+                    ours.append(run)
+        for run in ours:
+            self._report(run, Report(report.RETRYABLE, f"aborted: {run.why}"))
+            run.reported.set()
+        for run in left:
+            run.reported.wait(max(run.context.lease_ttl, self.ttl))
+
+    def _fenced(self) -> NoReturn:
+        log.error("worker %s lost its Lease (%s): every attempt aborted", self.name, self._lost)
+        self._abort_all(f"the worker's Lease was lost: {self._lost}")
+        sys.stdout.flush()
+        os._exit(report.EXIT_LEASE_LOST)  # a handler thread must not run on past the fence
+
     def drain(self) -> None:
         """Take nothing new (room 0 on the Lease), let running handlers end, then stop."""
         if self._draining.is_set():
             return
         self._draining.set()
-        self._last_start = time.monotonic()
+        self._last_start = self.clock()
         try:
             patch = {"metadata": {"annotations": {Annotation.CAPACITY: "0"}}}
             self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=5)
@@ -198,7 +269,7 @@ class Worker:
         from kubernetes import watch
 
         selector = f"spec.pool={self.pool},status.phase=Running"
-        while not self._stop.is_set():
+        while not self._done.is_set():
             try:
                 listing = self.custom.list_namespaced_custom_object(
                     GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
@@ -210,12 +281,12 @@ class Worker:
                     field_selector=selector, resource_version=version, timeout_seconds=60,
                     allow_watch_bookmarks=True, _request_timeout=75)
                 for event in stream:
-                    if self._stop.is_set():
+                    if self._done.is_set():
                         return
                     if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                         self._on_task(event["object"], deleted=event["type"] == "DELETED")
             except Exception as err:  # noqa: BLE001 - the watch is for ever; a gone version lists again
-                if not self._stop.is_set():
+                if not self._done.is_set():
                     log.warning("watching tasks failed (%s); again in 1s", err)
                     time.sleep(1)
 
@@ -225,21 +296,25 @@ class Worker:
         attempts = status.get("attempts") or []
         current = attempts[-1] if attempts and attempts[-1].get("number") == number else None
         with self._lock:
+            for key in [key for key in self.settling if key[0] == uid]:
+                if deleted or key[1] != number or current is None or current.get("outcome"):
+                    self.settling.discard(key)  # the operator recorded how it ended
             for (task_uid, n), run in list(self.running.items()):
                 if task_uid != uid:
                     continue
                 if deleted or n != number or current is None or current.get("outcome") or spec.get("cancel"):
                     why = ("the task left Running or was deleted" if deleted else "cancelled" if spec.get("cancel")
                            else f"the operator ended it ({(current or {}).get('reason') or 'a newer attempt'})")
+                    run.stale = True
                     self._abort(run, why)
             if deleted or current is None:
                 return
             key = (uid, number)
             if (current.get("worker") != self.name or current.get("outcome") or status.get("phase") != "Running"
-                    or key in self.running or key in self.finished or self._lost is not None):
+                    or key in self.running or key in self.finished or self._lost is not None or self._closed):
                 return
             self._start(task, current)
-            self._last_start = time.monotonic()
+            self._last_start = self.clock()
 
     # ------------------------------------------------------------------ one attempt
 
@@ -275,10 +350,17 @@ class Worker:
             if run.keeper is not None:
                 timer.cancel()
                 run.keeper.stop()
-        if run.aborted.is_set():
-            log.info("attempt %d of %s ended after it was aborted (%s); reporting it anyway (stale)",
+        with self._lock:
+            ours, run.claimed = not run.claimed, True
+        if not ours:
+            log.info("attempt %d of %s ended after the worker reported it aborted (%s); its result is dropped",
                      context.attempt, context.name, run.why)
-        self._report(run, result)
+        else:
+            if run.aborted.is_set():
+                log.info("attempt %d of %s ended after it was aborted (%s); reporting it anyway (stale)",
+                         context.attempt, context.name, run.why)
+            self._report(run, result)
+            run.reported.set()
         with self._lock:
             self.running.pop((context.id, context.attempt), None)
             self.finished[(context.id, context.attempt)] = None
@@ -334,7 +416,19 @@ class Worker:
 
     def _report(self, run: Running, result: Report) -> None:
         """The outcome on the attempt's Lease: created with it when the attempt never heartbeat,
-        else added to it, tested against our holder. Tried until it lands, for up to a TTL."""
+        else added to it, tested against our holder. Tried until it lands, for up to a TTL. While
+        draining, the attempt is settling until the operator is seen to record it."""
+        key = (run.context.id, run.context.attempt)
+        settles = self._draining.is_set() and not run.stale
+        if settles:
+            with self._lock:
+                self.settling.add(key)  # before the write: the operator may answer before it returns
+        if not self._write_report(run, result) and settles:
+            with self._lock:
+                self.settling.discard(key)
+
+    def _write_report(self, run: Running, result: Report) -> bool:
+        """True once the report is on the attempt's Lease."""
         from kubernetes.client.rest import ApiException
 
         context, text = run.context, result.encode().decode()
@@ -351,7 +445,7 @@ class Worker:
                     body["metadata"]["annotations"] = {Annotation.REPORT: text}
                     try:
                         self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
-                        return
+                        return True
                     except ApiException as err:
                         if err.status != 409:
                             raise
@@ -360,18 +454,18 @@ class Worker:
                          {"op": "add", "path": "/metadata/annotations", "value": {Annotation.REPORT: text}}]
                 self.coordination.patch_namespaced_lease(context.lease_name, self.namespace, patch,
                                                          _content_type="application/json-patch+json", _request_timeout=10)
-                return
+                return True
             except ApiException as err:
                 if err.status in (404, 422):  # the task went, or another attempt holds the Lease: nobody listens
                     log.info("the report of attempt %d of %s has no Lease to go to (%s)", context.attempt,
                              context.name, err.status)
-                    return
+                    return False
                 problem: Exception = err
             except Exception as err:  # noqa: BLE001 - network: try again
                 problem = err
             if time.monotonic() >= deadline:
                 log.error("could not report attempt %d of %s: %s", context.attempt, context.name, problem)
-                return
+                return False
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
