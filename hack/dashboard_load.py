@@ -13,6 +13,7 @@ The numbers are printed; docs/dashboard.md keeps the last ones measured.
 from __future__ import annotations
 
 import argparse
+import http.cookiejar
 import os
 import socket
 import statistics
@@ -63,12 +64,16 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     dashboard = subprocess.Popen([sys.executable, "-m", "cronoq", "dashboard", f"--kubeconfig={kubeconfig}",
-                                  "-n", NAMESPACE, f"--port={port}"], stdout=subprocess.DEVNULL,
+                                  "-n", NAMESPACE, f"--port={port}"], stdout=subprocess.PIPE, text=True,
                                  stderr=subprocess.DEVNULL, env={**os.environ})
     try:
+        # The dashboard lets in only who opened the URL it printed: keep its cookie, as a browser does.
+        assert dashboard.stdout is not None
+        token = dashboard.stdout.readline().split("?token=", 1)[1].split()[0]
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
         while True:
             try:
-                body = urllib.request.urlopen(url + "/tasks", timeout=60).read().decode()
+                body = opener.open(f"{url}/tasks?token={token}", timeout=60).read().decode()
                 break
             except OSError:
                 time.sleep(0.05)
@@ -80,17 +85,17 @@ def main() -> int:
             times = []
             for _ in range(20):
                 t = time.perf_counter()
-                urllib.request.urlopen(url + path, timeout=30).read()
+                opener.open(url + path, timeout=30).read()
                 times.append(time.perf_counter() - t)
             print(f"warm {what}: median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms")
-        in_browser(url)
+        in_browser(url, token)
     finally:
         dashboard.terminate()
         dashboard.wait(10)
     return 0
 
 
-def in_browser(url: str) -> None:
+def in_browser(url: str, token: str) -> None:
     """The first page as headless Chromium shows it: from navigation start to the load event."""
     import shutil
 
@@ -105,6 +110,7 @@ def in_browser(url: str) -> None:
         options.add_argument(arg)
     browser = webdriver.Chrome(options=options, service=Service(executable_path=shutil.which("chromedriver")))
     try:
+        browser.get(f"{url}/?token={token}")  # the launch URL: the session cookie
         times = []
         for _ in range(5):
             browser.get(url + "/tasks")

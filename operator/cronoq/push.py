@@ -14,7 +14,7 @@ attempt like any other, and heartbeats its Lease the same way (it runs inside th
 | no answer at all (DNS, refused, reset, TLS) | retryable, with the error | NetworkError | 1 |
 | to a link-local or metadata address, and the pool does not allow it | permanent, naming the switch | AddressNotAllowed | 2 |
 
-A metadata service (169.254.169.254) hands out the node's cloud credentials, so the runner never
+A metadata service (169.254.169.254, see METADATA_ADDRESSES) hands out the node's cloud credentials, so the runner never
 connects to a link-local or metadata address unless the pool's `allowLinkLocal` says so. It checks
 the address it will connect to, not the name: names are resolved once, by the resolver below, and
 aiohttp connects to exactly the addresses it returned (the URL's host stays the Host header and
@@ -68,8 +68,12 @@ EXCERPT = 512
 TIMEOUT, NETWORK_ERROR, HTTP_STATUS = "Timeout", "NetworkError", "HTTPStatus"
 ADDRESS_NOT_ALLOWED = "AddressNotAllowed"
 
-METADATA_ADDRESSES = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
-"""Cloud metadata services: AWS, GCP, Azure, OpenStack and others on IPv4; AWS (Nitro) on IPv6."""
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254", "fd00:ec2::254", "100.100.100.200", "168.63.129.16"))
+"""Cloud metadata services: AWS, GCP, Azure, OpenStack and others on 169.254.169.254; AWS (Nitro)
+on IPv6; Alibaba Cloud on 100.100.100.200; Azure's WireServer (which hands out the VM's extension
+settings, secrets among them) on 168.63.129.16. The last two are outside the link-local networks,
+so only this list catches them."""
 LINK_LOCAL_NETWORKS = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 SWITCH = "spec.allowLinkLocal"
 """The TaskPool field that lets its push tasks reach these addresses."""

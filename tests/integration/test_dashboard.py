@@ -1,7 +1,8 @@
 """`cronoq dashboard` in a real browser (Debian's headless Chromium, driven by Selenium) against
 the real cluster and the session's operator: its pages render real tasks, a change appears on an
 open page within seconds, and an action works for an editor and shows the API server's refusal
-to a viewer. The two people are ServiceAccounts with a token in a kubeconfig of their own, bound
+to a viewer. The browser opens the launch URL each dashboard prints, as a person would; without
+it, pages, reads and actions are refused. The two people are ServiceAccounts with a token in a kubeconfig of their own, bound
 to the roles the chart ships (cronoq-view, cronoq-edit) beside Kubernetes' own view role: the
 dashboard runs as each of them, as `cronoq dashboard --kubeconfig` would for a person.
 
@@ -93,6 +94,7 @@ class Dashboard:
     """`cronoq dashboard` as a person runs it, on a port of its own."""
 
     def __init__(self, kubeconfig: Path, log: Path) -> None:
+        import http.cookiejar
         import urllib.request
 
         self.port = free_port()
@@ -102,10 +104,18 @@ class Dashboard:
             [sys.executable, "-m", "cronoq", "dashboard", f"--kubeconfig={kubeconfig}", f"--port={self.port}"],
             stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
-        def up() -> bool:
+        def printed() -> str | None:
             assert self.process.poll() is None, f"the dashboard exited: {log.read_text()}"
-            with urllib.request.urlopen(self.url + "/tasks", timeout=5) as answer:
-                return answer.status == 200
+            found = re.search(rf"open (http://127\.0\.0\.1:{self.port}/\?token=[A-Za-z0-9_-]+) ", log.read_text())
+            return found.group(1) if found else None
+
+        self.launch_url: str = wait_until(printed, timeout=60, what=f"the dashboard's launch URL (log: {log})")
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+        def up() -> bool:
+            # The launch URL sets the cookie and sends the client on to the page without the token.
+            with opener.open(self.launch_url.replace("/?", "/tasks?"), timeout=5) as answer:
+                return answer.status == 200 and answer.url == self.url + "/tasks"
 
         wait_until(up, timeout=60, what=f"the dashboard on {self.url} (log: {log})")
 
@@ -118,10 +128,14 @@ class Dashboard:
 
 
 @pytest.fixture(scope="module")
-def people(kubectl, api, kubeconfig, dashboard_ns, tmp_path_factory):
+def people(kubectl, api, kubeconfig, dashboard_ns, tmp_path_factory, browser):
+    """A dashboard per person, each opened in the browser through the URL it printed."""
     tmp = tmp_path_factory.mktemp("dashboard")
     dashboards = {role: Dashboard(_person(kubectl, api, kubeconfig, dashboard_ns.namespace, role, tmp),
                                   tmp / f"{role}.log") for role in ("edit", "view")}
+    for d in dashboards.values():
+        browser.get(d.launch_url)
+        assert browser.current_url == d.url + "/", browser.current_url  # the token left the address bar
     yield dashboards
     for d in dashboards.values():
         d.stop()
@@ -190,6 +204,22 @@ def _wait_text(browser, css: str, text: str, timeout: float = 10) -> float:
 def _live(browser) -> None:
     """The page's event stream is connected (changes from now on reach it)."""
     _wait_text(browser, "#live-state.on", "live")
+
+
+def test_without_the_launch_url_pages_reads_and_actions_are_refused(people, story):
+    """Another local user can connect to 127.0.0.1 too, but has not the printed URL."""
+    import urllib.error
+    import urllib.request
+
+    ns, dashboard = story.namespace, people["edit"]
+    for method, path in (("GET", "/"), ("GET", f"/tasks/{ns}/broken"), ("GET", f"/tasks/{ns}/broken/events"),
+                         ("GET", f"/tasks/{ns}/broken/logs/1"), ("POST", "/actions/retry")):
+        request = urllib.request.Request(dashboard.url + path, method=method,
+                                         data=f"namespace={ns}&name=broken".encode() if method == "POST" else None)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 403, (method, path)
+        assert "open the URL `cronoq dashboard` printed when it started" in refused.value.read().decode()
 
 
 def test_the_overview_and_the_task_list_render_real_tasks(browser, people, story, shots):

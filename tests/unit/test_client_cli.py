@@ -127,3 +127,97 @@ def test_the_operator_takes_the_task_service_account_and_where_it_exists() -> No
     assert (args.task_service_account, args.task_service_account_namespaces) == ("cronoq-task", ["a", "b"])
     args = parser().parse_args(["operator"])
     assert (args.task_service_account, args.task_service_account_namespaces) == (None, [])
+
+
+# --- control characters from the cluster (issue 37, point 7) -------------------------------------------
+
+HOSTILE = "sent \x1b]52;c;QkFTRTY0\x07 then \x1b[2J, a C1 CSI \x9b31m, a DEL \x7f\nand a second line"
+"""A tenant's text: OSC 52 sets the reader's clipboard, CSI 2J clears the screen, 0x9b is CSI in one byte."""
+RAW = ("\x1b", "\x07", "\x9b", "\x7f")
+
+
+class OneTaskClient:
+    """The reads `get` and `describe` make, answered with one task and its Events."""
+
+    namespace = "ns"
+
+    def __init__(self, task, events) -> None:
+        self.task, self._events = task, events
+
+    def list(self, **_filters) -> list:
+        return [self.task]
+
+    def get(self, name: str):
+        return self.task
+
+    def retries_of(self, name: str) -> list:
+        return []
+
+    def events(self, task) -> list:
+        return self._events
+
+
+def hostile_task():
+    return make_task("evil").spec(key=f"k{HOSTILE}").status({
+        "phase": "Failed", "attempt": 1, "message": HOSTILE, "summary": HOSTILE, "output": HOSTILE,
+        "outputAvailable": True,
+        "attempts": [{"number": 1, "job": "evil-a1", "outcome": "Permanent", "reason": "HTTPStatus",
+                      "message": f"POST https://hooks.test/: HTTP 400 Bad Request: {HOSTILE}"}]}).obj()
+
+
+def run_verb(verb: str, argv: list[str], capsys, monkeypatch) -> str:
+    from types import SimpleNamespace
+
+    from cronoq.cli import parser, tasks
+    event = SimpleNamespace(last_timestamp=T0, event_time=None, metadata=SimpleNamespace(creation_timestamp=T0),
+                            type="Warning", reason="AttemptFailed", message=HOSTILE)
+    monkeypatch.setenv("COLUMNS", "1000")  # wide enough that no cell is folded onto a second line
+    args = parser().parse_args([verb, *argv])
+    assert getattr(tasks, verb)(args, OneTaskClient(hostile_task(), [event])) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verb, argv", [("get", []), ("get", ["-o", "wide"]), ("describe", ["evil"]),
+                                        ("get", ["-o", "custom-columns=MESSAGE:.status.message"])])
+def test_control_characters_from_the_cluster_never_reach_the_terminal(verb, argv, capsys, monkeypatch) -> None:
+    shown = run_verb(verb, argv, capsys, monkeypatch)
+    assert not [c for c in RAW if c in shown], repr(shown)
+    assert "\\x1b]52;c;QkFTRTY0\\x07 then \\x1b[2J, a C1 CSI \\x9b31m, a DEL \\x7f" in shown
+    if verb == "describe":  # key, message, output, the attempt's message (quoting the receiver), the Event
+        assert shown.count("\\x1b]52;c;QkFTRTY0") == 5
+        assert "and a second line" in [line.strip() for line in shown.splitlines()]  # free text keeps its lines
+    else:  # a table cell is one line: a line break in it would draw a row of its own
+        assert len(shown.strip().splitlines()) == 2  # the header and the task's row
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_machine_output_keeps_the_clusters_text_exactly(fmt, capsys, monkeypatch) -> None:
+    import json
+
+    import yaml
+    shown = run_verb("get", ["evil", "-o", fmt], capsys, monkeypatch)
+    task = json.loads(shown) if fmt == "json" else yaml.safe_load(shown)
+    assert task["status"]["message"] == HOSTILE and task["status"]["attempts"][0]["message"].endswith(HOSTILE)
+    assert run_verb("get", ["evil", "-o", "jsonpath={.status.message}"], capsys, monkeypatch) == HOSTILE
+
+
+def test_terminal_safe_escapes_c0_del_and_c1_and_keeps_lines_only_in_free_text() -> None:
+    assert render.terminal_safe("a\x00\x1b\r\x7f\x80\x9f\u00a0é") == "a\\x00\\x1b\\r\\x7f\\x80\\x9f\u00a0é"
+    assert render.terminal_safe("a\n\tb") == "a\\n\\tb"
+    assert render.terminal_safe("a\n\tb\r", multiline=True) == "a\n\tb\\r"
+
+
+def test_waits_output_is_escaped_on_a_terminal_and_exact_in_a_pipe() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert render.on_terminal(HOSTILE, io.StringIO()) == HOSTILE
+    assert render.on_terminal(HOSTILE, Terminal()) == render.terminal_safe(HOSTILE, multiline=True)
+
+
+def test_an_error_quoting_the_cluster_is_escaped(capsys) -> None:
+    from cronoq.cli import tasks
+    assert tasks._fail(f"task evil Failed: {HOSTILE}", 1) == 1
+    err = capsys.readouterr().err
+    assert not [c for c in RAW if c in err] and "\\x1b]52;c;QkFTRTY0\\x07" in err

@@ -1,4 +1,5 @@
-"""The dashboard's server without a cluster: its guards (the Host, the action token), pages
+"""The dashboard's server without a cluster: its guards (the Host, the launch URL's access, the
+action token), pages
 rendered from a filled cache, a bad filter answered on the page, and the event stream saying
 which kind changed. Nothing here reaches an API server: the cache is filled by hand and never
 started, and every request below is answered before a write would be made."""
@@ -11,7 +12,7 @@ from kubernetes import client as k8s
 
 from cronoq.api import Task, TaskPool, TaskSchedule
 from cronoq.cli.dashboard.cache import Cache
-from cronoq.cli.dashboard.server import STATE, TOKEN_HEADER, make_app
+from cronoq.cli.dashboard.server import STATE, TOKEN_HEADER, make_app, session_cookie
 from cronoq.client import Client
 
 PORT = 18765
@@ -34,17 +35,48 @@ def _cache() -> Cache:
     return cache
 
 
-def run(check, all_namespaces: bool = False) -> None:
+def run(check, all_namespaces: bool = False, *, signed_in: bool = True) -> None:
+    """`check(http, cache, app)` with a client that opened the launch URL (unless `signed_in` is false)."""
     async def main() -> None:
         cache = _cache()
         app = make_app(cache.client, all_namespaces, PORT, cache=cache)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            if signed_in:
+                launch = await http.get(f"/?token={app[STATE].access}", headers=HOST, allow_redirects=False)
+                assert launch.status == 303 and launch.headers["Location"] == "/"
             await check(http, cache, app)
 
     asyncio.run(main())
 
 
 HOST = {"Host": f"127.0.0.1:{PORT}"}
+
+
+def test_without_the_launch_urls_cookie_or_token_pages_reads_and_actions_are_refused():
+    """Any local user can connect to 127.0.0.1: only the browser that opened the printed URL is let in."""
+    async def check(http, cache, app):
+        state = app[STATE]
+        for method, path in (("GET", "/"), ("GET", "/tasks"), ("GET", "/tasks/ns/t1"), ("GET", "/tasks/ns/t1/events"),
+                             ("GET", "/tasks/ns/t1/logs/1"), ("GET", "/schedules"), ("GET", "/events"),
+                             ("POST", "/actions/retry")):
+            for headers in ({}, {"Cookie": f"{session_cookie(PORT)}=wrong"}, {"Cookie": f"other={state.session}"}):
+                answer = await http.request(method, f"{path}?token=wrong", data={"namespace": "ns", "name": "t1"},
+                                            headers={**HOST, TOKEN_HEADER: state.token, **headers})
+                assert answer.status == 403, (method, path, headers)
+                assert "open the URL `cronoq dashboard` printed when it started" in await answer.text()
+        assert (await http.get("/static/dashboard.css", headers=HOST)).status == 200  # nothing of the cluster
+        # The launch URL: the cookie (HttpOnly, SameSite=Strict), and the same page without the token.
+        launch = await http.get(f"/tasks?phase=Queued&token={state.access}", headers=HOST, allow_redirects=False)
+        assert (launch.status, launch.headers["Location"]) == (303, "/tasks?phase=Queued")
+        cookie = launch.cookies[session_cookie(PORT)]
+        assert cookie.value == state.session and cookie["httponly"] and cookie["samesite"] == "Strict"
+        assert cookie.value not in state.launch_url(PORT) and state.access in state.launch_url(PORT)
+        assert (await http.get("/tasks?phase=Queued", headers=HOST)).status == 200  # the cookie now
+        # An action needs the action token besides.
+        answer = await http.post("/actions/retry", data={"namespace": "ns", "name": "t1"}, headers=HOST)
+        assert answer.status == 403 and TOKEN_HEADER in await answer.text()
+
+    run(check, signed_in=False)
 
 
 def test_a_request_for_another_host_is_refused():

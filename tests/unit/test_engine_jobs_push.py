@@ -170,6 +170,18 @@ def test_the_push_runner_takes_proxy_variables_from_its_pool_only() -> None:
         "HTTPS_PROXY"] == "x"
 
 
+def test_the_push_runner_drops_the_tasks_proxy_and_resolver_variables_in_any_case() -> None:
+    # urllib and aiohttp read Http_Proxy as http_proxy; the resolver variables steer name lookups.
+    pool = TaskPoolSpec.model_validate({"template": {"env": [{"name": "Https_Proxy", "value": "http://corp:3128"},
+                                                             {"name": "RES_OPTIONS", "value": "timeout:2"}]}})
+    steering = ["Http_Proxy", "hTTps_PROXY", "no_Proxy", "All_Proxy", "LOCALDOMAIN", "res_options", "HostAliases"]
+    task = push_task(env=[{"name": n, "value": "http://attacker:8080"} for n in steering] + [{"name": "MINE", "value": "1"}])
+    assert env(build(task)).keys() >= {"MINE"} and not {n.upper() for n in env(build(task))} & {n.upper() for n in steering}
+    variables = env(build(task, pool))
+    assert {n: v for n, v in variables.items() if n.upper() in {s.upper() for s in steering}} == {
+        "Https_Proxy": "http://corp:3128", "RES_OPTIONS": "timeout:2"}
+
+
 def test_a_push_pod_without_heartbeats_gets_no_service_account_token() -> None:
     assert build(push_task(), lease_ttl=timedelta(0))["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     # With heartbeats the runner renews its Lease with the pod's token.

@@ -289,6 +289,8 @@ def test_a_missing_secret_value_or_bad_request_is_permanent(tmp_path, receiver) 
     ("http://169.254.10.20:8080/", "169.254.10.20 is link-local"),
     ("https://[fe80::1]/hook", "fe80::1 is link-local"),
     ("http://[::ffff:169.254.169.254]/", "::ffff:169.254.169.254 is a cloud metadata address"),
+    ("http://100.100.100.200/latest/meta-data/", "100.100.100.200 is a cloud metadata address"),  # Alibaba Cloud
+    ("http://168.63.129.16/machine?comp=goalstate", "168.63.129.16 is a cloud metadata address"),  # Azure WireServer
 ])
 def test_a_link_local_or_metadata_address_is_refused_permanently_naming_the_switch(tmp_path, url, named) -> None:
     code, message, _ = push(tmp_path, {"url": url, "timeout": 5})
@@ -310,6 +312,8 @@ def test_with_the_pools_switch_a_link_local_address_is_attempted(tmp_path) -> No
     ("169.254.169.254", "a cloud metadata address"), ("fd00:ec2::254", "a cloud metadata address"),
     ("169.254.0.0", "link-local"), ("169.254.255.255", "link-local"), ("fe80::1", "link-local"),
     ("febf:ffff::1", "link-local"), ("fe80::1%eth0", "link-local"), ("::ffff:169.254.1.1", "link-local"),
+    ("100.100.100.200", "a cloud metadata address"), ("168.63.129.16", "a cloud metadata address"),
+    ("::ffff:168.63.129.16", "a cloud metadata address"), ("100.100.100.201", None), ("168.63.129.17", None),
     ("169.253.255.255", None), ("169.255.0.0", None), ("fec0::1", None), ("fd00:ec2::253", None),
     ("127.0.0.1", None), ("10.0.0.1", None), ("2001:db8::1", None), ("hooks.example.com", None), ("", None),
 ])
@@ -339,6 +343,18 @@ def test_a_name_resolving_to_a_metadata_address_is_refused_before_any_connection
     assert verdict.message.startswith(f"GET {url}: metadata.hooks.test resolves to 169.254.169.254, a cloud metadata "
                                       "address: push tasks may not call")
     assert "spec.allowLinkLocal: true" in verdict.message and receiver.requests == []
+
+
+@pytest.mark.parametrize("address", ["100.100.100.200", "168.63.129.16"])
+def test_a_name_resolving_to_a_metadata_address_outside_link_local_is_refused_unless_the_pool_allows_it(
+        receiver, address) -> None:
+    url = f"http://hooks.test:{receiver.server.server_port}/ok"
+    verdict = asyncio.run(send(Request(url, "GET", (), None, 1, frozenset()), resolver=FakeDNS(address)))
+    assert (verdict.outcome, verdict.reason) == ("permanent", "AddressNotAllowed")
+    assert f"hooks.test resolves to {address}, a cloud metadata address" in verdict.message
+    allowed = asyncio.run(send(Request(url, "GET", (), None, 1, frozenset(), allow_link_local=True),
+                               resolver=FakeDNS(address)))
+    assert allowed.reason != "AddressNotAllowed" and receiver.requests == []
 
 
 def test_the_name_is_resolved_once_and_the_checked_address_is_the_one_connected_to(receiver) -> None:

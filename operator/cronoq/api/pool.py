@@ -92,7 +92,8 @@ class TaskPoolSpec(Model):
     Default 1h. A task's own value wins."""
     allow_link_local: bool = False
     """Let the pool's push tasks (`http`) call link-local addresses (169.254.0.0/16, fe80::/10) and
-    cloud metadata addresses (169.254.169.254, fd00:ec2::254), whether named literally or reached
+    cloud metadata addresses (169.254.169.254, fd00:ec2::254, Alibaba Cloud's 100.100.100.200, Azure
+    WireServer's 168.63.129.16), whether named literally or reached
     through a name that resolves to them. Default false: such a request ends its attempt Permanent
     with reason AddressNotAllowed, as a metadata service hands out the node's cloud credentials.
     Only pool writers (the namespace's admins) can set it; a Task has no such field."""

@@ -62,11 +62,11 @@ def pool_list(args: argparse.Namespace, client: Client) -> int:
 
 def _row(pool: TaskPool, namespaces: bool) -> list[Text]:
     s = pool.status
-    cells = [Text(pool.metadata.name or ""), Text(str(pool.spec.concurrency)),
-             Text("true" if pool.spec.paused else "false", style="yellow" if pool.spec.paused else ""),
-             Text(str(s.running if s else 0)), Text(str(s.queued if s else 0)),
-             Text(render.age(pool.metadata.creation_timestamp))]
-    return [Text(pool.metadata.namespace or ""), *cells] if namespaces else cells
+    cells = [render.cell(pool.metadata.name or ""), render.cell(pool.spec.concurrency),
+             render.cell("true" if pool.spec.paused else "false", style="yellow" if pool.spec.paused else ""),
+             render.cell(s.running if s else 0), render.cell(s.queued if s else 0),
+             render.cell(render.age(pool.metadata.creation_timestamp))]
+    return [render.cell(pool.metadata.namespace or ""), *cells] if namespaces else cells
 
 
 def pool_status(args: argparse.Namespace, client: Client) -> int:
@@ -87,7 +87,7 @@ def pool_status(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Tasks", by_phase or "none"))
     ready = next((c for c in (s.conditions if s else ()) if c.type == "Ready"), None)
     if ready:
-        pairs.append(("Ready", Text(f"{ready.status} ({ready.reason}): {ready.message}")))
+        pairs.append(("Ready", render.cell(f"{ready.status} ({ready.reason}): {ready.message}")))
     render.show(render.console(), render.fields_grid(pairs))
     return EXIT_OK
 

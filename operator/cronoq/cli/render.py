@@ -1,7 +1,9 @@
 """How the CLI shows tasks: kubectl-like tables, attempt history, dependency trees (rich).
 
-Every value that comes from the cluster is wrapped in `Text`, never passed as markup: task
-messages may contain `[brackets]` that rich would otherwise read as styles.
+Every value that comes from the cluster is wrapped in `Text` by `cell`, never passed as markup
+(task messages may contain `[brackets]` that rich would otherwise read as styles), and its control
+characters are escaped by `terminal_safe` on the way: a tenant writes task messages, outputs and
+Events, and an escape sequence in them must not reach the reader's terminal.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import re
 import shutil
 import sys
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TextIO
 
 import yaml
 from rich import box
@@ -26,6 +28,39 @@ PHASE_STYLE = {
     TaskPhase.CANCELLED: "yellow", TaskPhase.SKIPPED: "yellow", TaskPhase.RUNNING: "cyan",
     TaskPhase.RETRYING: "magenta", TaskPhase.QUEUED: "", TaskPhase.BLOCKED: "dim",
 }
+
+
+def _escapes(*, multiline: bool) -> dict[int, str]:
+    """`str.translate`'s table from each control character to its escape."""
+    controls = [*range(0x20), 0x7F, *range(0x80, 0xA0)]  # C0, DEL, C1
+    kept = (0x0A, 0x09) if multiline else ()
+    short = {0x0A: "\\n", 0x09: "\\t", 0x0D: "\\r"}
+    return {c: short.get(c, f"\\x{c:02x}") for c in controls if c not in kept}
+
+
+CELL_ESCAPES = _escapes(multiline=False)
+TEXT_ESCAPES = _escapes(multiline=True)
+
+
+def terminal_safe(text: str, *, multiline: bool = False) -> str:
+    """`text` from the cluster as a terminal may show it: each control character (C0, DEL, C1)
+    written as its Python escape (`\\x1b`, `\\x9b`, `\\r`, `\\n`), so no escape sequence a tenant
+    wrote can set the clipboard (OSC 52), fake a link, move the cursor or clear the screen. Like
+    kubectl's escaping (CVE-2021-25743), it cannot be undone: `-o json` keeps the exact text.
+    `multiline` keeps line breaks and tabs, for free text shown on lines of its own; a table cell
+    keeps neither, or it could draw rows of its own."""
+    return text.translate(TEXT_ESCAPES if multiline else CELL_ESCAPES)
+
+
+def cell(value: object, style: str = "", *, multiline: bool = False) -> Text:
+    """A value from the cluster as rich shows it: escaped, and never read as markup."""
+    return Text(terminal_safe(str(value), multiline=multiline), style=style)
+
+
+def on_terminal(text: str, stream: TextIO) -> str:
+    """`text` as it is written to `stream`: escaped for a terminal (a person reads it), exact for
+    a pipe or a file (a script does), as `ls` shows file names."""
+    return terminal_safe(text, multiline=True) if stream.isatty() else text
 
 
 def console(stderr: bool = False) -> Console:
@@ -77,7 +112,7 @@ def duration(ms: int | None) -> str:
 def phase_text(phase: TaskPhase | str | None) -> Text:
     if phase is None:
         return Text("Pending", style="dim")
-    return Text(str(phase), style=PHASE_STYLE.get(phase, ""))
+    return cell(phase, style=PHASE_STYLE.get(phase, ""))
 
 
 def _summary(task: Task) -> str:
@@ -94,18 +129,18 @@ WIDE = ("PRIORITY", "KEY", "DURATION", "NEXT ATTEMPT", "DUPLICATE OF", "RETRY OF
 
 def row(task: Task, wide: bool = False, namespaces: bool = False) -> list[Text]:
     s = task.status
-    cells = [Text(task.metadata.name or ""), Text(task.spec.pool), phase_text(task.phase),
-             Text(str(s.attempt if s else 0)), Text(age(task.metadata.creation_timestamp)), Text(_summary(task))]
+    cells = [cell(task.metadata.name or ""), cell(task.spec.pool), phase_text(task.phase),
+             cell(s.attempt if s else 0), cell(age(task.metadata.creation_timestamp)), cell(_summary(task))]
     if wide:
         took = None
         if s and s.finished_at and s.submitted_at:
             took = int((s.finished_at - s.submitted_at).total_seconds() * 1000)
-        cells[5:5] = [Text(str(task.spec.priority)), Text(task.spec.key or "-"), Text(duration(took)),
-                      Text(s.next_attempt_at.isoformat() if s and s.next_attempt_at else "-"),
-                      Text(s.duplicate_of if s and s.duplicate_of else "-"),
-                      Text(task.metadata.labels.get("cronoq.io/retry-of", "-"))]
+        cells[5:5] = [cell(task.spec.priority), cell(task.spec.key or "-"), cell(duration(took)),
+                      cell(s.next_attempt_at.isoformat() if s and s.next_attempt_at else "-"),
+                      cell(s.duplicate_of if s and s.duplicate_of else "-"),
+                      cell(task.metadata.labels.get("cronoq.io/retry-of", "-"))]
     if namespaces:
-        cells.insert(0, Text(task.metadata.namespace or ""))
+        cells.insert(0, cell(task.metadata.namespace or ""))
     return cells
 
 
@@ -161,14 +196,14 @@ def attempts_table(task: Task) -> Table:
     for h in ("ATTEMPT", "TRIGGER", "RAN ON", "STARTED", "DURATION", "OUTCOME", "EXIT CODE", "REASON", "MESSAGE"):
         table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
     for a in (task.status.attempts if task.status else ()):
-        outcome = Text(str(a.outcome) if a.outcome else "running",
+        outcome = cell(a.outcome if a.outcome else "running",
                        style={"Success": "green", "Retryable": "magenta", "Permanent": "red"}.get(str(a.outcome), ""))
-        table.add_row(Text(str(a.number)), Text(str(a.trigger)),
-                      Text(f"worker {a.worker}" if a.worker else f"Job {a.job}" if a.job else "-"),
-                      Text(a.started_at.strftime("%Y-%m-%d %H:%M:%S") if a.started_at else "-"),
-                      Text(duration(a.duration_ms)), outcome,
-                      Text("-" if a.exit_code is None else str(a.exit_code)), Text(a.reason or "-"),
-                      Text((a.message or "").strip() or "-"))
+        table.add_row(cell(a.number), cell(a.trigger),
+                      cell(f"worker {a.worker}" if a.worker else f"Job {a.job}" if a.job else "-"),
+                      cell(a.started_at.strftime("%Y-%m-%d %H:%M:%S") if a.started_at else "-"),
+                      cell(duration(a.duration_ms)), outcome,
+                      cell("-" if a.exit_code is None else a.exit_code), cell(a.reason or "-"),
+                      cell((a.message or "").strip() or "-"))
     return table
 
 
@@ -178,17 +213,19 @@ def events_table(events: list[Any]) -> Table:
     for h in ("AGE", "TYPE", "REASON", "MESSAGE"):
         table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
     for e in events:
-        table.add_row(Text(age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
-                      Text(e.type or ""), Text(e.reason or ""), Text(e.message or ""))
+        table.add_row(cell(age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
+                      cell(e.type or ""), cell(e.reason or ""), cell(e.message or ""))
     return table
 
 
 def fields_grid(pairs: list[tuple[str, Any]]) -> Table:
+    """`describe`'s label: value lines. A value given as `Text` is shown as it is (make it with
+    `cell`); any other is one escaped line."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
     for label, value in pairs:
-        grid.add_row(Text(f"{label}:", style="bold"), value if isinstance(value, Text) else Text(str(value)))
+        grid.add_row(Text(f"{label}:", style="bold"), value if isinstance(value, Text) else cell(value))
     return grid
 
 
@@ -196,7 +233,7 @@ def dependency_tree(root: str, tasks: dict[str, Task]) -> Tree:
     """What `root` waits for, recursively, each with its phase; a task reached twice (a
     diamond) is shown under each of its dependents."""
     def label(name: str, on: str | None) -> Text:
-        text = Text(name, style="bold")
+        text = cell(name, style="bold")
         task = tasks.get(name)
         text.append("  ")
         text.append_text(phase_text(task.phase) if task else Text("not found", style="red"))
@@ -296,7 +333,7 @@ def custom_row(columns: list[tuple[str, str]], doc: Any) -> list[Text]:
     cells = []
     for _, path in columns:
         found = [v if isinstance(v, str) else json.dumps(v) for v in _find(path, doc)]
-        cells.append(Text(",".join(found) if found else "<none>"))
+        cells.append(cell(",".join(found) if found else "<none>"))
     return cells
 
 

@@ -63,13 +63,13 @@ def schedule_list(args: argparse.Namespace, client: Client) -> int:
 def _row(schedule: TaskSchedule, namespaces: bool) -> list[Text]:
     spec, s = schedule.spec, schedule.status
     when = (s.schedule if s and s.schedule else None) or spec.schedule or "-"
-    cells = [Text(schedule.metadata.name or ""), Text(when),
-             Text("true" if spec.suspend else "false", style="yellow" if spec.suspend else ""),
-             Text(str(s.active if s else 0)),
-             Text(render.age(s.last_fire_time) if s and s.last_fire_time else "-"),
-             Text(s.next_fire_time.isoformat() if s and s.next_fire_time else "-"),
-             Text(render.age(schedule.metadata.creation_timestamp))]
-    return [Text(schedule.metadata.namespace or ""), *cells] if namespaces else cells
+    cells = [render.cell(schedule.metadata.name or ""), render.cell(when),
+             render.cell("true" if spec.suspend else "false", style="yellow" if spec.suspend else ""),
+             render.cell(s.active if s else 0),
+             render.cell(render.age(s.last_fire_time) if s and s.last_fire_time else "-"),
+             render.cell(s.next_fire_time.isoformat() if s and s.next_fire_time else "-"),
+             render.cell(render.age(schedule.metadata.creation_timestamp))]
+    return [render.cell(schedule.metadata.namespace or ""), *cells] if namespaces else cells
 
 
 def suspend(args: argparse.Namespace, client: Client) -> int:

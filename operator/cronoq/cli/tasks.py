@@ -219,7 +219,8 @@ def _check_selection(args: argparse.Namespace) -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    # The message may quote the cluster (a task's message, the API server's refusal).
+    print(f"error: {render.terminal_safe(message, multiline=True)}", file=sys.stderr)
     return code
 
 
@@ -475,7 +476,7 @@ def _report(names: list[str], finished: dict[str, Task], as_json: bool, many: bo
             result = Client.result(task)
             entry["output"] = result.output
             if not as_json:
-                raw = result.raw_output or ""
+                raw = render.on_terminal(result.raw_output or "", sys.stdout)
                 print(f"{name}: succeeded {raw}".rstrip() if many else raw)
         except OutputUnavailable:
             entry["output"] = None
@@ -485,7 +486,7 @@ def _report(names: list[str], finished: dict[str, Task], as_json: bool, many: bo
             code = EXIT_FAILED
             entry["message"] = failed.message
             if not as_json:
-                print(f"error: {failed}", file=sys.stderr)
+                print(f"error: {render.terminal_safe(str(failed), multiline=True)}", file=sys.stderr)
         results[name] = entry
     if as_json:
         print(json.dumps(results, indent=2))
@@ -614,8 +615,6 @@ def delete(args: argparse.Namespace, client: Client) -> int:
 
 
 def describe(args: argparse.Namespace, client: Client) -> int:
-    from rich.text import Text
-
     task = client.get(_bare(args.name))
     s = task.status
     out = render.console()
@@ -644,11 +643,11 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
-        pairs.append(("Waiting", Text(_why_queued(task, client))))
+        pairs.append(("Waiting", render.cell(_why_queued(task, client))))
     if s and s.message:
-        pairs.append(("Message", Text(s.message)))
+        pairs.append(("Message", render.cell(s.message, multiline=True)))
     if s and s.output_available:
-        pairs.append(("Output", Text(s.output or "")))
+        pairs.append(("Output", render.cell(s.output or "", multiline=True)))
     render.show(out, render.fields_grid(pairs))
     print()
     if s and s.attempts:

@@ -36,9 +36,15 @@ RESTRICTED = {
 }
 """The security context of the containers cronoq adds: they pass Pod Security `restricted`, so a
 push task or a task with the sidecar runs in a namespace that enforces it."""
-PROXY_VARIABLES = frozenset(n for v in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY") for n in (v, v.lower()))
+PROXY_VARIABLES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"})
 """The push runner honours these (corporate networks need them), but only from its pool: a proxy
-named by the task would receive the pool's secret headers."""
+named by the task would receive the pool's secret headers. Compared without case: urllib and
+aiohttp read `Http_Proxy` as `http_proxy`."""
+RESOLVER_VARIABLES = frozenset({"LOCALDOMAIN", "RES_OPTIONS", "HOSTALIASES"})
+"""These steer the C resolver (search domains, options, a hosts file of aliases), so a task naming
+them could send the pool's secret headers to a host of its choosing: only its pool may set them."""
+POOL_ONLY_VARIABLES = PROXY_VARIABLES | RESOLVER_VARIABLES
+"""Upper-case names; a push container has a variable of these names, in any case, only from its pool."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def _run_push(pod_spec: dict[str, Any], container: dict[str, Any], pool: TaskPoo
     """Make the task container cronoq's push runner, under the restricted security context."""
     container.update(image=push_image, command=list(PUSH_COMMAND), securityContext=copy.deepcopy(RESTRICTED))
     container.pop("args", None)
-    container["env"] = _proxies_of_the_pool_only(container.get("env", []), pool)
+    container["env"] = _network_settings_of_the_pool_only(container.get("env", []), pool)
     if not heartbeats:
         # Without heartbeats the runner makes no API call: no token to steal from its pod.
         pod_spec["automountServiceAccountToken"] = False
@@ -182,11 +188,11 @@ def _add_heartbeat_sidecar(pod_spec: dict[str, Any], image: str, env: list[dict[
     pod_spec["initContainers"] = inits
 
 
-def _proxies_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | None) -> list[dict[str, Any]]:
-    """The push container's environment with proxy variables only as its pool sets them."""
-    pools = {e.name: e for e in pool.template.env} if pool and pool.template else {}
-    kept = [e for e in env if e.get("name") not in PROXY_VARIABLES]
-    return kept + [pools[n].to_dict() | {"value": pools[n].value} for n in sorted(PROXY_VARIABLES & pools.keys())]
+def _network_settings_of_the_pool_only(env: list[dict[str, Any]], pool: TaskPoolSpec | None) -> list[dict[str, Any]]:
+    """The push container's environment with proxy and resolver variables only as its pool sets them."""
+    pools = [e for e in pool.template.env if e.name.upper() in POOL_ONLY_VARIABLES] if pool and pool.template else []
+    kept = [e for e in env if str(e.get("name", "")).upper() not in POOL_ONLY_VARIABLES]
+    return kept + [e.to_dict() | {"value": e.value} for e in sorted(pools, key=lambda e: e.name)]
 
 
 def _push_env(http: HTTPRequest, *, allow_link_local: bool) -> list[dict[str, Any]]:

@@ -41,14 +41,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(client: Client, all_namespaces: bool, port: int) -> None:
-    """Serve until interrupted; print the address once listening (with the port picked, if 0)."""
+    """Serve until interrupted; print the launch URL once listening (with the port picked, if 0)."""
     import asyncio
     import logging
     import socket
 
     from aiohttp import web
 
-    from cronoq.cli.dashboard.server import make_app
+    from cronoq.cli.dashboard.server import STATE, make_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
@@ -59,10 +59,12 @@ def serve(client: Client, all_namespaces: bool, port: int) -> None:
     where = "every namespace" if all_namespaces else f"namespace {client.namespace}"
 
     async def main() -> None:
-        runner = web.AppRunner(make_app(client, all_namespaces, port), handle_signals=True)
+        app = make_app(client, all_namespaces, port)
+        runner = web.AppRunner(app, handle_signals=True)
         await runner.setup()
         await web.SockSite(runner, sock).start()
-        print(f"cronoq dashboard of {where}: http://127.0.0.1:{port}/ (Ctrl-C stops it)", flush=True)
+        # Only this URL lets a browser in: any local user can connect to 127.0.0.1, none can read it here.
+        print(f"cronoq dashboard of {where}: open {app[STATE].launch_url(port)} (Ctrl-C stops it)", flush=True)
         try:
             await asyncio.Event().wait()
         finally:

@@ -2,9 +2,13 @@
 of them re-fetched by htmx when a server-sent event says their objects changed, and actions
 that are Kubernetes writes made with the user's own kubeconfig.
 
-It listens on 127.0.0.1 only. Since any web page the user opens could post to 127.0.0.1, every
-write must carry the token this process drew at start (htmx sends it as a header; another site
-cannot read it), and a request whose Host is not the dashboard's own is refused (DNS rebinding).
+It listens on 127.0.0.1 only, where every local user and process can connect, so it answers only
+the browser that opened the launch URL it printed (`/?token=ACCESS`, like Jupyter's): that URL
+sets an HttpOnly, SameSite=Strict session cookie, and every page, read and action without the
+cookie (or the token) is refused, reads too, since task data may be secret. Since any web page
+the user opens could post to 127.0.0.1, every write must also carry the action token this process
+drew at start (htmx sends it as a header; another site cannot read it), and a request whose Host
+is not the dashboard's own is refused (DNS rebinding).
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ COALESCE = 0.3
 LOG_LINES = 2000
 """Lines of an attempt's log shown (its tail)."""
 TOKEN_HEADER = "X-Cronoq-Token"
+ACCESS_PARAM = "token"
+"""The launch URL's query parameter holding the access token."""
 
 
 class Hub:
@@ -53,13 +59,20 @@ class Hub:
 @dataclass
 class State:
     """What the handlers share: the user's client, the cache, the open event streams, the token
-    actions must carry, and the templates."""
+    actions must carry, the templates, and the secrets that let a browser in: `access` is in
+    the launch URL, `session` in the cookie it is exchanged for."""
     client: Client
     all_namespaces: bool
     hub: Hub
     token: str
     env: jinja2.Environment
+    access: str
+    session: str
     cache: Cache | None = None
+
+    def launch_url(self, port: int) -> str:
+        """The URL printed at start: opened in the user's browser, it lets that browser in."""
+        return f"http://127.0.0.1:{port}/?{ACCESS_PARAM}={self.access}"
 
 
 STATE = web.AppKey("state", State)
@@ -67,10 +80,11 @@ STATE = web.AppKey("state", State)
 
 def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | None = None) -> web.Application:
     """The application. `cache` is started here unless given (tests give a synced one)."""
-    app = web.Application(middlewares=[_only_own_host(port)])
+    app = web.Application(middlewares=[_only_own_host(port), _only_with_access(port)])
     hub = Hub()
     token = secrets.token_urlsafe(24)
-    state = app[STATE] = State(client, all_namespaces, hub, token, _templates(token, all_namespaces, client.namespace))
+    state = app[STATE] = State(client, all_namespaces, hub, token, _templates(token, all_namespaces, client.namespace),
+                               access=secrets.token_urlsafe(32), session=secrets.token_urlsafe(32))
 
     async def start(app: web.Application) -> None:
         loop = asyncio.get_running_loop()
@@ -110,6 +124,41 @@ def _only_own_host(port: int) -> Callable[..., Any]:
         if request.host not in allowed:
             raise web.HTTPMisdirectedRequest(text=f"this dashboard answers on {' or '.join(sorted(allowed))} only")
         return await handler(request)
+
+    return check
+
+
+def session_cookie(port: int) -> str:
+    """The cookie's name: a browser sends cookies of 127.0.0.1 to every port, so each dashboard
+    names its own."""
+    return f"cronoq-dashboard-{port}"
+
+
+def _only_with_access(port: int) -> Callable[..., Any]:
+    """Let in a request with the session cookie or the access token; a GET with the token gets
+    the cookie and is sent on to its URL without the token (out of the address bar and the
+    history). The static files (the vendored scripts, the style sheet) hold nothing of the cluster."""
+    cookie = session_cookie(port)
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        state = request.app[STATE]
+        if request.path.startswith("/static/"):
+            return await handler(request)
+        if secrets.compare_digest(request.query.get(ACCESS_PARAM, ""), state.access):
+            if request.method != "GET":
+                return await handler(request)
+            query = request.rel_url.query.copy()
+            query.popall(ACCESS_PARAM)
+            answer = web.Response(status=303, headers={"Location": str(request.rel_url.with_query(query)),
+                                                       "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+            answer.set_cookie(cookie, state.session, path="/", httponly=True, samesite="Strict")
+            return answer
+        if secrets.compare_digest(request.cookies.get(cookie, ""), state.session):
+            return await handler(request)
+        raise web.HTTPForbidden(text=f"403 Forbidden: open the URL `cronoq dashboard` printed when it started "
+                                     f"(http://127.0.0.1:{port}/?{ACCESS_PARAM}=...) in this browser; this "
+                                     "dashboard answers only a browser that opened it.\n")
 
     return check
 
