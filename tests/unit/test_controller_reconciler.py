@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -373,3 +374,38 @@ def test_a_throttled_request_comes_back_when_the_server_says_not_after_minutes()
     assert throttled_delay({}, 0.0) == 1.0, "no Retry-After: a second"
     assert throttled_delay({"Retry-After": "3600"}, 0.0) == 30.0, "capped"
     assert throttled_delay({"Retry-After": "soon"}, 0.25) == 1.25
+
+
+def test_events_auto_posts_every_event_in_job_pools_and_only_warnings_in_workers_pools() -> None:
+    """Issue 42: a served attempt that succeeds costs no Event write by default; one that fails does."""
+    from cronoq.engine.pools import WorkerTrust
+
+    async def scenario() -> list[tuple[str, str, str]]:
+        world = World(concurrency=2)
+        world.controller.applier.served_warnings_only = True  # as `--events=auto` sets it
+        world.controller.store.worker_trust = WorkerTrust.GUARDED
+        world.controller.intake.on_pool(None, pool(2, delivery="Workers"))
+        world.controller.intake.on_worker_lease(None, {
+            "metadata": {"name": "w", "namespace": NS, "labels": {"cronoq.io/worker-pool": "p"},
+                         "annotations": {"cronoq.io/capacity": "2"}},
+            "spec": {"holderIdentity": "w", "leaseDurationSeconds": 30, "renewTime": T0.isoformat()}})
+        for name in ("a", "b"):  # a payload, no pod fields
+            raw = task(name)
+            raw["spec"].pop("image")
+            world.writer.tasks[name] = copy.deepcopy(raw)
+            world.controller.intake.on_task(None, raw)
+        await world.settle()
+        for name, outcome in (("a", "success"), ("b", "retryable")):
+            status = world.status(name)
+            assert status["worker"] == "w", status
+            world.controller.intake.on_lease(None, {
+                "metadata": {"name": f"{name}-a1.w", "namespace": NS, "uid": f"l-{name}", "labels": {
+                    "cronoq.io/task-uid": world.writer.tasks[name]["metadata"]["uid"], "cronoq.io/task": name,
+                    "cronoq.io/attempt": "1", "cronoq.io/lease-id": status["attempts"][0]["leaseId"],
+                    "cronoq.io/worker": "w", "cronoq.io/pool": "p"},
+                    "annotations": {"cronoq.io/report": json.dumps({"outcome": outcome, "message": "m"})}},
+                "spec": {"holderIdentity": status["attempts"][0]["leaseId"], "renewTime": T0.isoformat()}})
+        await world.settle()
+        assert world.status("a")["phase"] == "Succeeded" and "worker" not in world.status("a")
+        return sorted(world.writer.events)
+    assert asyncio.run(scenario()) == [("b", "AttemptEnded", "Warning")]

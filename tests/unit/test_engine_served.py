@@ -207,3 +207,18 @@ def test_an_attempt_recorded_by_an_older_leader_is_judged_by_its_own_lease_id() 
     plan = run(task, now=at(1), jobs=(other,))
 
     assert plan.status is None or plan.status.phase is TaskPhase.RUNNING, "a Lease with another lease id is not ours"
+
+
+def test_the_status_names_the_open_attempts_worker_and_only_while_it_runs() -> None:
+    """Issue 42: `status.worker` is the selectable field a worker watches; it is set when an
+    attempt is handed over and cleared when the attempt ends, retried or not."""
+    task = handed(served(), worker="w-1")
+    assert task.status.worker == "w-1"
+    failed = run(task, now=at(1), jobs=(lease("t", 1, report={"outcome": "retryable", "message": "x"}),))
+    assert failed.status.phase is TaskPhase.RETRYING and failed.status.worker is None
+    again = handed(with_status(task, failed.status), worker="w-2", now=at(2))
+    assert again.status.worker == "w-2"
+    done = run(again, now=at(3), jobs=(lease("t", 2, worker="w-2", lease_id="e1-a2", report={"outcome": "success"}),))
+    assert done.status.phase is TaskPhase.SUCCEEDED and done.status.worker is None
+    job_mode = reconcile(make_task("j").obj(), settings(make_task("j").obj()), observe(admit=True), random.Random(0))
+    assert job_mode.status.phase is TaskPhase.RUNNING and job_mode.status.worker is None

@@ -202,7 +202,8 @@ SHORT_NAMES: dict[type[Resource], list[str]] = {Task: ["tk"], TaskPool: ["tp"], 
 
 # Field selectors (`kubectl get tasks --field-selector spec.pool=batch`), also for the operator's
 # own lookups by pool and by key.
-SELECTABLE: dict[type[Resource], list[str]] = {Task: [".spec.pool", ".spec.key", ".status.phase"], TaskPool: [], TaskSchedule: []}
+SELECTABLE: dict[type[Resource], list[str]] = {
+    Task: [".spec.pool", ".spec.key", ".status.phase", ".status.worker"], TaskPool: [], TaskSchedule: []}
 
 
 def crd(model: type[Resource]) -> dict[str, Any]:

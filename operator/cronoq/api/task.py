@@ -297,6 +297,9 @@ class TaskStatus(Model):
     """One short line for the MESSAGE column of `kubectl get tasks` (at most 100 characters)."""
     duplicate_of: ObjectName | None = None
     """For a task whose key matched another's: the name of that task."""
+    worker: ObjectName | None = None
+    """While an attempt a pull worker serves runs: that worker (the newest attempt's `worker`),
+    unset otherwise. A selectable field, so a worker watches only the tasks handed to it."""
     conditions: Conditions = ()
     """Conditions, following Kubernetes API conventions."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)

@@ -56,9 +56,10 @@ def parser() -> Parser:
     op.add_argument("--workers", type=int, default=8, help="tasks reconciled concurrently")
     op.add_argument("--watch-seconds", type=int, default=60, metavar="N",
                     help="length of one watch request; a watch silent for N+15 s is stalled and started again")
-    op.add_argument("--events", choices=["all", "warnings"], default="all",
-                    help="Events posted on Tasks: all (every attempt's end, succeeded ones too) or warnings (only "
-                         "Warning Events: attempts that failed, timed out or were lost, late reports)")
+    op.add_argument("--events", choices=["auto", "all", "warnings"], default="auto",
+                    help="Events posted on Tasks: all (every attempt's end, succeeded ones too), warnings (only "
+                         "Warning Events: attempts that failed, timed out or were lost, late reports), or auto: all "
+                         "in Job pools, warnings in Workers pools (a succeeded served attempt is in the status)")
     op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
                     help="compete for a Lease so that only one replica acts (default: on)")
     op.add_argument("--lease-namespace", default=None,

@@ -59,13 +59,17 @@ class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
                  term: Term, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
-                 warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
+                 warnings_only: bool = False, served_warnings_only: bool = False,
+                 task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
         self.sidecar_image = sidecar_image
         self.task_service_account = task_service_account or TaskServiceAccount()
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
+        self.served_warnings_only = served_warnings_only
+        """`--events=auto` (the default): the same, in Workers pools only: a stream of small tasks
+        would pay an Event write per success, a quarter of its writes."""
 
     async def apply(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
                     now: datetime, settings: Effective) -> None:
@@ -128,8 +132,9 @@ class Applier:
                 refused = err
         for job_name in plan.delete_jobs:
             await self.writer.delete_job(namespace, job_name)
+        quiet = self.warnings_only or (self.served_warnings_only and pool is not None and pool.spec.delivery == "Workers")
         for event in plan.events:
-            if self.warnings_only and not event.warning:
+            if quiet and not event.warning:
                 continue
             await self.writer.post_event(entry.raw, event, now)
         if plan.requeue_after is not None:

@@ -69,7 +69,8 @@ class Controller:
     def __init__(self, writer: Writer, *, epoch: int = 0, workers: int = 8,
                  clock: Clock | None = None, rng: random.Random | None = None,
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
-                 warnings_only: bool = False, task_service_account: TaskServiceAccount | None = None) -> None:
+                 warnings_only: bool = False, served_warnings_only: bool = False,
+                 task_service_account: TaskServiceAccount | None = None) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -83,7 +84,7 @@ class Controller:
         self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=now, skew=skew)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
                                clock=now, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only,
-                               task_service_account=task_service_account)
+                               served_warnings_only=served_warnings_only, task_service_account=task_service_account)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock)
 
     async def run(self) -> None:

@@ -50,8 +50,9 @@ class Options:
     workers: int = 8
     watch_seconds: int = WATCH_SECONDS
     """Length of one watch request, and so the bound on a stalled watch going unnoticed."""
-    events: str = "all"
-    """Events posted on Tasks: "all", or "warnings" only (no Event for a succeeded attempt)."""
+    events: str = "auto"
+    """Events posted on Tasks: "all", "warnings" only (no Event for a succeeded attempt), or
+    "auto": all in Job pools, warnings only in Workers pools."""
     leader_election: bool = True
     lease_namespace: str | None = None
     lease_name: str = "cronoq-leader"
@@ -97,6 +98,7 @@ class Runtime:
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers, clock=clock,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
+                                     served_warnings_only=self.options.events == "auto",
                                      task_service_account=self.options.task_service_account)
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)

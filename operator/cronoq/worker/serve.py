@@ -264,17 +264,32 @@ class Worker:
     # ------------------------------------------------------------------ what the operator says
 
     def _watch(self) -> None:
-        """List, then watch, the pool's Running Tasks (a task leaving Running, or going, arrives
-        as DELETED: its attempt has ended); list again whenever the watch breaks."""
+        """List, then watch, the Tasks whose open attempt is handed to this worker (`status.worker`,
+        a selectable field: each worker hears of its own attempts only, so a pool's cost per task
+        does not grow with its workers). A task whose attempt ended, or that went, leaves the
+        selection and arrives as DELETED; list again whenever the watch breaks, and abort what
+        the listing no longer holds. Against a CRD older than that field, the pool's Running
+        Tasks are watched instead."""
         from kubernetes import watch
+        from kubernetes.client.rest import ApiException
 
-        selector = f"spec.pool={self.pool},status.phase=Running"
+        selector = f"status.worker={self.name}"
         while not self._done.is_set():
             try:
-                listing = self.custom.list_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
-                for task in listing.get("items", []):
+                try:
+                    listing = self.custom.list_namespaced_custom_object(
+                        GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
+                except ApiException as err:
+                    if err.status != 400 or selector.startswith("spec.pool="):
+                        raise
+                    log.warning("the Task CRD has no selectable status.worker (install the CRDs of this release): "
+                                "watching every Running task of pool %s instead", self.pool)
+                    selector = f"spec.pool={self.pool},status.phase=Running"
+                    continue
+                items = listing.get("items", [])
+                for task in items:
                     self._on_task(task, deleted=False)
+                self._gone_from(items)
                 version = listing["metadata"]["resourceVersion"]
                 stream = watch.Watch().stream(
                     self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, "tasks",
@@ -289,6 +304,17 @@ class Worker:
                 if not self._done.is_set():
                     log.warning("watching tasks failed (%s); again in 1s", err)
                     time.sleep(1)
+
+    def _gone_from(self, listing: list[dict[str, Any]]) -> None:
+        """A listing after a broken watch: what runs here but is no longer handed to us ended
+        while we did not watch (its DELETED event was lost)."""
+        held = {task["metadata"]["uid"] for task in listing}
+        with self._lock:
+            for (uid, _), run in list(self.running.items()):
+                if uid not in held:
+                    run.stale = True
+                    self._abort(run, "the operator ended it while the worker's watch was broken")
+            self.settling = {key for key in self.settling if key[0] in held}
 
     def _on_task(self, task: dict[str, Any], *, deleted: bool) -> None:
         meta, spec, status = task["metadata"], task.get("spec") or {}, task.get("status") or {}
