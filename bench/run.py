@@ -77,6 +77,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="tasks of the lean run: leaseTTL 0s and `--events=warnings`, for its writes per task")
     p.add_argument("--failover-rounds", type=int, default=3)
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
+    p.add_argument("--pull-sweep", default="", metavar="W,W,...",
+                   help="pull workers at several fleet sizes of one total capacity (--pull-capacity), e.g. 2,32: "
+                        "the API server's and the workers' CPU per task must not grow with the workers")
+    p.add_argument("--pull-capacity", type=int, default=128, help="handler slots of the whole fleet in --pull-sweep")
     p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round, idle 500, soak 1000")
     p.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run, of {','.join(SCENARIOS)}")
     p.add_argument("--no-profile", dest="profile", action="store_false",
@@ -95,6 +99,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     args.paced_sizes = [int(s) for s in args.paced_sizes.split(",")] if args.paced_sizes else args.sizes[:1]
     args.idle_sizes = sorted(int(s) for s in args.idle_sizes.split(",") if s) if args.idle_sizes else [args.idle_tasks]
+    args.pull_sweep = [int(w) for w in args.pull_sweep.split(",") if w]
     args.only = set(args.only.split(","))
     unknown = args.only - set(SCENARIOS)
     if unknown:
@@ -198,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                     kept.append(row["cronoq"]["namespace"])
             if "pull" in args.only and _serves(source):
                 row["pull"] = pull(ctx, n)
+                save()
+            for w in args.pull_sweep if _serves(source) else ():
+                row.setdefault("pull_sweep", []).append(
+                    pull(ctx, n, label=f"w{w}", workers=w, concurrency=max(args.pull_capacity // w, 1)))
                 save()
             if "pull-lean" in args.only and _serves(source):
                 # Without the Event per attempt: 3 writes per task, where the API server's work bounds the burst.
