@@ -55,6 +55,7 @@ from cronoq.pod_protocol import (
     API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name, worker_lease_body,
 )
 from cronoq.worker import report
+from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import KubeLease, LeaseKeeper, api_client, renew_time
 from cronoq.worker.report import Report
@@ -274,6 +275,7 @@ class Worker:
         from kubernetes.client.rest import ApiException
 
         selector = f"status.worker={self.name}"
+        backoff = Backoff()
         while not self._done.is_set():
             try:
                 try:
@@ -286,6 +288,7 @@ class Worker:
                                 "watching every Running task of pool %s instead", self.pool)
                     selector = f"spec.pool={self.pool},status.phase=Running"
                     continue
+                backoff.reset()
                 items = listing.get("items", [])
                 for task in items:
                     self._on_task(task, deleted=False)
@@ -302,8 +305,9 @@ class Worker:
                         self._on_task(event["object"], deleted=event["type"] == "DELETED")
             except Exception as err:  # noqa: BLE001 - the watch is for ever; a gone version lists again
                 if not self._done.is_set():
-                    log.warning("watching tasks failed (%s); again in 1s", err)
-                    time.sleep(1)
+                    wait = backoff.wait(err)
+                    log.warning("watching tasks failed (%s); again in %.1fs", err, wait)
+                    self._done.wait(wait)
 
     def _gone_from(self, listing: list[dict[str, Any]]) -> None:
         """A listing after a broken watch: what runs here but is no longer handed to us ended
@@ -492,7 +496,7 @@ class Worker:
             if time.monotonic() >= deadline:
                 log.error("could not report attempt %d of %s: %s", context.attempt, context.name, problem)
                 return False
-            time.sleep(delay)
+            time.sleep(min(max(delay, retry_after(problem) or 0.0), max(deadline - time.monotonic(), 0.0)))
             delay = min(delay * 2, 5.0)
 
     # ------------------------------------------------------------------ helpers
