@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from kubernetes import client, config
 
 from bench.procstat import cpu_seconds
+from bench.pull import stop_workers
 from bench.replica import Replica
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,13 +77,7 @@ def main() -> int:
         time.sleep(10)  # past their first listing
         fleet = window(args.seconds, [p.pid for p in procs])
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(40)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_workers(procs)
         operator.process.terminate()
         operator.process.wait(30)
         core.delete_namespace(ns)

@@ -83,6 +83,14 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     }
     log(f"pull {label} n={n}: {_fmt(result['throughput'])} tasks/s, create→handler p50 "
         f"{_fmt(result['latency']['to_handler']['p50'])}s, {_fmt(result['api']['writes_per_task'])} writes/task")
+    stop_workers(procs)
+    operator.stop()
+    ctx.cluster.delete_namespace(ns)
+    return result
+
+
+def stop_workers(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every worker (they drain), then wait for each, killing one that takes over 40 s."""
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
@@ -90,9 +98,6 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
             proc.wait(40)
         except subprocess.TimeoutExpired:
             proc.kill()
-    operator.stop()
-    ctx.cluster.delete_namespace(ns)
-    return result
 
 
 def served_task(name: str) -> dict[str, Any]:

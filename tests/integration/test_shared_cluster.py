@@ -63,13 +63,18 @@ def test_a_task_with_forged_schedule_labels_makes_no_forbid_schedule_skip(cq):
     assert owned(sc, schedule), status
 
 
-def test_a_job_refused_by_a_quota_says_which_quota_and_runs_once_it_has_room(cq):
-    """Point 4e: before, the Job was tried again every 5 s forever and the task did not say why."""
+def no_room_for_jobs(cq) -> None:
+    """A ResourceQuota `tenant-jobs` that allows no Job in the test's namespace, in force."""
     quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="tenant-jobs"),
                                    spec=client.V1ResourceQuotaSpec(hard={"count/jobs.batch": "0"}))
     cq.core.create_namespaced_resource_quota(cq.namespace, quota)
     wait_until(lambda: (q := cq.core.read_namespaced_resource_quota("tenant-jobs", cq.namespace)).status
                and q.status.hard, what="the quota's status")
+
+
+def test_a_job_refused_by_a_quota_says_which_quota_and_runs_once_it_has_room(cq):
+    """Point 4e: before, the Job was tried again every 5 s forever and the task did not say why."""
+    no_room_for_jobs(cq)
     cq.pool()
     cq.task("q", delay="100ms")
     status = cq.wait_status("q", lambda s: "ResourceQuota tenant-jobs" in (s.get("message") or "") and s,
@@ -85,11 +90,7 @@ def test_a_forged_lease_report_never_ends_a_job_mode_attempt(cq):
     named like its attempt with a success report (as a worker, with and without the lease-id label,
     written by the admin, whom no policy stops) end nothing and start no dependent; once the quota
     has room the Job runs and its own outcome is recorded."""
-    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="tenant-jobs"),
-                                   spec=client.V1ResourceQuotaSpec(hard={"count/jobs.batch": "0"}))
-    cq.core.create_namespaced_resource_quota(cq.namespace, quota)
-    wait_until(lambda: (q := cq.core.read_namespaced_resource_quota("tenant-jobs", cq.namespace)).status
-               and q.status.hard, what="the quota's status")
+    no_room_for_jobs(cq)
     cq.pool()
     task = cq.task("victim", delay="100ms")
     cq.task("after", dependsOn=[{"task": "victim", "on": "Success"}])
