@@ -230,7 +230,7 @@ def markdown(r: dict[str, Any]) -> str:
 
 def _pull(r: dict[str, Any]) -> list[str]:
     """Pull delivery beside Job-mode cronoq and bare Jobs of the same run and N."""
-    rows = [row for row in r.get("throughput", []) if row.get("pull")]
+    rows = [row for row in r.get("throughput", []) if row.get("pull") or row.get("pull_sweep")]
     if not rows:
         return []
     out = ["## Pull delivery (`delivery: Workers`) beside Job mode and bare Jobs", "",
@@ -243,9 +243,12 @@ def _pull(r: dict[str, Any]) -> list[str]:
            "first-attempt successes |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
+        sweep = [(f"cronoq, Workers, {s['workers']} × {s['worker_concurrency']}", s, "to_handler")
+                 for s in row.get("pull_sweep", [])]
         for mode, run, start_key in (("bare Jobs", row.get("baseline"), None), ("cronoq, Job", row.get("cronoq"), "to_job"),
                                      ("cronoq, Workers", row.get("pull"), "to_handler"),
-                                     ("cronoq, Workers, `--events=warnings`", row.get("pull_lean"), "to_handler")):
+                                     ("cronoq, Workers, `--events=warnings`", row.get("pull_lean"), "to_handler"),
+                                     *sweep):
             if not run:
                 continue
             lat = run["latency"]
@@ -271,10 +274,13 @@ def _pull(r: dict[str, Any]) -> list[str]:
                    f"{_s(lat['to_handler']['p50'], '', 3)} / {_s(lat['to_handler']['p99'], '', 3)} | "
                    f"{_s(lat['to_succeeded']['p50'], '', 3)} / {_s(lat['to_succeeded']['p99'], '', 3)} | "
                    f"{_s(p['api']['writes_per_task'], '', 2)} | — | — | — | — | {p['succeeded_first_attempt']}/{p['n']} |")
-    pull = rows[-1]["pull"]
+    pull = rows[-1].get("pull") or rows[-1]["pull_sweep"][0]
     writes = [t for t in pull["api"]["table"] if t["write"]]
     out += ["", f"Writes per task of the Workers burst at N={pull['n']}: " +
             ", ".join(f"{t['verb']} {t['resource']} {t['per_task']:.3f}" for t in writes) + ".", ""]
+    if any(row.get("pull_sweep") for row in rows):
+        out += ["Rows `W × C` are the same burst served by W workers of C slots each, one total capacity "
+                "(`--pull-sweep`): the API server's and the workers' CPU per task must not grow with W.", ""]
     return out
 
 

@@ -77,9 +77,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="tasks of the lean run: leaseTTL 0s and `--events=warnings`, for its writes per task")
     p.add_argument("--failover-rounds", type=int, default=3)
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
-    p.add_argument("--pull-sweep", default="", metavar="W,W,...",
-                   help="pull workers at several fleet sizes of one total capacity (--pull-capacity), e.g. 2,32: "
-                        "the API server's and the workers' CPU per task must not grow with the workers")
+    p.add_argument("--pull-sweep", default="8,32", metavar="W,W,...",
+                   help="pull workers at several fleet sizes of one total capacity (--pull-capacity), at the "
+                        "smallest N, beside the pull scenario's 2: the API server's and the workers' CPU per task "
+                        "must not grow with the workers ('' to skip)")
     p.add_argument("--pull-capacity", type=int, default=128, help="handler slots of the whole fleet in --pull-sweep")
     p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round, idle 500, soak 1000")
     p.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run, of {','.join(SCENARIOS)}")
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             if "pull" in args.only and _serves(source):
                 row["pull"] = pull(ctx, n)
                 save()
-            for w in args.pull_sweep if _serves(source) else ():
+            for w in args.pull_sweep if _serves(source) and n == args.sizes[0] else ():
                 row.setdefault("pull_sweep", []).append(
                     pull(ctx, n, label=f"w{w}", workers=w, concurrency=max(args.pull_capacity // w, 1)))
                 save()

@@ -46,3 +46,17 @@ def test_pull_workers_are_judged_against_twice_the_bare_jobs_of_their_run():
     assert v["pull workers ≥ 2× bare Jobs' throughput (N=1000)"].measured == "1.88× (30.0 vs 16.0/s)"
     lean_verdict = v["pull workers, `--events=warnings` ≥ 2× bare Jobs' throughput (N=1000)"]
     assert lean_verdict.met is None and "invalid" in lean_verdict.measured
+
+
+def test_the_pull_sweep_is_a_row_per_fleet_size_in_the_pull_table():
+    """Issue 42: the fleet sizes of `--pull-sweep` show beside bare Jobs, so a change that brings
+    back the fan-out (cost growing with workers) shows in the report."""
+    import json
+    from pathlib import Path
+
+    from bench import report
+
+    run = json.loads((Path(__file__).parents[2] / "bench" / "results" / "run-20261206-010726.json").read_text())
+    table = "\n".join(report._pull(run))
+    assert "| 1000 | bare Jobs |" in table
+    assert "| 1000 | cronoq, Workers, 2 × 64 | 76.2 |" in table and "| 1000 | cronoq, Workers, 32 × 4 | 75.8 |" in table
