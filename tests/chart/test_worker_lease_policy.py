@@ -188,7 +188,7 @@ def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, wo
 
     # Deleting an attempt Lease or another worker's Lease is refused; its own worker Lease it may delete.
     admin.create_namespaced_lease(namespace, worker_lease(other))
-    assert "(own worker)" in refusal(lambda: mine.delete_namespaced_lease(other, namespace))
+    assert "(delete)" in refusal(lambda: mine.delete_namespaced_lease(other, namespace))
     assert "(delete)" in refusal(lambda: mine.delete_namespaced_lease(long_lease, namespace))
     mine.delete_namespaced_lease(me, namespace)
 
