@@ -182,7 +182,8 @@ class Runtime:
         """Believe workers' Leases only while the lease guard is in force; look again every
         GUARD_SECONDS (it may be installed or removed at any time). A change re-decides every
         Workers pool: it starts handing attempts over, or stops."""
-        store, queue = self._started()[0].store, self._started()[0].queue
+        controller = self._started()[0]
+        store, queue = controller.store, controller.queue
         while True:
             found = await lease_guard_in_force(http, self.options.lease_guard)
             trust = store.worker_trust if found is None else WorkerTrust.GUARDED if found else WorkerTrust.UNGUARDED

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.engine import dependencies
+from cronoq.engine.attempts import serving_worker
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.pools import WorkerTrust
@@ -372,10 +373,10 @@ class Store:
         old = self.leases.pop((namespace, name), None)
         uid = old[3] if old is not None else None
         served = self.served.get(uid) if uid else None
-        if served is not None:
+        if uid and served is not None:
             served.pop(name, None)
             if not served:
-                del self.served[uid]  # type: ignore[arg-type]
+                del self.served[uid]
 
     def _liveness(self, namespace: str, job: AttemptJob) -> AttemptJob:
         lease = self.leases.get((namespace, job.name))
@@ -473,9 +474,7 @@ class Store:
 def _serving(entry: TaskEntry) -> str | None:
     """The worker serving the running task's open attempt, if a worker does."""
     status = entry.task.status if entry.task is not None else None
-    if status is None or not status.attempts or status.attempts[-1].number != status.attempt:
-        return None
-    return status.attempts[-1].worker
+    return serving_worker(status) if status is not None else None
 
 
 def _validation_message(err: ValidationError) -> str:

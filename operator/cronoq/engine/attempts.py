@@ -82,7 +82,7 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         # Written by a newer leader: this replica is deposed and must not act at all.
         return Plan()
     plan = _decide(task, status, settings, seen, rng)
-    if plan.status is not None and plan.status.worker != (serving := _serving(plan.status)):
+    if plan.status is not None and plan.status.worker != (serving := serving_worker(plan.status)):
         plan = replace(plan, status=plan.status.model_copy(update={"worker": serving}))
     known = seen.pool_found or task.spec.job_retention is not None
     return replace(plan, retime_jobs=retention.retime(seen.jobs, settings.job_retention if known else None,
@@ -532,8 +532,9 @@ def _finish(status: TaskStatus, records: list[Attempt], phase: TaskPhase, reason
     return _stamp(new, task, seen)
 
 
-def _serving(status: TaskStatus) -> str | None:
-    """The worker running the task's open attempt, if a worker does: what `status.worker` says."""
+def serving_worker(status: TaskStatus) -> str | None:
+    """The worker running the task's open attempt, if a worker does: what `status.worker` says
+    (and the store's load per worker counts)."""
     last = status.attempts[-1] if status.attempts else None
     if status.phase is not TaskPhase.RUNNING or last is None or last.number != status.attempt or last.outcome:
         return None
