@@ -320,7 +320,7 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
         again["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # not a fact cronoq keeps
         world.controller.intake.on_pod(None, again)
         assert len(world.controller.queue) == 0
-        stored = copy.deepcopy(next(iter(world.controller.store.jobs["uid-a"].values())))
+        stored = copy.deepcopy(next(iter(world.controller.store.tasks[(NS, "a")].jobs.values())))
         raw_job: dict[str, Any] = {"metadata": {"name": "a-a1", "namespace": NS, "uid": stored.uid,
                                 "creationTimestamp": "2026-12-03T12:00:00Z",
                                 "labels": {"cronoq.io/attempt": "1", "cronoq.io/lease-id": stored.lease_id,

@@ -45,7 +45,7 @@ def test_phase_counts_follow_every_change_and_deletion() -> None:
     assert dict(store.phases[("ns", "default")]) == {TaskPhase.QUEUED: 1, TaskPhase.RUNNING: 1}
     assert store.running[("ns", "default")] == {("ns", "a")}
     store.put_task(raw("a", 3, {"phase": "Succeeded", "attempt": 1, "finishedAt": at(1).isoformat()}), T0)
-    store.drop_task("ns", "b")
+    store.forget(("ns", "b"))
     counts = {p: n for p, n in store.phases[("ns", "default")].items() if n}
     assert counts == {TaskPhase.SUCCEEDED: 1} and store.running[("ns", "default")] == set()
     assert [e.name for e in store.tasks_in_pool("ns", "default")] == ["a"]
@@ -77,7 +77,7 @@ def test_a_resync_pass_over_3000_tasks_each_needing_32_predecessors_is_cheap() -
     started = time.process_time()
     for _ in range(3):  # the first pass checks, the later ones are resyncs
         for i in range(3000):
-            assert store.cycle_of("ns", store.tasks[("ns", f"t{i}")]) is None
+            assert store.cycle_of(store.tasks[("ns", f"t{i}")]) is None
     assert time.process_time() - started < 0.5  # 0.1 s measured; was 11.6 s per pass before (issue 26)
     assert len(store.cycle_checked) == 3000
 
@@ -86,23 +86,23 @@ def test_a_cycle_closed_by_the_last_task_to_come_fails_every_task_on_it() -> Non
     store = Store()
     store.put_task(raw("a", 1, dependsOn=[{"task": "b"}]), T0)
     store.put_task(raw("b", 1, dependsOn=[{"task": "c"}]), T0)
-    assert store.cycle_of("ns", store.tasks[("ns", "a")]) is None  # c does not exist yet
-    assert store.cycle_of("ns", store.tasks[("ns", "b")]) is None
+    assert store.cycle_of(store.tasks[("ns", "a")]) is None  # c does not exist yet
+    assert store.cycle_of(store.tasks[("ns", "b")]) is None
     store.put_task(raw("c", 1, dependsOn=[{"task": "a"}]), T0)
-    assert store.cycle_of("ns", store.tasks[("ns", "c")]) == ("c", "a", "b", "c")
-    assert store.cycle_of("ns", store.tasks[("ns", "a")]) == ("a", "b", "c", "a")
-    assert store.cycle_of("ns", store.tasks[("ns", "b")]) == ("b", "c", "a", "b")
+    assert store.cycle_of(store.tasks[("ns", "c")]) == ("c", "a", "b", "c")
+    assert store.cycle_of(store.tasks[("ns", "a")]) == ("a", "b", "c", "a")
+    assert store.cycle_of(store.tasks[("ns", "b")]) == ("b", "c", "a", "b")
 
 
 def test_a_deleted_task_forgets_what_the_checks_settled() -> None:
     store = Store()
     store.put_task(raw("a", 1, dependsOn=[{"task": "b"}]), T0)
     store.put_task(raw("b", 1), T0)
-    assert store.cycle_of("ns", store.tasks[("ns", "a")]) is None and store.settled["ns"] == {"a", "b"}
-    store.drop_task("ns", "b")
+    assert store.cycle_of(store.tasks[("ns", "a")]) is None and store.settled["ns"] == {"a", "b"}
+    store.forget(("ns", "b"))
     assert "ns" not in store.settled
     store.put_task(raw("b", 1, dependsOn=[{"task": "a"}]), T0)
-    assert store.cycle_of("ns", store.tasks[("ns", "b")]) == ("b", "a", "b")
+    assert store.cycle_of(store.tasks[("ns", "b")]) == ("b", "a", "b")
 
 
 def test_a_task_too_big_to_read_is_kept_without_its_spec() -> None:
@@ -124,7 +124,7 @@ def test_a_task_replaced_under_its_name_forgets_the_old_ones_attempts() -> None:
     store = Store()
     store.put_task(raw("a", 1, {"phase": "Running", "attempt": 1}), T0)
     store.put_job("ns", "uid-a", "a", AttemptJob(number=1, name="a-a1", uid="job-1"))
-    store.drop_job("uid-a", "a-a1")
+    store.drop_job("ns", "a-a1")
     store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-a2", uid="job-2"))
     store.put_lease("ns", "a-a2", "e1-a2", "t", T0)
     store.put_served("uid-a", AttemptJob(number=3, name="a-a3", uid="lease-3", worker="w"))
@@ -134,7 +134,7 @@ def test_a_task_replaced_under_its_name_forgets_the_old_ones_attempts() -> None:
     replacement["metadata"]["uid"] = "uid-a-2"
     store.put_task(replacement, at(1))
 
-    assert "uid-a" not in store.jobs and "uid-a" not in store.gone and "uid-a" not in store.served
+    assert "uid-a" not in store.by_uid and "uid-a" not in store.unclaimed
     assert ("ns", "a-a2") not in store.job_owner and ("ns", "a-a2") not in store.leases
     assert store.attempt_jobs(store.tasks[("ns", "a")]) == []
     assert store.worker_alive_until("ns", "w") == at(10), "workers are the pool's, not the task's"
@@ -153,13 +153,14 @@ def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_i
     store.put_task(raw("busy", 1, running), T0)
 
     assert store.worker_room(("ns", "default"), at(1)) == {"w1": 2, "w2": 2}
-    assert store.hand_to_worker(("ns", "x"), ("ns", "default"), at(1), hold=True) == "w2"
+    assert store.roomiest_worker(("ns", "default"), at(1)) == "w2"
+    store.hold(("ns", "x"), "w2")
     assert store.worker_room(("ns", "default"), at(1)) == {"w1": 2, "w2": 1}
     store.handed(("ns", "x"))
     assert store.worker_room(("ns", "default"), at(10)) == {}, "a Lease not renewed for its duration is dead"
     store.put_worker("ns", WorkerFacts("w1", "default", 2, "w1", "t2", 10.0), at(9))  # renewed: alive again
     assert store.worker_room(("ns", "default"), at(10)) == {"w1": 2}
-    store.drop_task("ns", "busy")
+    store.forget(("ns", "busy"))
     assert store.by_worker == {}
     store.worker_trust = WorkerTrust.UNGUARDED
     assert store.worker_room(("ns", "default"), at(10)) == {}, "nothing believed without the lease guard"
@@ -223,10 +224,10 @@ def test_an_attempt_leases_facts_go_when_the_lease_goes() -> None:
         assert facts is not None and len(facts.termination.message.encode()) <= 4096, "cut to the bytes allowed"
         store.put_lease("ns", f"ghost-a1.w-{i}", "e1-a1", T0.isoformat(), T0, f"nobody-{i}")
         store.put_served(f"nobody-{i}", facts)
-    assert len(store.served) == 100 and len(store.leases) == 100
+    assert len(store.unclaimed) == 100 and len(store.leases) == 100
     for i in range(100):
         store.drop_lease("ns", f"ghost-a1.w-{i}")
-    assert store.served == {} and store.leases == {}
+    assert store.unclaimed == {} and store.leases == {}
 
 
 def test_a_lease_not_held_by_the_lease_id_it_names_is_no_attempts_lease() -> None:
@@ -248,7 +249,7 @@ def test_a_deleted_job_keeps_the_attempt_number_it_was_seen_with() -> None:
     store = Store()
     entry = store.put_task(raw("a", 1, {"phase": "Running", "attempt": 2}), T0)
     store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-retry", uid="job-2", lease_id="e1-a2"))
-    store.drop_job("uid-a", "a-retry")
+    store.drop_job("ns", "a-retry")
     assert store.attempt_jobs(entry) == [AttemptJob(number=2, name="a-retry", uid="job-2", gone=True)]
 
 

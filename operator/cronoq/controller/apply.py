@@ -22,7 +22,7 @@ from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskStatus
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
-from cronoq.controller.store import Key, Store, TaskEntry
+from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
@@ -71,7 +71,7 @@ class Applier:
         """`--events=auto` (the default): the same, in Workers pools only: a stream of small tasks
         would pay an Event write per success, a quarter of its writes."""
 
-    async def apply(self, entry: TaskEntry, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
+    async def apply(self, entry: TaskRecord, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
                     now: datetime, settings: Effective) -> None:
         """A live task's plan: its status first; nothing else unless that write landed."""
         if plan.status is not None:
@@ -83,13 +83,12 @@ class Applier:
             self.expiry.schedule_finished(entry, pool)
         await self._carry_out(entry, task, plan, pool_key, pool, now, settings)
 
-    async def settle(self, entry: TaskEntry, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
+    async def settle(self, entry: TaskRecord, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
         """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
-        self.store.forget_refusals(entry.uid)
         self.expiry.schedule_finished(entry, pool)
         await self._carry_out(entry, None, plan, pool_key, pool, now, None)
 
-    async def _write_status(self, entry: TaskEntry, status: TaskStatus, now: datetime) -> TaskEntry | None:
+    async def _write_status(self, entry: TaskRecord, status: TaskStatus, now: datetime) -> TaskRecord | None:
         """The fencing write. Returns the task's entry as stored after it, or None when it did not land."""
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         key = (namespace, name)
@@ -98,7 +97,7 @@ class Applier:
         except Conflict:
             fresh = await self.writer.read_task(namespace, name)
             if fresh is None:
-                self.store.drop_task(namespace, name)
+                self.store.forget(key)
             else:
                 self.store.put_task(fresh, now)
             self.queue.add(("task", namespace, name))
@@ -112,7 +111,7 @@ class Applier:
             self.queue.add(("task", namespace, other))
         return landed
 
-    async def _carry_out(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key, pool: TaskPool | None,
+    async def _carry_out(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key, pool: TaskPool | None,
                          now: datetime,
                          settings: Effective | None) -> None:
         """What follows a landed status: slots and metrics first (no await in between, so
@@ -120,7 +119,7 @@ class Applier:
         written (None for a finished task's settling)."""
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         self._book_slots(entry, task, plan, pool_key)
-        self._count(entry.uid, task, plan, pool_key)
+        self._count(entry, task, plan, pool_key)
         refused = None
         if plan.started is not None and plan.started.worker is not None:  # handed to a worker: it starts now
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
@@ -147,7 +146,7 @@ class Applier:
             if facts is not None:  # known before its watch event: not patched again meanwhile
                 self.store.put_job(namespace, entry.uid, name, facts)
 
-    def _book_slots(self, entry: TaskEntry, task: Task | None, plan: Plan, pool_key: Key) -> None:
+    def _book_slots(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key) -> None:
         namespace, name = entry.raw["metadata"]["namespace"], entry.name
         key = (namespace, name)
         granted = self.slots.take_grant(key)
@@ -163,10 +162,10 @@ class Applier:
         if granted or plan.ended:
             self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
 
-    def _count(self, task_uid: str, task: Task | None, plan: Plan, pool_key: Key) -> None:
+    def _count(self, record: TaskRecord, task: Task | None, plan: Plan, pool_key: Key) -> None:
         """Counted as soon as the status that records them has landed, before the slower side effects."""
         if plan.stale_jobs:
-            counted = self.store.stale_counted.setdefault(task_uid, set())
+            counted = record.stale_counted
             metrics.STALE_COMPLETIONS.inc(len(set(plan.stale_jobs) - counted))
             counted.update(plan.stale_jobs)
         for attempt in plan.ended:
@@ -181,7 +180,7 @@ class Applier:
                 metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
-    async def _create_job(self, entry: TaskEntry, task: Task, order: JobToCreate, plan: Plan, pool_key: Key,
+    async def _create_job(self, entry: TaskRecord, task: Task, order: JobToCreate, plan: Plan, pool_key: Key,
                           pool: TaskPool | None, settings: Effective) -> None:
         """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal),
         in `pool`, the pool the decision was made with."""
@@ -194,19 +193,16 @@ class Applier:
             created = await self.writer.create_job(job)
         except Rejected as err:
             if err.status == 422:
-                self.store.rejected.setdefault(entry.uid, {})[number] = err.message
+                entry.rejected[number] = err.message
                 self.queue.add(("task", namespace, name))
                 return
             # Forbidden: a quota, a terminating namespace. The work queue retries the task with a
             # per-key exponential delay (JobRefused), and the task's message says who refused.
-            refusals = self.store.refused.setdefault(entry.uid, {})
+            refusals = entry.refused
             first = number not in refusals
             refusals[number] = refusal_of(err.message)
             raise JobRefused(err.message, first) from None
-        refusals = self.store.refused.get(entry.uid, {})
-        if refusals.pop(number, None) is not None:
-            if not refusals:
-                del self.store.refused[entry.uid]
+        if entry.refused.pop(number, None) is not None:
             self.queue.add(("task", namespace, name))  # to say that the attempt runs now
         facts = job_facts(created, self.skew()) if created is not None else None
         if facts is not None:  # known before its watch event: never taken for a lost Job
@@ -215,7 +211,7 @@ class Applier:
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
 
-    async def refuse(self, entry: TaskEntry) -> None:
+    async def refuse(self, entry: TaskRecord) -> None:
         """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""
         raw = entry.raw
         try:

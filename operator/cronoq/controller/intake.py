@@ -10,7 +10,6 @@ from typing import Any, Callable
 
 from cronoq import metrics
 from cronoq.api import TaskPool
-from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import WorkKey, WorkQueue
@@ -20,9 +19,9 @@ from cronoq.kube.observe import job_facts, pod_facts, served_facts, worker_facts
 
 
 class Intake:
-    def __init__(self, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry, *,
+    def __init__(self, store: Store, queue: WorkQueue[WorkKey], slots: Slots, *,
                  clock: Callable[[], datetime], skew: Callable[[], timedelta]) -> None:
-        self.store, self.queue, self.slots, self.expiry = store, queue, slots, expiry
+        self.store, self.queue, self.slots = store, queue, slots
         self.clock = clock
         self.skew = skew
         """Our clock minus the cluster's (kube/skew.py): cluster times are moved by it into ours."""
@@ -32,16 +31,15 @@ class Intake:
         key = (meta["namespace"], meta["name"])
         related = self.store.related(*key)
         if kind == "DELETED":
-            entry = self.store.drop_task(*key)
-            self.forget(key)
-            if entry is not None:
-                self.queue.add(("pool", key[0], entry.pool))
-        elif (entry := self.store.put_task(raw, self.clock())) is not None:
-            fresh = key in self.store.fresh.get((key[0], entry.pool), ())  # weighed before its first reconcile
-            if fresh and entry.task is not None:  # (a fresh task is always a readable one)
-                self.slots.want((key[0], entry.pool), Candidate.of(*key, entry.task.spec.priority, entry.first_seen),
-                                entry.first_seen)
-                self.queue.add(("pool", key[0], entry.pool))
+            gone = self.store.forget(key)
+            if gone is not None:
+                self.queue.add(("pool", key[0], gone.pool))
+        elif (record := self.store.put_task(raw, self.clock())) is not None:
+            fresh = key in self.store.fresh.get((key[0], record.pool), ())  # weighed before its first reconcile
+            if fresh and record.task is not None:  # (a fresh task is always a readable one)
+                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, record.first_seen),
+                                record.first_seen)
+                self.queue.add(("pool", key[0], record.pool))
             self.queue.add(("task", *key))
             related |= self.store.related(*key)
         else:
@@ -63,32 +61,28 @@ class Intake:
             if old is not None and old.spec == pool.spec:
                 return
         # A pool appearing, going or changing matters to every task in it.
-        for entry in self.store.tasks_in_pool(*key):
-            self.queue.add(("task", key[0], entry.raw["metadata"]["name"]))
+        for record in self.store.tasks_in_pool(*key):
+            self.queue.add(("task", key[0], record.name))
         self.queue.add(("pool", *key))
 
     def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        uid: str | None
         task: str | None
         if kind == "DELETED":  # by name: a deletion noticed in a relisting carries no labels
-            owner = self.store.job_owner.get((namespace, name))
-            if owner is None:
+            task = self.store.drop_job(namespace, name)
+            if task is None:
                 return
-            uid, task = owner
-            self.store.drop_job(uid, name)  # its pod's last state stays: it may still report
         else:
             facts = job_facts(raw, self.skew())
             labels = meta.get("labels") or {}
             uid, task = labels.get(naming.TASK_UID), labels.get(naming.TASK)
             if facts is None or not uid or not task:
                 return
-            unchanged = self.store.jobs.get(uid, {}).get(name) == facts
-            self.store.put_job(namespace, uid, task, facts)
+            changed = self.store.put_job(namespace, uid, task, facts)
             if facts.deleting and not facts.finished:  # being aborted (by us, or before a restart)
                 self.slots.abort(namespace, name, (namespace, labels.get(naming.POOL, "default")))
-            if unchanged:  # e.g. its active/ready counts moved: nothing a decision reads
+            if not changed:  # e.g. its active/ready counts moved: nothing a decision reads
                 return
         self._drained((namespace, name))
         self.queue.add(("task", namespace, task))
@@ -105,9 +99,8 @@ class Intake:
         if owner is not None and owner.finished is not None and facts.termination is not None:
             facts = replace(facts, termination=replace(facts.termination, message=None))
         namespace = raw["metadata"]["namespace"]
-        if self.store.pods.get((namespace, facts.job)) == facts:  # scheduled, a finalizer gone: nothing to decide
+        if not self.store.put_pod(namespace, facts, self.clock()):  # scheduled, a finalizer gone: nothing to decide
             return
-        self.store.put_pod(namespace, facts, self.clock())
         self._drained((namespace, facts.job))
         self.queue.add(("task", namespace, task))
 
@@ -150,13 +143,6 @@ class Intake:
         for task in self.store.by_worker.get((namespace, name), ()):
             self.queue.add(("task", namespace, task))
         self.queue.add(("pool", namespace, pool))
-
-    def forget(self, key: Key) -> None:
-        """A task gone from the store: its slot and its due deletion go too."""
-        pool = self.slots.forget(key)
-        self.expiry.forget(key)
-        if pool is not None:
-            self.queue.add(("pool", *pool))
 
     def _drained(self, job: Key) -> None:
         """If this aborted attempt's container stopped, its slot is free: let the pool admit."""

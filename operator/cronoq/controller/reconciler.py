@@ -20,7 +20,7 @@ from cronoq.controller.expiry import Expiry
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
 from cronoq.controller.slots import Slots
-from cronoq.controller.store import Finished, Store, TaskEntry
+from cronoq.controller.store import Finished, Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
@@ -38,7 +38,7 @@ RESYNC_SECONDS = 60.0
 """Every task is looked at again this often, whatever the watches said (level-based safety net)."""
 
 
-def holder(entry: TaskEntry) -> keys.Holder:
+def holder(entry: TaskRecord) -> keys.Holder:
     """What deduplication reads of a task. A finished task's output and message are not in
     memory; `full_holder` reads them when a duplicate needs them."""
     done = entry.finished
@@ -81,7 +81,8 @@ class Controller:
         self.queue: WorkQueue[WorkKey] = WorkQueue(self.clock)
         self.slots = Slots(self.store)
         self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent)
-        self.intake = Intake(self.store, self.queue, self.slots, self.expiry, clock=now, skew=skew)
+        self.store.forgetters.append(self._forgotten)
+        self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
                                clock=now, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only,
                                served_warnings_only=served_warnings_only, task_service_account=task_service_account)
@@ -131,12 +132,20 @@ class Controller:
 
     _rng = random.Random()
 
+    def _forgotten(self, key: tuple[str, str]) -> None:
+        """A task left the store: its slot, its due deletion and its timers go too."""
+        pool = self.slots.forget(key)
+        self.expiry.forget(key)
+        self.queue.drop(("task", *key))
+        if pool is not None:
+            self.queue.add(("pool", *pool))
+
     def _refused(self, namespace: str, name: str) -> bool:
         """Whether the task's current attempt waits on a refused Job (its backoff goes on)."""
-        entry = self.store.tasks.get((namespace, name))
-        task = entry.task if entry is not None else None
+        record = self.store.tasks.get((namespace, name))
+        task = record.task if record is not None else None
         attempt = task.status.attempt if task is not None and task.status else 0
-        return entry is not None and attempt in self.store.refused.get(entry.uid, {})
+        return record is not None and attempt in record.refused
 
     async def _resync(self) -> None:
         while True:
@@ -152,7 +161,7 @@ class Controller:
         key = (namespace, name)
         entry = self.store.tasks.get(key)
         if entry is None:
-            self.intake.forget(key)
+            self.store.forget(key)
             return
         pool_key = (namespace, entry.pool)
         pool = self.store.pools.get(pool_key)
@@ -171,13 +180,15 @@ class Controller:
         if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
             alive_until = self.store.worker_alive_until(namespace, last.worker)
         elif settings.workers and is_ready(task, now):  # the worker it would go to (held if admitted)
-            worker = self.store.hand_to_worker(key, pool_key, now, hold=key in self.slots.grants)
+            worker = self.store.roomiest_worker(pool_key, now)
+            if worker is not None and key in self.slots.grants:
+                self.store.hold(key, worker)
         try:
             await self._decide(entry, task, pool_key, pool, settings, now, attempt_n, worker, alive_until)
         finally:
             self.store.handed(key)
 
-    async def _decide(self, entry: TaskEntry, task: Task, pool_key: tuple[str, str], pool: TaskPool | None,
+    async def _decide(self, entry: TaskRecord, task: Task, pool_key: tuple[str, str], pool: TaskPool | None,
                       settings: Effective, now: datetime, attempt_n: int, worker: str | None,
                       alive_until: datetime | None) -> None:
         namespace, name = pool_key[0], entry.name
@@ -186,20 +197,19 @@ class Controller:
             worker=worker, worker_alive_until=alive_until,
             jobs=self.store.attempt_jobs(entry), now=now, epoch=self.term.epoch, admit=key in self.slots.grants,
             pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
-            job_rejected=self.store.rejected.get(entry.uid, {}).get(attempt_n),
-            job_refused=self.store.refused.get(entry.uid, {}).get(attempt_n),
+            job_rejected=entry.rejected.get(attempt_n), job_refused=entry.refused.get(attempt_n),
             gate=await self._gate(entry, task, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
         plan = reconcile(task, settings, seen, self.rng)
         await self.applier.apply(entry, task, plan, pool_key, pool, now, settings)
 
-    async def _settle(self, entry: TaskEntry, done: Finished, pool: TaskPool | None, now: datetime) -> None:
+    async def _settle(self, entry: TaskRecord, done: Finished, pool: TaskPool | None, now: datetime) -> None:
         """A finished task (`done`, its entry's `finished`): stop leftover Jobs, ignore late reports,
         keep its Jobs for the jobRetention now in effect, and delete it when its time comes."""
         plan = settle(entry.name, done.attempt, done.marks, self.store.attempt_jobs(entry),
                       job_retention_of(done.job_retention, pool.spec if pool else None))
         await self.applier.settle(entry, plan, (entry.raw["metadata"]["namespace"], done.pool), pool, now)
 
-    async def _gate(self, entry: TaskEntry, task: Task, pool: TaskPoolSpec | None, now: datetime) -> Gate:
+    async def _gate(self, entry: TaskRecord, task: Task, pool: TaskPoolSpec | None, now: datetime) -> Gate:
         """What the task's key, then its dependencies, say about its first attempt."""
         namespace = entry.raw["metadata"]["namespace"]
         if task.spec.key:
@@ -216,10 +226,10 @@ class Controller:
 
             phases = {d.task: phase_of(d.task) for d in task.spec.depends_on}
             return dependencies.gate(entry.name, task.spec.depends_on, phases,
-                                     self.store.cycle_of(namespace, entry))
+                                     self.store.cycle_of(entry))
         return RUN
 
-    async def _key_holders(self, namespace: str, entry: TaskEntry, key: str, me: keys.Holder,
+    async def _key_holders(self, namespace: str, entry: TaskRecord, key: str, me: keys.Holder,
                            retention: timedelta, now: datetime) -> list[keys.Holder]:
         """The other tasks holding the key, as the store has them; the finished original that `me`
         would end as a duplicate of is read over the API, for the output and message the store does

@@ -1,17 +1,19 @@
-"""What the operator has observed, in memory: Tasks, TaskPools, and the facts of attempt Jobs
-and pods. Fed by the watches and by the responses to our own writes (so a decision never reads
-an older status than the one it just wrote). Older versions never replace newer ones."""
+"""What the operator has observed, in memory: a record per Task (`TaskRecord`: the object, what
+was seen of its attempts, what our writes learnt), the TaskPools, the workers, and the facts of
+attempt Jobs' pods and Leases; with the indexes derived from the records. Fed by the watches and
+by the responses to our own writes (so a decision never reads an older status than the one it just
+wrote). Older versions never replace newer ones; a task leaves by `Store.forget` alone."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
-from cronoq.engine import dependencies
+from cronoq.engine import dependencies, keys
 from cronoq.engine.attempts import serving_worker
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
@@ -88,7 +90,12 @@ def _refusable(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(slots=True)
-class TaskEntry:
+class TaskRecord:
+    """Everything the operator holds about one task (one uid), in one place: the object as last
+    seen, what was seen of its attempts, and what our own writes learnt. The store's indexes are
+    derived from it (`Store._index`/`_unindex`), and `Store.forget` drops all of it at once, with
+    whatever the slots, the deletion schedule and the work queue keep for the task."""
+
     raw: dict[str, Any]
     """The object as last seen; only its metadata once the task has finished."""
     task: Task | None
@@ -97,6 +104,26 @@ class TaskEntry:
     error: str | None
     first_seen: datetime
     finished: Finished | None = None
+    # What was seen of its attempts, by Job (or attempt Lease) name.
+    jobs: dict[str, AttemptJob] = field(default_factory=dict)
+    """Its Jobs, as last seen."""
+    gone: dict[str, AttemptJob] = field(default_factory=dict)
+    """What is kept of its Jobs seen deleted: attempt number and uid, as seen while the Job was there
+    (a recorded attempt whose Job vanished has ended; a late report from its pod is still recognised
+    as stale)."""
+    served: dict[str, AttemptJob] = field(default_factory=dict)
+    """The attempt Leases pull workers wrote for it."""
+    # What our own writes learnt about it.
+    rejected: dict[int, str] = field(default_factory=dict)
+    """attempt → why the API server refused its Job (422); the next decision reads it."""
+    refused: dict[int, str] = field(default_factory=dict)
+    """attempt → why the API server refused its Job for now (403: a ResourceQuota)."""
+    stale_counted: set[str] = field(default_factory=set)
+    """uids of its Jobs whose late reports were counted already: each is counted once."""
+    original: keys.Holder | None = None
+    """A keyed task about to end as a duplicate: its finished original as read over the API (the
+    output and message the store does not keep), with the original's uid in `original_uid`."""
+    original_uid: str | None = None
 
     @property
     def uid(self) -> str:
@@ -105,6 +132,10 @@ class TaskEntry:
     @property
     def name(self) -> str:
         return str(self.raw["metadata"]["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.raw["metadata"]["namespace"])
 
     @property
     def pool(self) -> str:
@@ -130,19 +161,46 @@ class TaskEntry:
             return self.finished.depends_on
         return tuple(d.task for d in self.task.spec.depends_on) if self.task else ()
 
+    def take(self, other: TaskRecord) -> None:
+        """A newer version of the same task: take its object, keep what was seen of its attempts."""
+        self.raw, self.task, self.error, self.finished = other.raw, other.task, other.error, other.finished
+        if self.finished is not None:  # it creates no more Jobs and is nobody's duplicate any more
+            self.rejected, self.refused, self.original, self.original_uid = {}, {}, None, None
+
+
+@dataclass(slots=True)
+class Unclaimed:
+    """Facts naming a task uid the store does not hold (yet): its record takes them when it comes,
+    and they go with the object that said them."""
+
+    jobs: dict[str, AttemptJob] = field(default_factory=dict)
+    served: dict[str, AttemptJob] = field(default_factory=dict)
+
 
 @dataclass
 class Store:
-    tasks: dict[Key, TaskEntry] = field(default_factory=dict)
+    tasks: dict[Key, TaskRecord] = field(default_factory=dict)
+    """(namespace, name) → the task's record: the one owner of a task's state."""
     pools: dict[Key, TaskPool] = field(default_factory=dict)
-    jobs: dict[str, dict[str, AttemptJob]] = field(default_factory=lambda: defaultdict(dict))
-    """task uid → Job name → facts."""
+    workers: dict[Key, tuple[WorkerFacts, datetime]] = field(default_factory=dict)
+    """(namespace, worker) → its Lease's facts and when we saw its renewTime change, by our clock."""
+    unclaimed: dict[str, Unclaimed] = field(default_factory=dict)
+    """task uid → Jobs and attempt Leases naming a task not (or not yet) in `tasks`."""
+    # What was seen of Kubernetes objects by (namespace, name): a Job's pod, an attempt's Lease.
     pods: dict[Key, PodFacts] = field(default_factory=dict)
     """(namespace, Job name) → its pod's facts."""
-    gone: dict[str, dict[str, AttemptJob]] = field(default_factory=lambda: defaultdict(dict))
-    """task uid → Job name → what is kept of its Jobs seen deleted: attempt number and uid, as seen
-    while the Job was there (a recorded attempt whose Job vanished has ended; a late report from its
-    pod is still recognised as stale)."""
+    leases: dict[Key, tuple[str | None, str | None, datetime, str | None]] = field(default_factory=dict)
+    """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first, the task uid it
+    names): an attempt's heartbeat Lease, a Job's or a worker's."""
+    running_seen: dict[Key, datetime] = field(default_factory=dict)
+    """(namespace, Job name) → when we first saw its task container running."""
+    ended_seen: dict[Key, datetime] = field(default_factory=dict)
+    """(namespace, Job name) → when we first saw its task container terminated."""
+    # Indexes, derived from the records by `_index`/`_unindex` (and by the Jobs they hold).
+    by_uid: dict[str, Key] = field(default_factory=dict)
+    """task uid → its key."""
+    job_owner: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    """(namespace, Job name) → (uid, name) of its task."""
     in_pool: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → names of its tasks."""
     phases: dict[Key, Counter[TaskPhase]] = field(default_factory=lambda: defaultdict(Counter))
@@ -157,15 +215,11 @@ class Store:
     fresh: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → new tasks (no status yet) that nothing but a slot holds back (no key,
     no dependencies): admission weighs them even before their first reconcile."""
-    leases: dict[Key, tuple[str | None, str | None, datetime, str | None]] = field(default_factory=dict)
-    """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first, the task uid it
-    names): an attempt's heartbeat Lease, a Job's or a worker's."""
-    running_seen: dict[Key, datetime] = field(default_factory=dict)
-    """(namespace, Job name) → when we first saw its task container running."""
-    job_owner: dict[Key, tuple[str, str]] = field(default_factory=dict)
-    """(namespace, Job name) → (uid, name) of its task."""
-    ended_seen: dict[Key, datetime] = field(default_factory=dict)
-    """(namespace, Job name) → when we first saw its task container terminated."""
+    by_worker: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, worker) → running tasks whose open attempt it serves (its load)."""
+    handing: dict[Key, Key] = field(default_factory=dict)
+    """task → (namespace, worker) it is being handed to, while the status that says so is written."""
+    # Memo of the dependency cycle checks (engine.dependencies).
     settled: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     """namespace → tasks that can never be on a dependency cycle (engine.dependencies): the cycle
     check stops there. Specs are immutable, so this holds until a task of the namespace is deleted."""
@@ -173,28 +227,17 @@ class Store:
     """(namespace, task) → the tasks it shares dependency cycles with."""
     cycle_checked: dict[Key, str] = field(default_factory=dict)
     """(namespace, task) → uid of the task whose cycle check ended (each task is checked once)."""
-    served: dict[str, dict[str, AttemptJob]] = field(default_factory=lambda: defaultdict(dict))
-    """task uid → attempt Lease name → facts, of the attempts pull workers served (their Leases)."""
-    workers: dict[Key, tuple[WorkerFacts, datetime]] = field(default_factory=dict)
-    """(namespace, worker) → its Lease's facts and when we saw its renewTime change, by our clock."""
-    by_worker: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
-    """(namespace, worker) → running tasks whose open attempt it serves (its load)."""
-    handing: dict[Key, Key] = field(default_factory=dict)
-    """task → (namespace, worker) it is being handed to, while the status that says so is written."""
-    # What our own writes learnt about a task, kept here so that forgetting the task forgets it too.
-    rejected: dict[str, dict[int, str]] = field(default_factory=dict)
-    """task uid → attempt → why the API server refused its Job (422); the next decision reads it."""
-    refused: dict[str, dict[int, str]] = field(default_factory=dict)
-    """task uid → attempt → why the API server refused its Job for now (403: a ResourceQuota)."""
-    stale_counted: dict[str, set[str]] = field(default_factory=dict)
-    """task uid → uids of its Jobs whose late reports were counted already: each is counted once."""
     worker_trust: WorkerTrust = WorkerTrust.UNGUARDED
     """Whether workers' Leases may be believed at all (fail closed until the lease guard is seen)."""
+    forgetters: list[Callable[[Key], None]] = field(default_factory=list)
+    """What else keeps state by task (slots, the deletion schedule, the work queue's timers): told
+    by `forget`, the one way a task leaves."""
 
     # ------------------------------------------------------------------ tasks
 
-    def put_task(self, raw: dict[str, Any], now: datetime) -> TaskEntry | None:
-        """Store a Task unless an equal or newer version is already stored; return the entry.
+    def put_task(self, raw: dict[str, Any], now: datetime) -> TaskRecord | None:
+        """Store a Task unless an equal or newer version is already stored; return its record.
+        A task of another uid under the name replaces the old one: forget, then put.
         managedFields are dropped: they are most of an object's size, cronoq never reads them,
         and a status PUT without them leaves the server's copy as it is."""
         meta = raw["metadata"]
@@ -203,99 +246,87 @@ class Store:
         old = self.tasks.get(key)
         if old is not None and old.uid == meta["uid"] and _rv(old.raw) >= _rv(raw):
             return None
-        try:
-            task, error = Task.model_validate(raw), None
-        except ValidationError as err:
-            task, error = None, _validation_message(err)
-        first_seen = old.first_seen if old is not None and old.uid == meta["uid"] else now
-        if task is not None and task.phase is not None and task.phase.terminal:
-            entry = TaskEntry(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
-        elif task is None:  # unreadable (e.g. oversized): kept no bigger than what its refusal needs
-            entry = TaskEntry(raw=_refusable(raw), task=None, error=error, first_seen=first_seen)
-        else:
-            entry = TaskEntry(raw=raw, task=task, error=error, first_seen=first_seen)
-        if old is not None:
-            self._unindex(key, old)
-            if old.uid != entry.uid:  # the old task went while we were not watching
-                self._forget_cycles(key)
-                self._forget_writes(old.uid)
-                self._forget_attempts(key[0], old.uid)
-        self.tasks[key] = entry
-        self._index(key, entry)
-        return entry
+        if old is not None and old.uid != meta["uid"]:  # the old task went while we were not watching
+            self.forget(key)
+            old = None
+        new = _record(raw, old.first_seen if old is not None else now)
+        if old is None:
+            claimed = self.unclaimed.pop(new.uid, None)
+            if claimed is not None:
+                new.jobs, new.served = claimed.jobs, claimed.served
+            self.tasks[key] = new
+            self.by_uid[new.uid] = key
+            self._index(key, new)
+            return new
+        self._unindex(key, old)
+        old.take(new)
+        self._index(key, old)
+        return old
 
-    def _index(self, key: Key, entry: TaskEntry) -> None:
-        pool = (key[0], entry.pool)
+    def _index(self, key: Key, record: TaskRecord) -> None:
+        pool = (key[0], record.pool)
         self.in_pool[pool].add(key[1])
-        if entry.phase is not None:
-            self.phases[pool][entry.phase] += 1
-        if entry.phase is TaskPhase.RUNNING:
-            self.running[(key[0], entry.pool)].add(key)
-            if (worker := _serving(entry)) is not None:
+        if record.phase is not None:
+            self.phases[pool][record.phase] += 1
+        if record.phase is TaskPhase.RUNNING:
+            self.running[pool].add(key)
+            if (worker := _serving(record)) is not None:
                 self.by_worker[(key[0], worker)].add(key[1])
-        task = entry.task
+        task = record.task
         if task is not None and task.status is None and not (task.spec.key or task.spec.depends_on or task.spec.cancel):
-            self.fresh[(key[0], entry.pool)].add(key)
-        if entry.key:
-            self.keyed[(key[0], entry.pool, entry.key)].add(key[1])
-        for dep in entry.depends_on:
+            self.fresh[pool].add(key)
+        if record.key:
+            self.keyed[(key[0], record.pool, record.key)].add(key[1])
+        for dep in record.depends_on:
             self.dependents[(key[0], dep)].add(key[1])
 
-    def _unindex(self, key: Key, entry: TaskEntry) -> None:
-        pool = (key[0], entry.pool)
-        self.in_pool[pool].discard(key[1])
-        if entry.phase is not None:
-            self.phases[pool][entry.phase] -= 1
-        self.running[(key[0], entry.pool)].discard(key)
-        if (worker := _serving(entry)) is not None:
-            serving = self.by_worker.get((key[0], worker))
-            if serving is not None:
-                serving.discard(key[1])
-                if not serving:
-                    del self.by_worker[(key[0], worker)]
-        self.fresh[(key[0], entry.pool)].discard(key)
-        if entry.key:
-            self.keyed[(key[0], entry.pool, entry.key)].discard(key[1])
-        for dep in entry.depends_on:
-            self.dependents[(key[0], dep)].discard(key[1])
+    def _unindex(self, key: Key, record: TaskRecord) -> None:
+        pool = (key[0], record.pool)
+        _discard(self.in_pool, pool, key[1])
+        if record.phase is not None:
+            self.phases[pool][record.phase] -= 1
+            if not self.phases[pool][record.phase]:
+                del self.phases[pool][record.phase]
+        _discard(self.running, pool, key)
+        if (worker := _serving(record)) is not None:
+            _discard(self.by_worker, (key[0], worker), key[1])
+        _discard(self.fresh, pool, key)
+        if record.key:
+            _discard(self.keyed, (key[0], record.pool, record.key), key[1])
+        for dep in record.depends_on:
+            _discard(self.dependents, (key[0], dep), key[1])
 
     def related(self, namespace: str, name: str) -> set[str]:
         """Tasks whose gate may change when this one does: its dependents and its key's holders."""
         names = set(self.dependents.get((namespace, name), ()))
-        entry = self.tasks.get((namespace, name))
-        if entry is not None and entry.key:
-            names |= self.keyed.get((namespace, entry.pool, entry.key), set())
+        record = self.tasks.get((namespace, name))
+        if record is not None and record.key:
+            names |= self.keyed.get((namespace, record.pool, record.key), set())
         names.discard(name)
         return names
 
-    def drop_task(self, namespace: str, name: str) -> TaskEntry | None:
-        entry = self.tasks.pop((namespace, name), None)
-        if entry is not None:
-            self._unindex((namespace, name), entry)
-            self._forget_cycles((namespace, name))
-            self._forget_writes(entry.uid)
-            self._forget_attempts(namespace, entry.uid)
-        return entry
+    def forget(self, key: Key) -> TaskRecord | None:
+        """The task left (deleted, or replaced by another of its name): drop its record, what its
+        indexes and its Jobs' facts hold, and tell every `forgetter`. Returns the record dropped."""
+        record = self.tasks.pop(key, None)
+        if record is not None:
+            self._unindex(key, record)
+            self.by_uid.pop(record.uid, None)
+            self.handing.pop(key, None)
+            for job in (*record.jobs, *record.gone):
+                self._drop_seen(key[0], job)
+                self.job_owner.pop((key[0], job), None)
+            for lease in record.served:
+                self.leases.pop((key[0], lease), None)
+        self._forget_cycles(key)
+        for forgetter in self.forgetters:
+            forgetter(key)
+        return record
 
-    def _forget_attempts(self, namespace: str, uid: str) -> None:
-        """What was seen of a task's attempts: its Jobs, their pods and Leases, its workers' Leases."""
-        for lease in self.served.pop(uid, {}):
-            self.leases.pop((namespace, lease), None)
-        for job in (*self.jobs.pop(uid, {}), *self.gone.pop(uid, {})):
-            self.pods.pop((namespace, job), None)
-            self.running_seen.pop((namespace, job), None)
-            self.ended_seen.pop((namespace, job), None)
-            self.job_owner.pop((namespace, job), None)
-            self.leases.pop((namespace, job), None)
-
-    def forget_refusals(self, uid: str) -> None:
-        """The task creates no more Jobs (it finished): what the API server said of them is done with."""
-        self.rejected.pop(uid, None)
-        self.refused.pop(uid, None)
-
-    def _forget_writes(self, uid: str) -> None:
-        self.forget_refusals(uid)
-        self.stale_counted.pop(uid, None)
+    def _drop_seen(self, namespace: str, job: str) -> None:
+        """What was seen of a Job's pod and heartbeat Lease."""
+        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases):
+            seen.pop((namespace, job), None)
 
     def _forget_cycles(self, key: Key) -> None:
         """A task went (or came back as another): what the cycle checks of its namespace settled
@@ -304,59 +335,102 @@ class Store:
         self.cycles.pop(key, None)
         self.cycle_checked.pop(key, None)
 
-    def cycle_of(self, namespace: str, entry: TaskEntry) -> tuple[str, ...] | None:
-        """The dependency cycle `entry` is on, if any. Its check runs once (specs are immutable),
+    def cycle_of(self, record: TaskRecord) -> tuple[str, ...] | None:
+        """The dependency cycle `record` is on, if any. Its check runs once (specs are immutable),
         iteratively and within a budget, and stops at tasks earlier checks settled; a cycle is
         found by the check of whichever of its tasks came last."""
-        key = (namespace, entry.name)
-        if key not in self.cycles and self.cycle_checked.get(key) != entry.uid:
+        namespace = record.namespace
+        key = (namespace, record.name)
+        if key not in self.cycles and self.cycle_checked.get(key) != record.uid:
             def depends_on(name: str) -> tuple[str, ...] | None:
                 dep = self.tasks.get((namespace, name))
                 return None if dep is None else dep.depends_on
 
             settled = self.settled[namespace]
-            search = dependencies.search_cycles(entry.name, depends_on, settled)
+            search = dependencies.search_cycles(record.name, depends_on, settled)
             settled |= search.settled
             self.cycles.update(((namespace, member), found) for member, found in search.cycles.items())
             if search.complete:
-                self.cycle_checked[key] = entry.uid
+                self.cycle_checked[key] = record.uid
         found = self.cycles.get(key)
-        return found.cycle_through(entry.name) if found is not None else None
+        return found.cycle_through(record.name) if found is not None else None
 
-    def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskEntry]:
+    def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskRecord]:
         return [self.tasks[(namespace, name)] for name in self.in_pool.get((namespace, pool), ())]
+
+    def _holder_of(self, uid: str) -> TaskRecord | Unclaimed:
+        """Where facts naming task `uid` go: its record, or the unclaimed ones until it comes."""
+        key = self.by_uid.get(uid)
+        if key is not None:
+            return self.tasks[key]
+        return self.unclaimed.setdefault(uid, Unclaimed())
 
     # ------------------------------------------------------------------ jobs and pods
 
-    def put_job(self, namespace: str, task_uid: str, task: str, facts: AttemptJob) -> None:
-        self.jobs[task_uid][facts.name] = facts
+    def put_job(self, namespace: str, task_uid: str, task: str, facts: AttemptJob) -> bool:
+        """Record a Job of task `task_uid`; True when what is known of it changed."""
+        jobs = self._holder_of(task_uid).jobs
         self.job_owner[(namespace, facts.name)] = (task_uid, task)
+        if jobs.get(facts.name) == facts:
+            return False
+        jobs[facts.name] = facts
+        return True
 
     def job_keys(self) -> list[Key]:
         """(namespace, name) of the Jobs held as present (not seen deleted)."""
-        return [k for k, (uid, _) in self.job_owner.items() if k[1] in self.jobs.get(uid, {})]
+        return [k for k, (uid, _) in self.job_owner.items() if k[1] in self._jobs_of(uid)]
+
+    def _jobs_of(self, uid: str) -> dict[str, AttemptJob]:
+        key = self.by_uid.get(uid)
+        if key is not None:
+            return self.tasks[key].jobs
+        claimed = self.unclaimed.get(uid)
+        return claimed.jobs if claimed is not None else {}
 
     def may_run(self, namespace: str, job: str) -> bool:
         """Whether the Job's task container may still be running: the Job is still there and its
         pod has not reported its container ended. (Jobs are deleted in the foreground, so an
         aborted Job stays until its pod is gone.)"""
         uid, _ = self.job_owner.get((namespace, job), (None, None))
-        if uid is None or job not in self.jobs.get(uid, {}):
+        if uid is None or job not in self._jobs_of(uid):
             return False
         pod = self.pods.get((namespace, job))
         return pod is None or (pod.termination is None and pod.phase not in ("Succeeded", "Failed"))
 
-    def drop_job(self, task_uid: str, name: str) -> None:
-        facts = self.jobs.get(task_uid, {}).pop(name, None)
+    def drop_job(self, namespace: str, name: str) -> str | None:
+        """A Job went: a known task keeps what is needed to recognise its late reports (its pod's
+        last state stays: it may still report); a Job nobody claimed leaves nothing. Returns the
+        name of its task."""
+        owner = self.job_owner.get((namespace, name))
+        if owner is None:
+            return None
+        uid, task = owner
+        key = self.by_uid.get(uid)
+        if key is None:
+            claimed = self.unclaimed.get(uid)
+            if claimed is not None:
+                claimed.jobs.pop(name, None)
+                if not (claimed.jobs or claimed.served):
+                    del self.unclaimed[uid]
+            del self.job_owner[(namespace, name)]
+            self._drop_seen(namespace, name)
+            return task
+        record = self.tasks[key]
+        facts = record.jobs.pop(name, None)
         if facts is not None:
-            self.gone[task_uid][name] = AttemptJob(number=facts.number, name=name, uid=facts.uid, gone=True)
+            record.gone[name] = AttemptJob(number=facts.number, name=name, uid=facts.uid, gone=True)
+        return task
 
-    def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> None:
+    def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> bool:
+        """Record a Job's pod; True when what is known of it changed."""
+        if self.pods.get((namespace, facts.job)) == facts:
+            return False
         self.pods[(namespace, facts.job)] = facts
         if facts.termination is not None:
             self.ended_seen.setdefault((namespace, facts.job), now)
         elif facts.started_at is not None:
             self.running_seen.setdefault((namespace, facts.job), now)
+        return True
 
     def put_lease(self, namespace: str, name: str, holder: str | None, renewed: str | None, now: datetime,
                   task_uid: str | None = None) -> bool:
@@ -372,11 +446,17 @@ class Store:
         will, costs nothing once it is deleted)."""
         old = self.leases.pop((namespace, name), None)
         uid = old[3] if old is not None else None
-        served = self.served.get(uid) if uid else None
-        if uid and served is not None:
-            served.pop(name, None)
-            if not served:
-                del self.served[uid]
+        if not uid:
+            return
+        key = self.by_uid.get(uid)
+        if key is not None:
+            self.tasks[key].served.pop(name, None)
+            return
+        claimed = self.unclaimed.get(uid)
+        if claimed is not None:
+            claimed.served.pop(name, None)
+            if not (claimed.jobs or claimed.served):
+                del self.unclaimed[uid]
 
     def _liveness(self, namespace: str, job: AttemptJob) -> AttemptJob:
         lease = self.leases.get((namespace, job.name))
@@ -384,25 +464,24 @@ class Store:
         return replace(job, running_seen_at=self.running_seen.get((namespace, job.name)),
                        ended_seen_at=self.ended_seen.get((namespace, job.name)), renewed_seen_at=renewed)
 
-    def attempt_jobs(self, entry: TaskEntry) -> list[AttemptJob]:
+    def attempt_jobs(self, record: TaskRecord) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`), and
         the attempt Leases pull workers wrote for it."""
-        namespace = entry.raw["metadata"]["namespace"]
+        namespace = record.namespace
         seen = [self._liveness(namespace, combine(j, self.pods.get((namespace, j.name))))
-                for j in self.jobs.get(entry.uid, {}).values()]
-        seen += [self._liveness(namespace, s) for s in self.served.get(entry.uid, {}).values()]
+                for j in record.jobs.values()]
+        seen += [self._liveness(namespace, s) for s in record.served.values()]
         present = {j.name for j in seen}
-        for name, gone in self.gone.get(entry.uid, {}).items():
+        for name, gone in record.gone.items():
             if name not in present:
                 seen.append(combine(gone, self.pods.get((namespace, name))))
         return seen
-
 
     # ------------------------------------------------------------------ pull workers
 
     def put_served(self, task_uid: str, facts: AttemptJob) -> bool:
         """Record what a worker's attempt Lease says; True when that changed."""
-        served = self.served[task_uid]
+        served = self._holder_of(task_uid).served
         if served.get(facts.name) == facts:
             return False
         served[facts.name] = facts
@@ -455,25 +534,48 @@ class Store:
             room[name] = min(facts.capacity, most) - len(self.by_worker.get((ns, name), ())) - handing[(ns, name)]
         return room
 
-    def hand_to_worker(self, key: Key, pool: Key, now: datetime, *, hold: bool) -> str | None:
-        """The live worker of the pool with the most room for task `key`; with `hold`, that room is
-        held until `handed(key)`, so two tasks decided at once never count the same free place twice."""
+    def roomiest_worker(self, pool: Key, now: datetime) -> str | None:
+        """The live worker of the pool with the most room (None: none has room)."""
         room = self.worker_room(pool, now)
         best = max(room, key=lambda w: (room[w], w), default=None)
-        if best is None or room[best] <= 0:
-            return None
-        if hold:
-            self.handing[key] = (key[0], best)
-        return best
+        return best if best is not None and room[best] > 0 else None
+
+    def hold(self, key: Key, worker: str) -> None:
+        """Task `key` is being handed to `worker`: its room is held until `handed(key)`, so two tasks
+        decided while the first one's status is written never count the same free place twice."""
+        self.handing[key] = (key[0], worker)
 
     def handed(self, key: Key) -> None:
         """The status naming the task's worker was written (its load now counts it), or not."""
         self.handing.pop(key, None)
 
 
-def _serving(entry: TaskEntry) -> str | None:
+def _record(raw: dict[str, Any], first_seen: datetime) -> TaskRecord:
+    """A record of the object, kept no bigger than the decisions on it need."""
+    try:
+        task, error = Task.model_validate(raw), None
+    except ValidationError as err:
+        task, error = None, _validation_message(err)
+    if task is not None and task.phase is not None and task.phase.terminal:
+        return TaskRecord(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
+    if task is None:  # unreadable (e.g. oversized): kept no bigger than what its refusal needs
+        return TaskRecord(raw=_refusable(raw), task=None, error=error, first_seen=first_seen)
+    return TaskRecord(raw=raw, task=task, error=error, first_seen=first_seen)
+
+
+def _discard(index: dict[Any, set[Any]], at: Any, item: Any) -> None:
+    """Take `item` out of the index's set at `at`, and the set once empty (an index holds no more
+    keys than there are records)."""
+    members = index.get(at)
+    if members is not None:
+        members.discard(item)
+        if not members:
+            del index[at]
+
+
+def _serving(record: TaskRecord) -> str | None:
     """The worker serving the running task's open attempt, if a worker does."""
-    status = entry.task.status if entry.task is not None else None
+    status = record.task.status if record.task is not None else None
     return serving_worker(status) if status is not None else None
 
 

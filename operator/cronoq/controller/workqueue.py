@@ -82,6 +82,14 @@ class WorkQueue(Generic[K]):
         """The key was processed without error: its next failure starts from the shortest delay."""
         self._failures.pop(key, None)
 
+    def drop(self, key: K) -> None:
+        """What the key is known by went: its pending timer and its failures go too (a key already
+        waiting is still processed once, and finds nothing)."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._failures.pop(key, None)
+
     @property
     def urgent(self) -> bool:
         """Whether urgent keys (slot grants) are waiting."""
