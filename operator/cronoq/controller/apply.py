@@ -14,12 +14,11 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime, timedelta
-from typing import Callable
-
-from pydantic import ValidationError
+from typing import Any, Callable
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskStatus
+from cronoq.controller.gather import full_holder, holder
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskRecord
@@ -28,9 +27,7 @@ from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
 from cronoq.engine import reasons
 from cronoq.engine.admission import Candidate
-from cronoq.engine.attempts import refusal
-from cronoq.engine.plan import Effective, JobToCreate, Plan
-from cronoq.engine.jobs import TaskServiceAccount, build_job
+from cronoq.engine.plan import Plan
 from cronoq.kube.observe import job_facts
 from cronoq.kube.writes import Conflict, Rejected
 
@@ -57,36 +54,55 @@ def refusal_of(message: str) -> str:
 
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
-                 term: Term, *,
-                 clock: Callable[[], datetime], skew: Callable[[], timedelta], sidecar_image: str | None,
-                 warnings_only: bool = False, served_warnings_only: bool = False,
-                 task_service_account: TaskServiceAccount | None = None) -> None:
+                 term: Term, *, clock: Callable[[], datetime], skew: Callable[[], timedelta],
+                 warnings_only: bool = False, served_warnings_only: bool = False) -> None:
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
-        self.sidecar_image = sidecar_image
-        self.task_service_account = task_service_account or TaskServiceAccount()
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
         self.served_warnings_only = served_warnings_only
         """`--events=auto` (the default): the same, in Workers pools only: a stream of small tasks
         would pay an Event write per success, a quarter of its writes."""
 
-    async def apply(self, entry: TaskRecord, task: Task, plan: Plan, pool_key: Key, pool: TaskPool | None,
-                    now: datetime, settings: Effective) -> None:
-        """A live task's plan: its status first; nothing else unless that write landed."""
+    async def apply(self, record: TaskRecord, task: Task | None, plan: Plan, now: datetime) -> None:
+        """One reconcile's plan: its status first; nothing else unless that write landed. `task` is
+        the live task it was decided on (None for a finished or unreadable one)."""
+        if plan.read_original is not None:
+            await self._read_original(record, plan.read_original)
+            return
+        key, pool_key = (record.namespace, record.name), (record.namespace, record.pool)
         if plan.status is not None:
-            landed = await self._write_status(entry, plan.status, now)
+            worker = plan.started.worker if plan.started is not None else None
+            if worker is not None:  # its room is taken from now, not from when the write lands
+                self.store.hold(key, worker)
+            try:
+                landed = await self._write_status(record, plan.status, now)
+            finally:
+                self.store.handed(key)
             if landed is None:
                 return
-            entry = landed
-            task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
-            self.expiry.schedule_finished(entry, pool)
-        await self._carry_out(entry, task, plan, pool_key, pool, now, settings)
+            record = landed
+            if task is not None:
+                task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
+        pool = self.store.pools.get(pool_key)
+        self.expiry.schedule_finished(record, pool)
+        await self._carry_out(record, task, plan, pool_key, pool, now)
 
-    async def settle(self, entry: TaskRecord, plan: Plan, pool_key: Key, pool: TaskPool | None, now: datetime) -> None:
-        """A finished task's plan (no status to write): stop leftover Jobs, note late reports."""
-        self.expiry.schedule_finished(entry, pool)
-        await self._carry_out(entry, None, plan, pool_key, pool, now, None)
+    async def _read_original(self, record: TaskRecord, name: str) -> None:
+        """Read the finished original a keyed task ends as the duplicate of (its output and message
+        are not in the store), keep it on the duplicate's record, and decide again."""
+        namespace = record.namespace
+        original = self.store.tasks.get((namespace, name))
+        raw = await self.writer.read_task(namespace, name)
+        if original is None:  # gone meanwhile: the next decision no longer names it
+            self.queue.add(("task", namespace, record.name))
+            return
+        full = Task.model_validate(raw) if raw is not None else None
+        # Gone, or its name taken by another task: decide with what the store has of it.
+        read = full_holder(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
+            else holder(original)
+        record.original, record.original_uid = read, original.uid
+        self.queue.add(("task", namespace, record.name))
 
     async def _write_status(self, entry: TaskRecord, status: TaskStatus, now: datetime) -> TaskRecord | None:
         """The fencing write. Returns the task's entry as stored after it, or None when it did not land."""
@@ -112,8 +128,7 @@ class Applier:
         return landed
 
     async def _carry_out(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key, pool: TaskPool | None,
-                         now: datetime,
-                         settings: Effective | None) -> None:
+                         now: datetime) -> None:
         """What follows a landed status: slots and metrics first (no await in between, so
         admission never sees the task half-moved), then the writes. `task` is the task as
         written (None for a finished task's settling)."""
@@ -124,9 +139,9 @@ class Applier:
         if plan.started is not None and plan.started.worker is not None:  # handed to a worker: it starts now
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
-        if plan.create_job is not None and task is not None and settings is not None:
+        if plan.create_job is not None and plan.job is not None:
             try:
-                await self._create_job(entry, task, plan.create_job, plan, pool_key, pool, settings)
+                await self._create_job(entry, plan.job, plan.create_job.number, plan, pool_key)
             except JobRefused as err:
                 refused = err
         for job_name in plan.delete_jobs:
@@ -180,15 +195,11 @@ class Applier:
                 metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
-    async def _create_job(self, entry: TaskRecord, task: Task, order: JobToCreate, plan: Plan, pool_key: Key,
-                          pool: TaskPool | None, settings: Effective) -> None:
-        """The recorded attempt's Job (the attempt creates its own heartbeat Lease, at its first renewal),
-        in `pool`, the pool the decision was made with."""
-        namespace, name, number = entry.raw["metadata"]["namespace"], entry.name, order.number
-        job = build_job(task, pool.spec if pool else None, number, order.lease_id, lease_ttl=settings.lease_ttl,
-                        sidecar_image=self.sidecar_image if settings.heartbeat_sidecar else None,
-                        job_retention=settings.job_retention, push_image=self.sidecar_image,
-                        service_account=self.task_service_account.in_namespace(namespace))
+    async def _create_job(self, entry: TaskRecord, job: dict[str, Any], number: int, plan: Plan,
+                          pool_key: Key) -> None:
+        """The recorded attempt's Job, as the decision built it (the attempt creates its own heartbeat
+        Lease, at its first renewal)."""
+        namespace, name = entry.namespace, entry.name
         try:
             created = await self.writer.create_job(job)
         except Rejected as err:
@@ -210,24 +221,3 @@ class Applier:
         if plan.started is not None:
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
-
-    async def refuse(self, entry: TaskRecord) -> None:
-        """A Task the models cannot read (e.g. a payload over its size limit) ends Failed, once."""
-        raw = entry.raw
-        try:
-            stored = TaskStatus.model_validate(raw["status"]) if raw.get("status") else None
-        except ValidationError:
-            stored = None
-        new = refusal(stored, entry.error or "", raw["metadata"].get("generation"), self.term.epoch, self.clock())
-        if new is None:
-            return
-        try:
-            written = await self.writer.replace_task_status(raw, new.to_dict())
-        except Conflict:
-            self.queue.add(("task", raw["metadata"]["namespace"], raw["metadata"]["name"]))
-            return
-        except Rejected as err:  # e.g. a newer leader's epoch: nothing this replica may do
-            log.error("the API server refused the status of task %s/%s: %s", raw["metadata"]["namespace"],
-                      raw["metadata"]["name"], err.message)
-            return
-        self.store.put_task(written, self.clock())

@@ -1,34 +1,32 @@
 """The Controller: the reconcile loop. Work keys come from the watches (controller/intake.py), the
-resync and the timers; each `task` key runs the Task's decision (engine.attempts) on what the
-store holds, each `pool` key grants the pool's free slots (controller/slots.py). What a decision
-plans is carried out, fenced, by controller/apply.py; pool status is written by
-controller/poolstatus.py, finished tasks deleted by controller/expiry.py.
+resync and the timers; each `task` key gathers what the store holds of the task
+(controller/gather.py), asks the engine for one plan (engine.decide) and has it carried out,
+fenced, by controller/apply.py; each `pool` key grants the pool's free slots
+(controller/slots.py). Pool status is written by controller/poolstatus.py, finished tasks deleted
+by controller/expiry.py.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Callable, Mapping
 
 from cronoq import metrics
-from cronoq.api import Task, TaskPool, TaskPoolSpec
 from cronoq.controller.apply import Applier, JobRefused
 from cronoq.controller.clock import Clock, LoopClock
 from cronoq.controller.expiry import Expiry
+from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
 from cronoq.controller.slots import Slots
-from cronoq.controller.store import Finished, Store, TaskRecord
+from cronoq.controller.store import Store
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
-from cronoq.engine import admission, dependencies, keys
-from cronoq.engine.attempts import is_ready, reconcile, settle
-from cronoq.engine.plan import Effective, Observation
-from cronoq.engine.gate import RUN, Gate
-from cronoq.engine.retention import job_retention_of
+from cronoq.engine import admission
+from cronoq.engine.decide import Live, decide
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.kube.writes import NotLeader
 
@@ -36,28 +34,6 @@ log = logging.getLogger(__name__)
 
 RESYNC_SECONDS = 60.0
 """Every task is looked at again this often, whatever the watches said (level-based safety net)."""
-
-
-def holder(entry: TaskRecord) -> keys.Holder:
-    """What deduplication reads of a task. A finished task's output and message are not in
-    memory; `full_holder` reads them when a duplicate needs them."""
-    done = entry.finished
-    if done is not None:
-        return keys.Holder(name=entry.name, created_at=done.created_at or entry.first_seen, phase=done.phase,
-                           attempt=done.attempt, finished_at=done.finished_at, output_available=done.output_available,
-                           duplicate_of=done.duplicate_of)
-    assert entry.task is not None, "a keyed task is readable (an unreadable one has no key)"
-    return full_holder(entry.task, entry.first_seen)
-
-
-def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
-    status = task.status
-    return keys.Holder(
-        name=task.metadata.name or "", created_at=task.metadata.creation_timestamp or first_seen,
-        phase=status.phase if status else None, attempt=status.attempt if status else 0,
-        finished_at=status.finished_at if status else None, output=status.output if status else None,
-        output_available=status.output_available if status else False,
-        duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
 
 
 class Controller:
@@ -83,9 +59,10 @@ class Controller:
         self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent)
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
+        self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount())
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
-                               clock=now, skew=skew, sidecar_image=sidecar_image, warnings_only=warnings_only,
-                               served_warnings_only=served_warnings_only, task_service_account=task_service_account)
+                               clock=now, skew=skew, warnings_only=warnings_only,
+                               served_warnings_only=served_warnings_only)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock)
 
     async def run(self) -> None:
@@ -158,93 +135,16 @@ class Controller:
     # ------------------------------------------------------------------ one task
 
     async def reconcile_task(self, namespace: str, name: str) -> None:
+        """Gather, decide once, apply: what the store holds of the task and around it, the one
+        plan the engine makes of it, carried out."""
         key = (namespace, name)
-        entry = self.store.tasks.get(key)
-        if entry is None:
+        record = self.store.tasks.get(key)
+        if record is None:
             self.store.forget(key)
             return
-        pool_key = (namespace, entry.pool)
-        pool = self.store.pools.get(pool_key)
-        now = self.clock.now()
-        if entry.finished is not None:
-            await self._settle(entry, entry.finished, pool, now)
-            return
-        if entry.task is None:
-            await self.applier.refuse(entry)
-            return
-        task = entry.task
-        attempt_n = task.status.attempt if task.status else 0
-        settings = Effective.of(task, pool.spec if pool else None)
-        worker = alive_until = None
-        last = task.status.attempts[-1] if task.status and task.status.attempts else None
-        if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
-            alive_until = self.store.worker_alive_until(namespace, last.worker)
-        elif settings.workers and is_ready(task, now):  # the worker it would go to (held if admitted)
-            worker = self.store.roomiest_worker(pool_key, now)
-            if worker is not None and key in self.slots.grants:
-                self.store.hold(key, worker)
-        try:
-            await self._decide(entry, task, pool_key, pool, settings, now, attempt_n, worker, alive_until)
-        finally:
-            self.store.handed(key)
-
-    async def _decide(self, entry: TaskRecord, task: Task, pool_key: tuple[str, str], pool: TaskPool | None,
-                      settings: Effective, now: datetime, attempt_n: int, worker: str | None,
-                      alive_until: datetime | None) -> None:
-        namespace, name = pool_key[0], entry.name
-        key = (namespace, name)
-        seen = Observation(
-            worker=worker, worker_alive_until=alive_until,
-            jobs=self.store.attempt_jobs(entry), now=now, epoch=self.term.epoch, admit=key in self.slots.grants,
-            pool_found=pool is not None, pool_name=task.spec.pool, first_seen=entry.first_seen,
-            job_rejected=entry.rejected.get(attempt_n), job_refused=entry.refused.get(attempt_n),
-            gate=await self._gate(entry, task, pool.spec if pool else None, now) if attempt_n == 0 else RUN)
-        plan = reconcile(task, settings, seen, self.rng)
-        await self.applier.apply(entry, task, plan, pool_key, pool, now, settings)
-
-    async def _settle(self, entry: TaskRecord, done: Finished, pool: TaskPool | None, now: datetime) -> None:
-        """A finished task (`done`, its entry's `finished`): stop leftover Jobs, ignore late reports,
-        keep its Jobs for the jobRetention now in effect, and delete it when its time comes."""
-        plan = settle(entry.name, done.attempt, done.marks, self.store.attempt_jobs(entry),
-                      job_retention_of(done.job_retention, pool.spec if pool else None))
-        await self.applier.settle(entry, plan, (entry.raw["metadata"]["namespace"], done.pool), pool, now)
-
-    async def _gate(self, entry: TaskRecord, task: Task, pool: TaskPoolSpec | None, now: datetime) -> Gate:
-        """What the task's key, then its dependencies, say about its first attempt."""
-        namespace = entry.raw["metadata"]["namespace"]
-        if task.spec.key:
-            retention = (pool or TaskPoolSpec()).key_retention
-            me = holder(entry)
-            others = await self._key_holders(namespace, entry, task.spec.key, me, retention, now)
-            verdict = keys.gate(me, others, retention, now)
-            if verdict.verdict != "run":
-                return verdict
-        if task.spec.depends_on:
-            def phase_of(name: str) -> dependencies.DependencyPhase:
-                dep = self.store.tasks.get((namespace, name))
-                return dependencies.MISSING if dep is None else dep.phase
-
-            phases = {d.task: phase_of(d.task) for d in task.spec.depends_on}
-            return dependencies.gate(entry.name, task.spec.depends_on, phases,
-                                     self.store.cycle_of(entry))
-        return RUN
-
-    async def _key_holders(self, namespace: str, entry: TaskRecord, key: str, me: keys.Holder,
-                           retention: timedelta, now: datetime) -> list[keys.Holder]:
-        """The other tasks holding the key, as the store has them; the finished original that `me`
-        would end as a duplicate of is read over the API, for the output and message the store does
-        not keep."""
-        others = [holder(self.store.tasks[(namespace, n)]) for n in self.store.keyed.get((namespace, entry.pool, key), ())
-                  if n != entry.name and (namespace, n) in self.store.tasks]
-        first = keys.reported(me, others, retention, now)
-        original = self.store.tasks.get((namespace, first.name)) if first is not None else None
-        if original is None or original.finished is None:
-            return others
-        raw = await self.writer.read_task(namespace, original.name)
-        full = Task.model_validate(raw) if raw is not None else None
-        if full is None or full.metadata.uid != original.uid:  # gone, or its name taken by another task
-            return others
-        return [full_holder(full, original.first_seen) if h.name == original.name else h for h in others]
+        subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings)
+        plan = decide(subject, seen, self.rng)
+        await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
 
     # ------------------------------------------------------------------ one pool
 

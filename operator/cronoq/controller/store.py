@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.engine import dependencies, keys
 from cronoq.engine.attempts import serving_worker
+from cronoq.engine.decide import Finished
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.pools import WorkerTrust
@@ -28,49 +29,6 @@ def _rv(obj: dict[str, Any]) -> int:
         return int(obj.get("metadata", {}).get("resourceVersion", "0"))
     except ValueError:
         return 0
-
-
-@dataclass(frozen=True, slots=True)
-class Mark:
-    """An attempt of a finished task, as much as judging its leftover Jobs needs."""
-
-    number: int
-    lease_id: str | None
-    reason: str | None
-    worker: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """A finished task, reduced to what the operator still decides on: keys, dependents, its
-    leftover Jobs and when to delete it. Its output and messages stay in the API server (read
-    when a duplicate needs them), so the store grows by a small record per kept task, not by its body."""
-
-    phase: TaskPhase
-    pool: str
-    created_at: datetime | None
-    finished_at: datetime | None
-    attempt: int = 0
-    marks: tuple[Mark, ...] = ()
-    key: str | None = None
-    depends_on: tuple[str, ...] = ()
-    duplicate_of: str | None = None
-    output_available: bool = False
-    ttl_after_finished: timedelta | None = None
-    """The task's own ttlAfterFinished (None: its pool's)."""
-    job_retention: timedelta | None = None
-    """The task's own jobRetention (None: its pool's)."""
-
-    @classmethod
-    def of(cls, task: Task) -> Finished:
-        status, spec = task.status, task.spec
-        assert status is not None and status.phase is not None, "only a finished task (it has a phase)"
-        return cls(phase=status.phase, pool=spec.pool, created_at=task.metadata.creation_timestamp,
-                   finished_at=status.finished_at, attempt=status.attempt,
-                   marks=tuple(Mark(a.number, a.lease_id, a.reason, a.worker) for a in status.attempts),
-                   key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
-                   duplicate_of=status.duplicate_of, output_available=status.output_available,
-                   ttl_after_finished=spec.ttl_after_finished, job_retention=spec.job_retention)
 
 
 def _slim(raw: dict[str, Any]) -> dict[str, Any]:

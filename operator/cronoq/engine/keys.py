@@ -45,6 +45,17 @@ class Holder:
         return True
 
 
+@dataclass(frozen=True)
+class KeyHolders:
+    """What deduplication reads of a keyed task: itself, the other tasks holding its key, and the
+    full record of its finished original once read (a plan's `read_original` asks for it)."""
+
+    me: Holder
+    others: tuple[Holder, ...]
+    retention: timedelta
+    original: Holder | None = None
+
+
 def original(holders: Iterable[Holder], retention: timedelta, now: datetime) -> Holder | None:
     live = [h for h in holders if h.deduplicates(retention, now)]
     if not live:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from cronoq.api import Attempt, RetryPolicy, Task, TaskPoolSpec, TaskStatus
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
+from cronoq.engine.dependencies import DependencyPhase
 from cronoq.engine.gate import RUN, Gate
+from cronoq.engine.jobs import TaskServiceAccount
+from cronoq.engine.keys import KeyHolders
 from cronoq.engine.observed import AttemptJob
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
@@ -82,6 +85,11 @@ class Plan:
     waiting task is weighed at once when it appears)."""
     requeue_after: float | None = None
     """Seconds until a deadline or backoff expires and the task should be looked at again."""
+    job: dict[str, Any] | None = None
+    """The Job of `create_job`, as `engine.decide` built it."""
+    read_original: str | None = None
+    """A keyed task that ends as the duplicate of this finished task: read its full record (the
+    output and message the store does not keep), then decide again. Nothing else is planned."""
 
 
 @dataclass(frozen=True)
@@ -110,3 +118,16 @@ class Observation:
     worker_alive_until: datetime | None = None
     """A Workers pool: until when the open attempt's worker is alive by its Lease, as last seen
     (None: its Lease is gone, or was never seen)."""
+    # Read by engine.decide (which works out `gate` from them, and builds the Job).
+    pool: TaskPoolSpec | None = None
+    """The spec of the task's pool (None: it does not exist, or is not known)."""
+    holders: KeyHolders | None = None
+    """A keyed task that has not started: who else holds its key."""
+    dependencies: Mapping[str, DependencyPhase] | None = None
+    """A task with dependencies that has not started: their phases, by name."""
+    cycle: tuple[str, ...] | None = None
+    """The dependency cycle the task is on, if any."""
+    sidecar_image: str | None = None
+    """The operator's image: the heartbeat sidecar and the push runner of attempt pods."""
+    service_account: TaskServiceAccount = TaskServiceAccount()
+    """The operator's `--task-service-account`."""

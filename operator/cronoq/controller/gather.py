@@ -1,0 +1,112 @@
+"""Gather: everything one decision about a task reads, taken from the store and the slots at one
+moment into one `Observation` (engine.plan), with no read from the API server and no await, so
+the decision and the status write that follows it see the same world. The engine decides
+(`engine.decide`); controller/apply.py carries the plan out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cronoq.api import Task, TaskPoolSpec, TaskStatus
+from cronoq.controller.slots import Slots
+from cronoq.controller.store import Store, TaskRecord
+from cronoq.engine import dependencies, keys
+from cronoq.engine.attempts import is_ready
+from cronoq.engine.decide import Live, Subject, Unreadable
+from cronoq.engine.jobs import TaskServiceAccount
+from cronoq.engine.plan import Observation
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """How this operator builds attempt Jobs (its flags)."""
+
+    sidecar_image: str | None = None
+    service_account: TaskServiceAccount = TaskServiceAccount()
+
+
+def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch: int,
+           jobs: JobSettings) -> tuple[Subject, Observation]:
+    """The task as the decision sees it, and what it reads around it."""
+    namespace, key = record.namespace, (record.namespace, record.name)
+    found = store.pools.get((namespace, record.pool))
+    pool = found.spec if found is not None else None
+    seen = Observation(now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None,
+                       pool=pool, first_seen=record.first_seen, sidecar_image=jobs.sidecar_image,
+                       service_account=jobs.service_account)
+    if record.finished is not None:
+        return record.finished, seen
+    task = record.task
+    if task is None:
+        return Unreadable(_stored_status(record), record.error or "", record.raw["metadata"].get("generation")), seen
+    status = task.status
+    attempt = status.attempt if status else 0
+    last = status.attempts[-1] if status and status.attempts else None
+    worker = alive_until = None
+    if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
+        alive_until = store.worker_alive_until(namespace, last.worker)
+    elif pool is not None and pool.delivery == "Workers" and is_ready(task, now):
+        worker = store.roomiest_worker((namespace, record.pool), now)  # where it would go, if admitted
+    seen = Observation(
+        now=now, epoch=epoch, jobs=seen.jobs, admit=key in slots.grants, pool_found=found is not None,
+        pool_name=task.spec.pool, first_seen=record.first_seen, job_rejected=record.rejected.get(attempt),
+        job_refused=record.refused.get(attempt), worker=worker, worker_alive_until=alive_until, pool=pool,
+        sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
+        **(_gating(store, record, task, pool, now) if attempt == 0 else {}))
+    return Live(task), seen
+
+
+def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | None, now: datetime) -> dict[str, Any]:
+    """What gates a task's first attempt: its key's other holders, its dependencies' phases."""
+    found: dict[str, Any] = {}
+    namespace = record.namespace
+    if task.spec.key:
+        names = store.keyed.get((namespace, record.pool, task.spec.key), ())
+        others = tuple(holder(store.tasks[(namespace, n)]) for n in names
+                       if n != record.name and (namespace, n) in store.tasks)
+        original = record.original
+        read = store.tasks.get((namespace, original.name)) if original is not None else None
+        current = original if read is not None and read.uid == record.original_uid else None
+        found["holders"] = keys.KeyHolders(me=holder(record), others=others,
+                                           retention=(pool or TaskPoolSpec()).key_retention, original=current)
+    if task.spec.depends_on:
+        def phase_of(name: str) -> dependencies.DependencyPhase:
+            dep = store.tasks.get((namespace, name))
+            return dependencies.MISSING if dep is None else dep.phase
+
+        found["dependencies"] = {d.task: phase_of(d.task) for d in task.spec.depends_on}
+        found["cycle"] = store.cycle_of(record)
+    return found
+
+
+def holder(record: TaskRecord) -> keys.Holder:
+    """What deduplication reads of a task. A finished task's output and message are not in
+    memory; a plan's `read_original` has them read when a duplicate needs them (`full_holder`)."""
+    done = record.finished
+    if done is not None:
+        return keys.Holder(name=record.name, created_at=done.created_at or record.first_seen, phase=done.phase,
+                           attempt=done.attempt, finished_at=done.finished_at, output_available=done.output_available,
+                           duplicate_of=done.duplicate_of)
+    assert record.task is not None, "a keyed task is readable (an unreadable one has no key)"
+    return full_holder(record.task, record.first_seen)
+
+
+def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
+    status = task.status
+    return keys.Holder(
+        name=task.metadata.name or "", created_at=task.metadata.creation_timestamp or first_seen,
+        phase=status.phase if status else None, attempt=status.attempt if status else 0,
+        finished_at=status.finished_at if status else None, output=status.output if status else None,
+        output_available=status.output_available if status else False,
+        duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
+
+
+def _stored_status(record: TaskRecord) -> TaskStatus | None:
+    """The status an unreadable task has, if the models can read that much."""
+    raw = record.raw.get("status")
+    try:
+        return TaskStatus.model_validate(raw) if raw else None
+    except ValueError:
+        return None
+
