@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cronoq.api import TaskPhase
 from cronoq.controller.store import Store
-from cronoq.engine.pools import WorkerTrust
+from cronoq.engine.pools import WorkerTrust, roomiest
 
 from tests.unit.builders import T0, at, make_task
 
@@ -153,7 +153,7 @@ def test_a_pools_worker_room_counts_live_workers_their_load_and_the_hand_overs_i
     store.put_task(raw("busy", 1, running), T0)
 
     assert store.worker_room(("ns", "default"), at(1)) == {"w1": 2, "w2": 2}
-    assert store.roomiest_worker(("ns", "default"), at(1)) == "w2"
+    assert roomiest(store.worker_room(("ns", "default"), at(1))) == "w2"
     store.hold(("ns", "x"), "w2")
     assert store.worker_room(("ns", "default"), at(1)) == {"w1": 2, "w2": 1}
     store.handed(("ns", "x"))

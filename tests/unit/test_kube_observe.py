@@ -9,7 +9,8 @@ from pathlib import Path
 
 from cronoq.api import RetryPolicy
 from cronoq.engine.outcome import classify
-from cronoq.kube.observe import combine, job_facts, pod_facts
+from cronoq.controller.store import with_pod as combine
+from cronoq.kube.observe import job_facts, pod_facts
 
 DATA = Path(__file__).parent / "data"
 

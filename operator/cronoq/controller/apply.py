@@ -84,9 +84,9 @@ class Applier:
             record = landed
             if task is not None:
                 task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
-        pool = self.store.pools.get(pool_key)
-        self.expiry.schedule_finished(record, pool)
-        await self._carry_out(record, task, plan, pool_key, pool, now)
+        if plan.deletion is not None:
+            self.expiry.schedule(key, record.uid, plan.deletion.at)
+        await self._carry_out(record, task, plan, pool_key, self.store.pools.get(pool_key), now)
 
     async def _read_original(self, record: TaskRecord, name: str) -> None:
         """Read the finished original a keyed task ends as the duplicate of (its output and message

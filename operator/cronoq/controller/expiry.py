@@ -23,12 +23,10 @@ from datetime import datetime
 from typing import Callable
 
 from cronoq import metrics
-from cronoq.api import TaskPool
 from cronoq.controller.clock import Clock, wait_set
-from cronoq.controller.store import Key, TaskRecord
+from cronoq.controller.store import Key
 from cronoq.controller.term import Term
 from cronoq.controller.writer import Writer
-from cronoq.engine.retention import task_expires_at
 from cronoq.kube.writes import NotLeader
 
 log = logging.getLogger(__name__)
@@ -60,13 +58,6 @@ class Expiry:
         heapq.heappush(self._heap, (due, key, uid))
         if self._heap[0][1] == key:
             self._changed.set()
-
-    def schedule_finished(self, record: TaskRecord, pool: TaskPool | None) -> None:
-        """(Re)compute a finished task's due time from its retention and its pool's; not finished: nothing."""
-        done = record.finished
-        if done is not None:
-            due = task_expires_at(done.finished_at, done.ttl_after_finished, done.key, pool.spec if pool else None)
-            self.schedule((record.namespace, record.name), record.uid, due)
 
     def forget(self, key: Key) -> None:
         """The task left: nothing to delete (its stale heap entry is skipped when it comes up)."""

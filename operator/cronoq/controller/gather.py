@@ -12,7 +12,6 @@ from cronoq.api import Task, TaskPoolSpec, TaskStatus
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store, TaskRecord
 from cronoq.engine import dependencies, keys
-from cronoq.engine.attempts import is_ready
 from cronoq.engine.decide import Live, Subject, Unreadable
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.plan import Observation
@@ -43,15 +42,15 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
     status = task.status
     attempt = status.attempt if status else 0
     last = status.attempts[-1] if status and status.attempts else None
-    worker = alive_until = None
+    room = alive_until = None
     if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
         alive_until = store.worker_alive_until(namespace, last.worker)
-    elif pool is not None and pool.delivery == "Workers" and is_ready(task, now):
-        worker = store.roomiest_worker((namespace, record.pool), now)  # where it would go, if admitted
+    elif pool is not None and pool.delivery == "Workers":  # where its next attempt could go
+        room = store.worker_room((namespace, record.pool), now)
     seen = Observation(
         now=now, epoch=epoch, jobs=seen.jobs, admit=key in slots.grants, pool_found=found is not None,
         pool_name=task.spec.pool, first_seen=record.first_seen, job_rejected=record.rejected.get(attempt),
-        job_refused=record.refused.get(attempt), worker=worker, worker_alive_until=alive_until, pool=pool,
+        job_refused=record.refused.get(attempt), worker_room=room, worker_alive_until=alive_until, pool=pool,
         sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
         **(_gating(store, record, task, pool, now) if attempt == 0 else {}))
     return Live(task), seen

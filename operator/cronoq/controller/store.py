@@ -19,7 +19,7 @@ from cronoq.engine.decide import Finished
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.pools import WorkerTrust
-from cronoq.kube.observe import PodFacts, WorkerFacts, combine
+from cronoq.kube.observe import PodFacts, WorkerFacts
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -416,23 +416,25 @@ class Store:
             if not (claimed.jobs or claimed.served):
                 del self.unclaimed[uid]
 
-    def _liveness(self, namespace: str, job: AttemptJob) -> AttemptJob:
-        lease = self.leases.get((namespace, job.name))
+    def _seen(self, namespace: str, job: AttemptJob, live: bool = True) -> AttemptJob:
+        """A Job's facts with what was seen of its pod and (`live`) when, by our clock, its task
+        container was seen running, ended, and its heartbeat Lease renewed."""
+        key = (namespace, job.name)
+        job = with_pod(job, self.pods.get(key))
+        if not live:
+            return job
+        lease = self.leases.get(key)
         renewed = lease[2] if lease and lease[1] and lease[0] == job.lease_id else None
-        return replace(job, running_seen_at=self.running_seen.get((namespace, job.name)),
-                       ended_seen_at=self.ended_seen.get((namespace, job.name)), renewed_seen_at=renewed)
+        return replace(job, running_seen_at=self.running_seen.get(key), ended_seen_at=self.ended_seen.get(key),
+                       renewed_seen_at=renewed)
 
     def attempt_jobs(self, record: TaskRecord) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`), and
         the attempt Leases pull workers wrote for it."""
         namespace = record.namespace
-        seen = [self._liveness(namespace, combine(j, self.pods.get((namespace, j.name))))
-                for j in record.jobs.values()]
-        seen += [self._liveness(namespace, s) for s in record.served.values()]
+        seen = [self._seen(namespace, j) for j in (*record.jobs.values(), *record.served.values())]
         present = {j.name for j in seen}
-        for name, gone in record.gone.items():
-            if name not in present:
-                seen.append(combine(gone, self.pods.get((namespace, name))))
+        seen += [self._seen(namespace, gone, live=False) for name, gone in record.gone.items() if name not in present]
         return seen
 
     # ------------------------------------------------------------------ pull workers
@@ -492,12 +494,6 @@ class Store:
             room[name] = min(facts.capacity, most) - len(self.by_worker.get((ns, name), ())) - handing[(ns, name)]
         return room
 
-    def roomiest_worker(self, pool: Key, now: datetime) -> str | None:
-        """The live worker of the pool with the most room (None: none has room)."""
-        room = self.worker_room(pool, now)
-        best = max(room, key=lambda w: (room[w], w), default=None)
-        return best if best is not None and room[best] > 0 else None
-
     def hold(self, key: Key, worker: str) -> None:
         """Task `key` is being handed to `worker`: its room is held until `handed(key)`, so two tasks
         decided while the first one's status is written never count the same free place twice."""
@@ -506,6 +502,16 @@ class Store:
     def handed(self, key: Key) -> None:
         """The status naming the task's worker was written (its load now counts it), or not."""
         self.handing.pop(key, None)
+
+
+def with_pod(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
+    """The Job's facts with its pod's folded in."""
+    if pod is None:
+        return job
+    waiting_reason, waiting_message = pod.waiting or (None, None)
+    return replace(job, pod_phase=pod.phase, pod_reason=pod.reason, pod_message=pod.message,
+                   disruption=pod.disruption, started_at=pod.started_at, termination=pod.termination,
+                   waiting_reason=waiting_reason, waiting_message=waiting_message)
 
 
 def _record(raw: dict[str, Any], first_seen: datetime) -> TaskRecord:

@@ -14,11 +14,12 @@ from typing import Union
 
 from cronoq.api import Task, TaskPhase, TaskStatus
 from cronoq.engine import dependencies, keys
-from cronoq.engine.attempts import reconcile, refusal, settle
+from cronoq.engine.attempts import is_ready, reconcile, refusal, settle
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import build_job
-from cronoq.engine.plan import Effective, Observation, Plan
-from cronoq.engine.retention import job_retention_of
+from cronoq.engine.plan import Deletion, Effective, Observation, Plan
+from cronoq.engine.pools import roomiest
+from cronoq.engine.retention import job_retention_of, task_expires_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +92,24 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
         status = refusal(subject.status, subject.error, subject.generation, seen.epoch, seen.now)
         return Plan(status=status)
     if isinstance(subject, Finished):
-        return settle(subject.name, subject.attempt, subject.marks, seen.jobs,
+        plan = settle(subject.name, subject.attempt, subject.marks, seen.jobs,
                       job_retention_of(subject.job_retention, seen.pool))
+        return replace(plan, deletion=Deletion(task_expires_at(subject.finished_at, subject.ttl_after_finished,
+                                                               subject.key, seen.pool)))
     task = subject.task
     settings = Effective.of(task, seen.pool)
+    if seen.worker_room is not None and is_ready(task, seen.now):
+        seen = replace(seen, worker=roomiest(seen.worker_room))
     if not (task.status and task.status.attempt):
         gate = _gate(task, seen)
         if isinstance(gate, str):
             return Plan(read_original=gate)
         seen = replace(seen, gate=gate)
     plan = reconcile(task, settings, seen, rng)
+    status = plan.status
+    if status is not None and status.phase is not None and status.phase.terminal:
+        plan = replace(plan, deletion=Deletion(task_expires_at(status.finished_at, task.spec.ttl_after_finished,
+                                                               task.spec.key, seen.pool)))
     order = plan.create_job
     if order is None:
         return plan

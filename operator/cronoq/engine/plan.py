@@ -64,6 +64,13 @@ class JobToCreate:
 
 
 @dataclass(frozen=True)
+class Deletion:
+    """When to delete a finished task, its retention over (engine.retention); `at` None: keep it."""
+
+    at: datetime | None
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one reconcile decided. The runtime writes `status` (if any) first, with a
     precondition; only when that succeeds does it create, delete and post the rest."""
@@ -87,6 +94,8 @@ class Plan:
     """Seconds until a deadline or backoff expires and the task should be looked at again."""
     job: dict[str, Any] | None = None
     """The Job of `create_job`, as `engine.decide` built it."""
+    deletion: Deletion | None = None
+    """A finished task's (None: the task has not finished)."""
     read_original: str | None = None
     """A keyed task that ends as the duplicate of this finished task: read its full record (the
     output and message the store does not keep), then decide again. Nothing else is planned."""
@@ -114,7 +123,10 @@ class Observation:
     gate: Gate = RUN
     """What its key and dependencies say, for a task that has not started yet."""
     worker: str | None = None
-    """A Workers pool: the live worker with room the next attempt would go to (None: none has room)."""
+    """A Workers pool: the live worker with room the next attempt would go to (None: none has room;
+    `engine.decide` picks it from `worker_room`)."""
+    worker_room: Mapping[str, int] | None = None
+    """A Workers pool, no attempt open: its live workers → how many more attempts each may take."""
     worker_alive_until: datetime | None = None
     """A Workers pool: until when the open attempt's worker is alive by its Lease, as last seen
     (None: its Lease is gone, or was never seen)."""

@@ -24,6 +24,13 @@ class WorkerTrust(str, Enum):
     """The lease guard is not installed (or cannot be read): Workers pools are handed nothing."""
 
 
+def roomiest(room: Mapping[str, int]) -> str | None:
+    """The worker with the most room (ties: the last name), None when none has room: where the
+    next attempt of a Workers pool goes."""
+    best = max(room, key=lambda w: (room[w], w), default=None)
+    return best if best is not None and room[best] > 0 else None
+
+
 def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, queued: int,
                 now: datetime, trust: WorkerTrust | None = None) -> TaskPoolStatus | None:
     """The pool's new status, or None when the stored one already says all this. `trust` is the

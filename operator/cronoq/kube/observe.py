@@ -2,7 +2,7 @@
 facts are kept in memory, not the objects, so thousands of finished attempts cost little."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -102,16 +102,6 @@ def waiting(status: dict[str, Any]) -> tuple[str, str] | None:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason"):
             return cond["reason"], (cond.get("message") or "")[:WAITING_MESSAGE_LIMIT]
     return None
-
-
-def combine(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
-    """The Job's facts with its pod's folded in."""
-    if pod is None:
-        return job
-    waiting_reason, waiting_message = pod.waiting or (None, None)
-    return replace(job, pod_phase=pod.phase, pod_reason=pod.reason, pod_message=pod.message,
-                   disruption=pod.disruption, started_at=pod.started_at, termination=pod.termination,
-                   waiting_reason=waiting_reason, waiting_message=waiting_message)
 
 
 def served_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:
