@@ -1,61 +1,55 @@
-"""Admission (DESIGN §5): within a pool, the highest priority first, then the oldest
-submittedAt, then the name; never more than concurrency − running at once."""
+"""Admission order (DESIGN §5): within a pool, the highest priority first, then the oldest
+submittedAt, then the name, as the pool's `Queue` pops its waiting tasks. (How many it pops, the
+free slots, is counted by the controller's `Slots`.)"""
 from __future__ import annotations
+
+from typing import Iterable
 
 from hypothesis import given, strategies as st
 
-from cronoq.engine.admission import Candidate, admit
+from cronoq.engine.admission import Candidate, Queue
 
 from tests.unit.builders import at
 
 
-def names(admitted: list[Candidate]) -> list[str]:
-    return [c.name for c in admitted]
+def admitted(candidates: Iterable[Candidate], free: int | None = None) -> list[Candidate]:
+    """The first `free` (default: all) the queue gives, the candidates put in the order given."""
+    queue = Queue()
+    for candidate in candidates:
+        queue.put(candidate)
+    popped: list[Candidate] = []
+    while (free is None or len(popped) < free) and (candidate := queue.pop()) is not None:
+        popped.append(candidate)
+    return popped
+
+
+def names(candidates: list[Candidate]) -> list[str]:
+    return [c.name for c in candidates]
 
 
 def test_highest_priority_first() -> None:
     queue = [Candidate.of("ns", "low", 0, at(0)), Candidate.of("ns", "high", 10, at(50)),
              Candidate.of("ns", "negative", -5, at(-100))]
-    assert names(admit(queue, concurrency=3, running=0)) == ["high", "low", "negative"]
+    assert names(admitted(queue)) == ["high", "low", "negative"]
 
 
 def test_oldest_submission_first_within_a_priority() -> None:
     queue = [Candidate.of("ns", "b", 1, at(20)), Candidate.of("ns", "a", 1, at(30)), Candidate.of("ns", "c", 1, at(10))]
-    assert names(admit(queue, concurrency=10, running=0)) == ["c", "b", "a"]
+    assert names(admitted(queue)) == ["c", "b", "a"]
 
 
 def test_name_breaks_ties() -> None:
     queue = [Candidate.of("ns", "zeta", 0, at(0)), Candidate.of("ns", "alpha", 0, at(0))]
-    assert names(admit(queue, concurrency=1, running=0)) == ["alpha"]
+    assert names(admitted(queue, 1)) == ["alpha"]
 
 
 def test_sub_second_submission_times_are_ordered() -> None:
     queue = [Candidate.of("ns", "later", 0, at(0.002)), Candidate.of("ns", "sooner", 0, at(0.001))]
-    assert names(admit(queue, concurrency=1, running=0)) == ["sooner"]
-
-
-def test_only_the_free_slots_are_filled() -> None:
-    queue = [Candidate.of("ns", f"t{i}", 0, at(i)) for i in range(10)]
-    assert names(admit(queue, concurrency=5, running=2)) == ["t0", "t1", "t2"]
-
-
-def test_a_full_pool_admits_nothing() -> None:
-    queue = [Candidate.of("ns", "t", 100, at(0))]
-    assert admit(queue, concurrency=3, running=3) == []
-    assert admit(queue, concurrency=3, running=7) == []  # concurrency was lowered under running attempts
-
-
-def test_concurrency_zero_pauses_the_pool() -> None:
-    assert admit([Candidate.of("ns", "t", 0, at(0))], concurrency=0, running=0) == []
+    assert names(admitted(queue, 1)) == ["sooner"]
 
 
 def test_an_empty_queue_admits_nothing() -> None:
-    assert admit([], concurrency=5, running=0) == []
-
-
-def test_admit_accepts_any_iterable_once() -> None:
-    queue = (Candidate.of("ns", f"t{i}", i, at(0)) for i in range(3))
-    assert names(admit(queue, concurrency=2, running=0)) == ["t2", "t1"]
+    assert admitted([]) == [] and Queue().pop() is None
 
 
 tasks = st.lists(
@@ -64,12 +58,11 @@ tasks = st.lists(
     max_size=30, unique_by=lambda t: (t[0], t[1]))
 
 
-@given(queue=tasks, concurrency=st.integers(0, 40), running=st.integers(0, 50))
-def test_admission_properties(queue, concurrency: int, running: int) -> None:
+@given(queue=tasks, free=st.integers(0, 40))
+def test_admission_properties(queue, free: int) -> None:
     facts = {(ns, name): (priority, submitted) for ns, name, priority, submitted in queue}
-    admitted = admit([Candidate.of(*t) for t in queue], concurrency=concurrency, running=running)
-    chosen = [(c.namespace, c.name) for c in admitted]
-    assert len(chosen) == min(max(concurrency - running, 0), len(queue))
+    chosen = [(c.namespace, c.name) for c in admitted([Candidate.of(*t) for t in queue], free)]
+    assert len(chosen) == min(free, len(queue))
     assert len(set(chosen)) == len(chosen) and all(k in facts for k in chosen)
     # Nobody left waiting outranks anybody admitted: higher priority, or as high and older.
     for waiting in facts.keys() - set(chosen):
@@ -83,17 +76,15 @@ def test_admission_properties(queue, concurrency: int, running: int) -> None:
 
 @given(queue=tasks)
 def test_admission_does_not_depend_on_the_order_tasks_were_seen(queue) -> None:
-    first = admit([Candidate.of(*t) for t in queue], concurrency=5, running=1)
-    assert first == admit([Candidate.of(*t) for t in reversed(queue)], concurrency=5, running=1)
+    first = admitted([Candidate.of(*t) for t in queue], 5)
+    assert first == admitted([Candidate.of(*t) for t in reversed(queue)], 5)
 
 
-# --- the pool's queue: the same order as `admit`, in O(log n) per step ------------------------------
+# --- the pool's queue through re-ranks and removals: still in admission order -------------------
 
 @given(st.lists(st.tuples(st.sampled_from(["put", "put", "put", "discard"]), st.integers(0, 15),
                           st.integers(-3, 3), st.integers(0, 5)), max_size=80))
 def test_the_queue_pops_in_admission_order_through_re_ranks_and_removals(steps) -> None:
-    from cronoq.engine.admission import Queue
-
     queue, model = Queue(), {}
     for op, n, priority, when in steps:
         key = ("ns", f"t{n}")
@@ -108,13 +99,11 @@ def test_the_queue_pops_in_admission_order_through_re_ranks_and_removals(steps) 
     popped = []
     while (candidate := queue.pop()) is not None:
         popped.append(candidate)
-    assert popped == admit(model.values(), concurrency=len(model), running=0)
+    assert popped == sorted(model.values())
     assert len(queue) == 0
 
 
 def test_a_priority_raise_moves_a_task_to_the_front() -> None:
-    from cronoq.engine.admission import Queue
-
     queue = Queue()
     for i in range(10):
         queue.put(Candidate.of("ns", f"q{i}", i, at(i)))

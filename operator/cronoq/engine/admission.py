@@ -1,12 +1,15 @@
 """Which ready tasks of a pool get a slot (DESIGN §5): while running attempts < concurrency,
 the highest `priority` first, then the oldest `submittedAt`, then the name (a stable tie-break).
-A retried task keeps its submission time, so it keeps its place among its priority."""
+A retried task keeps its submission time, so it keeps its place among its priority.
+
+The order is `Candidate`'s and the pool's `Queue` keeps it; how many slots are free is counted
+where the slots are kept (controller/slots.py), which pops the queue while one is."""
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from cronoq.api import TaskPoolSpec
 
@@ -73,10 +76,3 @@ def capacity(pool: TaskPoolSpec) -> int:
     """How many attempts the pool may run at once now: its concurrency, or none while paused."""
     return 0 if pool.paused else pool.concurrency
 
-
-def admit(candidates: Iterable[Candidate], *, concurrency: int, running: int) -> list[Candidate]:
-    """The candidates that may start now, in the order they should start."""
-    free = max(concurrency - running, 0)
-    if free == 0:
-        return []
-    return sorted(candidates)[:free]

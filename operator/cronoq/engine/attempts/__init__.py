@@ -1,0 +1,17 @@
+"""The Task state machine (DESIGN §1–§4), by concern. A reconcile goes down these modules once:
+
+- `machine`: the phases, from the observed Task to one Plan (`reconcile`, `is_ready`, `refusal`);
+- `deadlines`: whether the open attempt ended, by its report or a deadline, and its record if so;
+- `cleanup`: the task's Jobs and Leases that are not its open attempt's (`settle` for a finished task);
+- `workers`: what a Workers pool changes (the serving worker, the fields only a Job honours);
+- `wording`: messages, conditions and the summary, and whether a status said something already.
+
+Each calls only the ones below it (an import-linter contract in pyproject.toml checks it).
+"""
+from cronoq.engine.attempts.cleanup import OPERATOR_ENDED, settle
+from cronoq.engine.attempts.deadlines import NEVER_HEALS
+from cronoq.engine.attempts.machine import HISTORY, is_ready, reconcile, refusal
+from cronoq.engine.attempts.workers import POD_FIELDS, serving_worker
+
+__all__ = ["HISTORY", "NEVER_HEALS", "OPERATOR_ENDED", "POD_FIELDS", "is_ready", "reconcile", "refusal", "serving_worker",
+           "settle"]

@@ -1,0 +1,328 @@
+"""The Task state machine: from the observed Task and its attempts' Jobs, decide the next status
+and what to do (DESIGN §1–§4). Pure: the clock, randomness, the leader epoch and the pool's
+admission decision are passed in.
+
+The decision is level-based: it reads what is, not which event arrived, so running it twice on
+the same observation plans the same thing, and running it after a crash or a failover picks up
+where the status says the task is. The status is the write-ahead log of attempts: attempt n is
+recorded (with a precondition on the write) before Job n is created, and an attempt is recorded
+as ended before its Job is deleted, so nothing the operator does is lost if it dies between the
+two steps.
+
+This module walks the phases; it asks `cleanup` what else was seen of the task, `deadlines`
+whether the open attempt ended, `workers` what a Workers pool changes, and `wording` what to say
+and whether it is said already. None of them calls back into it.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Iterable
+
+from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
+from cronoq.api.limits import ATTEMPTS_KEPT
+from cronoq.engine import reasons, retention
+from cronoq.engine.attempts import deadlines, wording
+from cronoq.engine.attempts.cleanup import cleanup, find
+from cronoq.engine.attempts.workers import pod_fields, serving_worker
+from cronoq.engine.backoff import retry_delay
+from cronoq.engine.naming import job_name, lease_id
+from cronoq.engine.observed import AttemptJob
+from cronoq.engine.outcome import Verdict
+from cronoq.engine.plan import Effective, Event, JobToCreate, Observation, Plan
+
+HISTORY = ATTEMPTS_KEPT
+"""Attempt records kept in the status (the CRD's bound); the newest are kept."""
+
+
+def is_ready(task: Task, now: datetime) -> bool:
+    """Waiting only for a pool slot: new, queued, or retrying with its backoff over."""
+    if task.spec.cancel:
+        return False
+    status = task.status
+    if status is None or status.phase in (None, TaskPhase.QUEUED):
+        return True
+    return status.phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """What a reconcile has decided so far: the status being built and the side effects. Each
+    step returns a new draft rather than changing the one it was given."""
+
+    task: Task
+    seen: Observation
+    status: TaskStatus
+    records: tuple[Attempt, ...]
+    deletes: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
+    stale: tuple[str, ...] = ()
+    ended: tuple[Attempt, ...] = ()
+    requeue: float | None = None
+
+    @property
+    def n(self) -> int:
+        return self.status.attempt
+
+    @property
+    def generation(self) -> int | None:
+        return self.task.metadata.generation
+
+    def plan(self, status: TaskStatus | None = None, **fields: Any) -> Plan:
+        return Plan(status=status, delete_jobs=_uniq(self.deletes), events=self.events,
+                    stale_jobs=self.stale, ended=self.ended, **{"requeue_after": self.requeue, **fields})
+
+    def say(self, status: TaskStatus, reason: str, message: str) -> _Draft:
+        return replace(self, status=wording.say(status, reason, message, self.generation, self.seen.now))
+
+    def stamped(self) -> TaskStatus:
+        return wording.stamp(self.status, self.generation, self.seen.epoch)
+
+    def written(self, **fields: Any) -> Plan:
+        """The plan that writes the status as drafted (computed from this generation, by this leader)."""
+        return self.plan(self.stamped(), **fields)
+
+    def close(self, open_attempt: Attempt, verdict: Verdict, job: AttemptJob | None, *, abort: str | None = None,
+              told: Event | None = None) -> _Draft:
+        """The open attempt (the newest record) ended with `verdict`: recorded, told in an Event
+        (`told`, else the record's own account), and its Job `abort` stopped when the operator ended it."""
+        closed = deadlines.close(open_attempt, verdict, job, self.seen.now)
+        told = told or Event(reasons.ATTEMPT_ENDED, wording.ended(closed),
+                             warning=verdict.outcome is not AttemptOutcome.SUCCESS)
+        return replace(self, records=(*self.records[:-1], closed), ended=(closed,),
+                       deletes=self.deletes + ((abort,) if abort else ()), events=(*self.events, told))
+
+    def finished(self, phase: TaskPhase, reason: str, message: str, output: str | None = None) -> TaskStatus:
+        """The drafted status, finished in `phase` (with the newest records)."""
+        status, now = self.status, self.seen.now
+        update: dict[str, Any] = {"phase": phase, "attempts": self.records[-HISTORY:], "next_attempt_at": None,
+                                  "finished_at": now, "submitted_at": status.submitted_at or self.seen.first_seen or now}
+        if phase is TaskPhase.SUCCEEDED:
+            update.update(output=output, output_available=output is not None)
+        return self.say(status.model_copy(update=update), reason, message).stamped()
+
+    def finish(self, phase: TaskPhase, reason: str, message: str, output: str | None = None) -> Plan:
+        return self.plan(self.finished(phase, reason, message, output))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """`_end`'s answer when the open attempt decides this reconcile: it goes on, or it ended and
+    so did the task."""
+
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """`_end`'s answer when the open attempt ended and the task backs off: the draft, now
+    Retrying, goes on to `_next` (whose backoff may be over already)."""
+
+    draft: _Draft
+
+
+def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Random) -> Plan:
+    """The plan for `task` given what was observed. See the module docstring."""
+    status = task.status or TaskStatus()
+    if status.epoch > seen.epoch:
+        # Written by a newer leader: this replica is deposed and must not act at all.
+        return Plan()
+    plan = _decide(task, status, settings, seen, rng)
+    if plan.status is not None and plan.status.worker != (serving := serving_worker(plan.status)):
+        plan = replace(plan, status=plan.status.model_copy(update={"worker": serving}))
+    known = seen.pool_found or task.spec.job_retention is not None
+    return replace(plan, retime_jobs=retention.retime(seen.jobs, settings.job_retention if known else None,
+                                                      plan.delete_jobs))
+
+
+def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observation, rng: random.Random) -> Plan:
+    records = status.attempts
+    n = status.attempt
+    current = records[-1] if records and records[-1].number == n else None
+    open_attempt = current if current is not None and current.outcome is None else None
+    name = task.metadata.name or ""
+
+    found = cleanup(name, n, open_attempt, records, seen.jobs)
+    draft = _Draft(task, seen, status, records, found.deletes, found.events, found.stale)
+    phase = status.phase
+    if phase is not None and phase.terminal:
+        return draft.plan()
+    if task.spec.cancel:  # cancellation wins over everything but an outcome already recorded
+        return _cancel(draft, open_attempt)
+    if phase in (None, TaskPhase.BLOCKED) and n == 0 and seen.gate.verdict != "run":
+        return _gated(draft)
+    if open_attempt is not None:
+        ended = _end(draft, open_attempt, settings, rng)
+        if isinstance(ended, Decided):
+            return ended.plan
+        draft = ended.draft
+    return _next(draft, settings)
+
+
+def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
+    if open_attempt is not None:
+        n, name = draft.n, draft.task.metadata.name or ""
+        verdict = Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+        # A worker sees the cancellation in the status and aborts its handler; a Job is deleted.
+        abort = None if open_attempt.worker is not None else open_attempt.job or job_name(name, n)
+        draft = draft.close(open_attempt, verdict, find(draft.seen.jobs, name, open_attempt), abort=abort,
+                            told=Event(reasons.ATTEMPT_ENDED, wording.ATTEMPT_CANCELLED.format(n=n)))
+    return draft.finish(TaskPhase.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+
+
+def _gated(draft: _Draft) -> Plan:
+    """A task its key or dependencies hold back (Blocked) or end without running."""
+    gate, status, seen = draft.seen.gate, draft.status, draft.seen
+    if gate.verdict == "end":
+        assert gate.phase is not None  # Gate.end always gives one
+        new = draft.finished(gate.phase, gate.reason, gate.message, gate.output)
+        return draft.plan(new.model_copy(update={"duplicate_of": gate.duplicate_of}))
+    if wording.blocked_said(status, gate, draft.generation):
+        return draft.plan()
+    blocked = status.model_copy(update={"phase": TaskPhase.BLOCKED, "duplicate_of": gate.duplicate_of,
+                                        "submitted_at": status.submitted_at or seen.first_seen or seen.now})
+    return draft.say(blocked, gate.reason, gate.message).written()
+
+
+def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.Random) -> Decided | Retrying:
+    """Judge the open attempt: it goes on, or it ended and so did the task (Decided), or it
+    ended and the task retries (Retrying, its draft backing off)."""
+    seen, now, n = draft.seen, draft.seen.now, draft.n
+    job = find(seen.jobs, draft.task.metadata.name or "", open_attempt)
+    judged = deadlines.judge(job, open_attempt, settings, seen)
+    verdict = judged.verdict
+    if verdict is None:
+        draft = replace(draft, requeue=judged.wait)
+        if open_attempt.worker is not None:
+            return Decided(draft.plan())  # its worker runs it: no Job to create, no pod to tell of
+        return Decided(_goes_on(draft, open_attempt, job, settings))
+    draft = replace(draft.close(open_attempt, verdict, job, abort=job.name if judged.abort and job else None),
+                    requeue=None)
+    most = settings.retry.max_attempts
+    if verdict.outcome is AttemptOutcome.SUCCESS:
+        return Decided(draft.finish(TaskPhase.SUCCEEDED, reasons.SUCCEEDED, wording.SUCCEEDED.format(n=n),
+                                    verdict.output))
+    if verdict.outcome is AttemptOutcome.PERMANENT:
+        return Decided(draft.finish(TaskPhase.FAILED, reasons.FAILED,
+                                    wording.FAILED.format(n=n, reason=verdict.reason, message=verdict.message)))
+    if n >= most:
+        return Decided(draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
+                                    wording.EXHAUSTED.format(n=n, reason=verdict.reason, message=verdict.message)))
+    delay = retry_delay(settings.retry, n + 1, rng, verdict.retry_after)
+    retrying = draft.status.model_copy(update={
+        "phase": TaskPhase.RETRYING, "attempts": draft.records, "next_attempt_at": now + delay,
+    })
+    draft = draft.say(retrying, reasons.BACKING_OFF, wording.BACKING_OFF.format(
+        n=n, reason=verdict.reason, message=verdict.message, next=n + 1, most=most, delay=delay.total_seconds(),
+        at=now + delay))
+    return Retrying(replace(draft, requeue=max(delay.total_seconds(), 0.0)))
+
+
+def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, settings: Effective) -> Plan:
+    """The open attempt of a Job goes on: create its Job if it was recorded but not (yet)
+    created, and say what changed about it (a refused Job, a pod held back or no longer)."""
+    seen, n, most = draft.seen, draft.n, settings.retry.max_attempts
+    if job is None and seen.job_rejected is None:
+        # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
+        if seen.job_refused is not None and wording.told(draft.status) != reasons.JOB_REFUSED:
+            # Said once (the quota's usage in the message changes on every refusal); the
+            # work queue's backoff, not this write, times the next creation.
+            return draft.say(draft.status, reasons.JOB_REFUSED,
+                             wording.JOB_REFUSED.format(n=n, refusal=seen.job_refused)).written()
+        return draft.plan(create_job=JobToCreate(n, open_attempt.lease_id or lease_id(seen.epoch, n)))
+    refused = job is not None and wording.told(draft.status) == reasons.JOB_REFUSED
+    if refused:  # its Job exists at last: say so
+        draft = draft.say(draft.status, reasons.ATTEMPT_RUNNING, wording.running(n, most))
+    if job is not None:
+        told = wording.told(draft.status)
+        if job.waiting_reason is None or job.started_at is not None:
+            if told == reasons.POD_CANNOT_START:  # it starts after all: say so, once
+                return draft.say(draft.status, reasons.ATTEMPT_RUNNING, wording.running(n, most)).written()
+        else:
+            # Held back: one write per change of the kubelet's reason, never per event (it
+            # alternates ErrImagePull and ImagePullBackOff: both are told as ImagePullBackOff).
+            why = "ImagePullBackOff" if job.waiting_reason == "ErrImagePull" else job.waiting_reason
+            if not wording.held_back_said(draft.status, most, why):
+                return draft.say(draft.status, reasons.POD_CANNOT_START, wording.held_back(
+                    n, most, why, job.waiting_message, settings.start_timeout)).written()
+    return draft.written() if refused else draft.plan()
+
+
+def _next(draft: _Draft, settings: Effective) -> Plan:
+    """No attempt runs: start the next one when admitted, else wait (for a slot or a backoff)."""
+    seen, now, n, status, task = draft.seen, draft.seen.now, draft.n, draft.status, draft.task
+    phase, most = status.phase, settings.retry.max_attempts
+    ready = phase in (None, TaskPhase.QUEUED, TaskPhase.BLOCKED) or (
+        phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
+
+    if ready and n > 0 and n >= most:
+        # The pool's maxAttempts was lowered under a task waiting for its next attempt.
+        last = draft.records[-1] if draft.records else None
+        return draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
+                            wording.exhausted_lowered(n, most, last))
+
+    if ready and settings.workers and (given := pod_fields(task)):
+        return draft.finish(TaskPhase.FAILED, reasons.INVALID_SPEC,
+                            wording.POD_FIELDS_GIVEN.format(pool=seen.pool_name, fields=", ".join(given)))
+
+    if ready and seen.pool_found and seen.admit and (seen.worker is not None or not settings.workers):
+        return _start(draft, settings)
+
+    if ready and not draft.ended:
+        # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
+        reason, message = ((reasons.WAITING_FOR_SLOT, wording.QUEUED) if seen.pool_found else
+                           (reasons.POOL_NOT_FOUND, wording.POOL_NOT_FOUND))
+        if seen.pool_found and settings.workers and seen.worker is None:
+            reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
+        if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
+            return draft.plan(wants_slot=True)
+        queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None,
+                                           "submitted_at": status.submitted_at or seen.first_seen or now})
+        return draft.say(queued, reason, message.format(pool=seen.pool_name)).written(wants_slot=True)
+
+    if draft.ended:
+        return draft.written(wants_slot=ready)
+    if phase is TaskPhase.RETRYING and status.next_attempt_at is not None:
+        draft = replace(draft, requeue=max((status.next_attempt_at - now).total_seconds(), 0.0))
+    if not wording.acknowledged(status, draft.generation):  # a priority change: say it was seen
+        return draft.written(wants_slot=ready)
+    return draft.plan(wants_slot=ready)
+
+
+def _start(draft: _Draft, settings: Effective) -> Plan:
+    """Record the next attempt (handed to the observed worker in a Workers pool): the status is
+    written before its Job is created or its worker may start it."""
+    seen, now, status, task = draft.seen, draft.seen.now, draft.status, draft.task
+    number = draft.n + 1
+    served = seen.worker if settings.workers else None
+    lease = lease_id(seen.epoch, number)
+    attempt = Attempt(number=number, lease_id=lease, worker=served,
+                      job=None if served else job_name(task.metadata.name or "", number),
+                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now)
+    records = (*draft.records, attempt)
+    running = status.model_copy(update={
+        "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],
+        "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
+    })
+    draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, settings.retry.max_attempts, served))
+    return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
+                         requeue_after=deadlines.served_deadline(settings, seen, now) if served else None)
+
+
+def refusal(stored: TaskStatus | None, error: str, generation: int | None, epoch: int,
+            now: datetime) -> TaskStatus | None:
+    """The status of a task the models cannot read (a payload over its limit): Failed with
+    InvalidSpec and the reason, written once. None when it has finished already, or when a newer
+    leader wrote it (this replica is deposed and must not act)."""
+    status = stored or TaskStatus()
+    if status.epoch > epoch or (status.phase is not None and status.phase.terminal):
+        return None
+    new = status.model_copy(update={"phase": TaskPhase.FAILED, "finished_at": now, "next_attempt_at": None,
+                                    "submitted_at": status.submitted_at or now})
+    return wording.stamp(wording.say(new, reasons.INVALID_SPEC, wording.CANNOT_RUN.format(error=error), generation,
+                                     now), generation, epoch)
+
+
+def _uniq(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
