@@ -108,7 +108,7 @@ def served_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob
     """The attempt a pull worker's attempt Lease claims to be, its report (when the worker has
     written one) as the termination message; None for a Lease no worker wrote, or one not held by
     the lease id it names (the engine takes a report only from the attempt's own Lease: see
-    `engine.attempts._own`). A report longer than the protocol allows is kept cut to its bytes, so
+    `engine.attempts.cleanup.own`). A report longer than the protocol allows is kept cut to its bytes, so
     it reads as no report at all (InvalidReport) and costs no more than the bound."""
     meta = lease.get("metadata", {})
     labels = meta.get("labels") or {}
