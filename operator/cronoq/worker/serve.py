@@ -54,11 +54,12 @@ from typing import Any, Callable, Mapping, NoReturn
 from cronoq.pod_protocol import (
     API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name, worker_lease_body,
 )
-from cronoq.worker import report
+from cronoq.pod_protocol import report
 from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import KubeLease, LeaseKeeper, api_client, renew_time
-from cronoq.worker.report import Report
+from cronoq.pod_protocol.report import Report
+from cronoq.worker.report import encode_output
 from cronoq.worker.runner import Context
 
 log = logging.getLogger("cronoq.worker")
@@ -402,7 +403,7 @@ class Worker:
             value = handler(run.context)
             if inspect.isawaitable(value):
                 value = self._await(value, run)
-            return Report(report.SUCCESS, output=report.encode_output(value))
+            return Report(report.SUCCESS, output=encode_output(value))
         except Permanent as err:
             return Report(report.PERMANENT, err.message or _describe(err))
         except Retryable as err:

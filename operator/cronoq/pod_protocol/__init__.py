@@ -1,10 +1,12 @@
 """The pod protocol: what the operator hands an attempt's pod, and what the pod hands back.
 
-The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request); the pod
-reads it (the worker SDK's `worker/env.py`, the push runner `push.py`) and writes the attempt's
-Lease with the labels the operator watches (`worker/lease.py`). Both sides import these names and
-encodings from here, so they cannot drift apart. It imports nothing else of cronoq and nothing
-outside the standard library: it runs in task images that carry only the SDK.
+The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request); the pod or
+the pull worker reads it (the worker SDK's `worker/env.py`, `worker/serve.py`, the push runner
+`push.py`), writes the attempt's Lease with the labels the operator watches (`worker/lease.py`)
+and reports how the attempt ended (`report.py`, which the operator parses in `engine/outcome.py`).
+Both sides import these names and encodings from here, so they cannot drift apart. The package
+imports nothing else of cronoq and nothing outside the standard library: it runs in task images
+that carry only the SDK.
 """
 from __future__ import annotations
 
@@ -66,11 +68,7 @@ class Annotation:
     CAPACITY: Final = "cronoq.io/capacity"
     """On the worker's Lease: how many attempts it runs at once."""
     REPORT: Final = "cronoq.io/report"
-    """On an attempt's Lease: how the attempt ended, the SDK's report (at most REPORT_LIMIT bytes)."""
-
-
-REPORT_LIMIT: Final = 4096
-"""Bytes of a report, as of a termination message: the same document, the same bound."""
+    """On an attempt's Lease: how the attempt ended, `report.Report` (at most `report.REPORT_LIMIT` bytes)."""
 
 
 MAX_ATTEMPT_NAME: Final = 57
