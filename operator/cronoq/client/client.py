@@ -7,7 +7,6 @@ resumed from a fresh read.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -29,6 +28,7 @@ from cronoq.client.errors import (
 )
 from cronoq.client.results import Result
 from cronoq.engine import naming
+from cronoq.kube.refusal import server_message
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -600,10 +600,8 @@ def _age_order(task: Task) -> tuple:
 
 
 def _api_message(err: ApiException) -> str:
-    try:
-        return json.loads(err.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return str(err.reason)
+    message = server_message(err)
+    return str(err.reason) if message is None else message
 
 
 def kubeconfig_path(given: str | None) -> str | None:
