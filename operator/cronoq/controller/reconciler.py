@@ -51,13 +51,7 @@ def holder(entry: TaskEntry) -> keys.Holder:
 
 
 def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
-    status = task.status
-    return keys.Holder(
-        name=task.metadata.name or "", created_at=task.metadata.creation_timestamp or first_seen,
-        phase=status.phase if status else None, attempt=status.attempt if status else 0,
-        finished_at=status.finished_at if status else None, output=status.output if status else None,
-        output_available=status.output_available if status else False,
-        duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
+    return keys.Holder.of(task, first_seen)
 
 
 class Controller:
