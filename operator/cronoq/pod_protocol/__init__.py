@@ -1,7 +1,7 @@
 """The pod protocol: what the operator hands an attempt's pod, and what the pod hands back.
 
-The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request); the pod or
-the pull worker reads it (the worker SDK's `worker/env.py`, `worker/serve.py`, the push runner
+The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request; the `Terms`
+on an attempt's record); the pod or the pull worker reads it (the worker SDK's `worker/env.py`, `worker/serve.py`, the push runner
 `push.py`), writes the attempt's Lease with the labels the operator watches (`worker/lease.py`)
 and reports how the attempt ended (`report.py`, which the operator parses in `engine/outcome.py`).
 Both sides import these names and encodings from here, so they cannot drift apart. The package
@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Mapping, TypeGuard
 
 API_VERSION: Final = "cronoq.io/v1alpha1"
 """The Task's apiVersion, which the attempt names as its Lease's owner."""
@@ -121,6 +121,38 @@ def attempt_env(attempt: Attempt) -> list[dict[str, Any]]:
         {"name": Env.PAYLOAD, "value": json.dumps(attempt.payload, separators=(",", ":"))},
         {"name": Env.NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What an attempt runs under, stamped by the operator on the attempt's record in the Task's
+    status (`status.attempts[]`), in the write that records the attempt: its lease TTL and its
+    timeout, as the task's and its pool's settings said then. A pull worker reads them there, so
+    it never derives them again from specs that may have changed since (and a pool it would have
+    to read). On the wire they are whole milliseconds, as the durations they come from are."""
+
+    LEASE_TTL_MS: ClassVar[str] = "leaseTTLMs"
+    """The record's field for `lease_ttl`; 0 turns heartbeats off. Its absence marks a record an
+    operator older than the terms wrote."""
+    TIMEOUT_MS: ClassVar[str] = "timeoutMs"
+    """The record's field for `timeout`; absent when the attempt has none."""
+
+    lease_ttl: float
+    """Seconds; 0 turns heartbeats off."""
+    timeout: float | None = None
+    """Seconds; None: no timeout."""
+
+    @classmethod
+    def of_record(cls, record: Mapping[str, Any]) -> Terms | None:
+        """The terms on an attempt record as the API server returns it; None when it carries none."""
+        ttl, timeout = record.get(cls.LEASE_TTL_MS), record.get(cls.TIMEOUT_MS)
+        if not _whole(ttl) or ttl < 0:
+            return None
+        return cls(ttl / 1000, timeout / 1000 if _whole(timeout) and timeout > 0 else None)
+
+
+def _whole(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
