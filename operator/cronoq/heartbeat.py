@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
-from cronoq.worker.report import EXIT_LEASE_LOST, EXIT_PERMANENT
+from cronoq.pod_protocol.report import EXIT_LEASE_LOST, EXIT_PERMANENT
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
 """`cronoq push`: the push runner, what the container of a push task's attempt runs (DESIGN §12).
 
 It makes the one HTTP request the task's `spec.http` describes and reports the answer through
-the SDK's termination-message protocol (`cronoq.worker.report`), so the operator judges a push
+the pod protocol's report (`cronoq.pod_protocol.report`), so the operator judges a push
 attempt like any other, and heartbeats its Lease the same way (it runs inside the SDK's
 `attempt()`):
 
@@ -54,19 +54,14 @@ from aiohttp.resolver import DefaultResolver
 
 from cronoq import __version__
 from cronoq.pod_protocol import Env, PushRequest
-from cronoq.worker import report
-from cronoq.worker.report import Report
+from cronoq.pod_protocol import report
+from cronoq.pod_protocol.report import REPORT_LIMIT, Reason, Report
 from cronoq.worker.runner import Context, attempt
 
 REQUEST_ENV = Env.HTTP
 """The request as JSON (`pod_protocol.PushRequest`)."""
-OUTPUT_LIMIT = 4096
-"""Bytes of a successful answer's body kept as the output (the termination message's limit)."""
 EXCERPT = 512
 """Characters of a failed answer's body quoted in the message."""
-
-TIMEOUT, NETWORK_ERROR, HTTP_STATUS = "Timeout", "NetworkError", "HTTPStatus"
-ADDRESS_NOT_ALLOWED = "AddressNotAllowed"
 
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "fd00:ec2::254", "100.100.100.200", "168.63.129.16"))
@@ -231,8 +226,8 @@ def judge_answer(request: Request, status: int, headers: Mapping[str, str], body
     if status == 429 or 500 <= status < 600:
         hint = retry_after(headers.get("Retry-After"), now=now, date=headers.get("Date")) \
             if status in (429, 503) else None
-        return Report(report.RETRYABLE, message, retry_after=hint, reason=HTTP_STATUS, response_code=status)
-    return Report(report.PERMANENT, message, reason=HTTP_STATUS, response_code=status)
+        return Report(report.RETRYABLE, message, retry_after=hint, reason=Reason.HTTP_STATUS, response_code=status)
+    return Report(report.PERMANENT, message, reason=Reason.HTTP_STATUS, response_code=status)
 
 
 async def send(request: Request, *, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
@@ -252,7 +247,7 @@ async def send(request: Request, *, clock: Callable[[], datetime] = lambda: date
         kind = forbidden_kind(host)
         if kind is not None:
             return Report(report.PERMANENT, f"{where}: {AddressNotAllowed(host, host, kind)}",
-                          reason=ADDRESS_NOT_ALLOWED)
+                          reason=Reason.ADDRESS_NOT_ALLOWED)
         resolver = GuardedResolver(resolver)
     connector = aiohttp.TCPConnector(resolver=resolver) if resolver is not None else None
     try:
@@ -262,14 +257,15 @@ async def send(request: Request, *, clock: Callable[[], datetime] = lambda: date
                                          trust_env=True) as session:
             async with session.request(request.method, request.url, headers=list(request.headers),
                                        data=request.body, ssl=tls, allow_redirects=False) as answer:
-                body = await _read_up_to(answer, OUTPUT_LIMIT)
+                # No more of the body than a report can carry as the output.
+                body = await _read_up_to(answer, REPORT_LIMIT)
                 return judge_answer(request, answer.status, answer.headers, body, now=clock())
     except AddressNotAllowed as err:
-        return Report(report.PERMANENT, f"{where}: {err}", reason=ADDRESS_NOT_ALLOWED)
+        return Report(report.PERMANENT, f"{where}: {err}", reason=Reason.ADDRESS_NOT_ALLOWED)
     except TimeoutError:  # aiohttp's timeouts are TimeoutErrors (ServerTimeoutError too)
-        return Report(report.RETRYABLE, f"{where}: no answer within {request.timeout:g}s", reason=TIMEOUT)
+        return Report(report.RETRYABLE, f"{where}: no answer within {request.timeout:g}s", reason=Reason.TIMEOUT)
     except aiohttp.ClientError as err:  # DNS, refused, reset, TLS handshake and certificate
-        return Report(report.RETRYABLE, f"{where}: {type(err).__name__}: {err}", reason=NETWORK_ERROR)
+        return Report(report.RETRYABLE, f"{where}: {type(err).__name__}: {err}", reason=Reason.NETWORK_ERROR)
     except ValueError as err:  # a header value aiohttp refuses to send (a line break from a Secret)
         return Report(report.PERMANENT, f"{where}: the request cannot be sent: {err}")
 

@@ -14,7 +14,9 @@ from cronoq.api import AttemptOutcome, RetryPolicy
 from cronoq.engine import reasons
 from cronoq.engine.backoff import retry_delay
 from cronoq.engine.observed import Termination
-from cronoq.engine.outcome import MESSAGE_LIMIT, TRUNCATED, classify, from_termination, sdk_report, truncate
+from cronoq.api.limits import MESSAGE_LIMIT
+from cronoq.engine.outcome import classify, from_termination, sdk_report, truncate
+from cronoq.pod_protocol.report import TRUNCATED
 
 from tests.unit.builders import T0, at, attempt_job
 

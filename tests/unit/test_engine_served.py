@@ -11,6 +11,7 @@ from cronoq.engine import reasons
 from cronoq.engine.attempts import reconcile
 from cronoq.engine.observed import AttemptJob, Termination
 from cronoq.engine.plan import Plan
+from cronoq.pod_protocol import Terms
 
 from tests.unit.builders import T0, at, make_task, observe, settings, with_status
 
@@ -222,3 +223,25 @@ def test_the_status_names_the_open_attempts_worker_and_only_while_it_runs() -> N
     assert done.status.phase is TaskPhase.SUCCEEDED and done.status.worker is None
     job_mode = reconcile(make_task("j").obj(), settings(make_task("j").obj()), observe(admit=True), random.Random(0))
     assert job_mode.status.phase is TaskPhase.RUNNING and job_mode.status.worker is None
+
+
+def test_the_attempt_record_carries_the_lease_ttl_and_timeout_the_worker_serves_it_by() -> None:
+    """Stamped in the write that hands the attempt over (no write more), as the task's settings,
+    else its pool's, said then: the worker reads them and derives nothing."""
+    pool_only = run(served(), admit=True, worker="w-1", pool={**WORKERS, "timeout": "2m"})
+    own = run(make_task("t").unset("image").spec(leaseTTL="2500ms", timeout="90s").obj(), admit=True, worker="w-1",
+              pool={**WORKERS, "timeout": "2m"})
+    no_timeout = run(served(), admit=True, worker="w-1")
+
+    assert Terms.of_record(pool_only.status.attempts[0].to_dict()) == Terms(lease_ttl=10.0, timeout=120.0)
+    assert Terms.of_record(own.status.attempts[0].to_dict()) == Terms(lease_ttl=2.5, timeout=90.0)
+    assert Terms.of_record(no_timeout.status.attempts[0].to_dict()) == Terms(lease_ttl=10.0, timeout=None)
+    assert (pool_only.status.attempts[0].lease_ttl_ms, pool_only.status.attempts[0].timeout_ms) == (10_000, 120_000)
+
+
+def test_the_stamp_stays_when_the_attempt_ends() -> None:
+    task = handed(served())
+
+    plan = run(task, now=at(2), jobs=(lease("t", 1, report={"outcome": "success", "message": ""}),))
+
+    assert plan.status.attempts[0].lease_ttl_ms == 10_000

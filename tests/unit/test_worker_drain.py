@@ -149,11 +149,13 @@ class Scripted(Worker):
         raise Fenced(self._lost)  # the real worker ends the process here (exit 3)
 
 
-def task(name: str, lease_ttl: str = "0.6s") -> dict[str, Any]:
+def task(name: str, lease_ttl_ms: int = 600) -> dict[str, Any]:
+    """A task handed to this worker, its attempt's lease TTL stamped on the record by the operator."""
     return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": {}},
-            "spec": {"pool": POOL, "payload": {}, "leaseTTL": lease_ttl},
+            "spec": {"pool": POOL, "payload": {}},
             "status": {"phase": "Running", "attempt": 1,
-                       "attempts": [{"number": 1, "worker": WORKER, "leaseId": f"e1-{name}"}]}}
+                       "attempts": [{"number": 1, "worker": WORKER, "leaseId": f"e1-{name}",
+                                     "leaseTTLMs": lease_ttl_ms}]}}
 
 
 def lease_of(name: str) -> str:

@@ -11,8 +11,9 @@ from hypothesis import given, settings, strategies as st
 from cronoq.api import AttemptOutcome, RetryPolicy
 from cronoq.engine.observed import Termination
 from cronoq.engine.outcome import from_termination
+from cronoq.pod_protocol.report import REPORT_LIMIT as LIMIT, TRUNCATED, Report
 from cronoq.worker import Permanent, Retryable
-from cronoq.worker.report import LIMIT, TRUNCATED, Report, encode_output
+from cronoq.worker.report import encode_output
 
 from tests.unit.builders import T0, at
 

@@ -267,7 +267,8 @@ class RetryOverride(Model):
         return self
 
 
-Timeout = Annotated[timedelta, DurationBounds("1s", "168h")]
+TIMEOUT_RANGE: Final = ("1s", "168h")
+Timeout = Annotated[timedelta, DurationBounds(*TIMEOUT_RANGE)]
 """Per-attempt timeout, counted from container start: 1s to 7 days."""
 
 

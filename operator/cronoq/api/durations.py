@@ -10,10 +10,12 @@ nanoseconds), or a bare `0`. `1.5s`, `90s1m` and `1d` are refused everywhere ali
 `Annotated[timedelta, DurationBounds(minimum, maximum)]` is the pydantic type of a bounded
 duration field: it parses to `timedelta`, serialises back to the canonical text, and carries the
 pattern and a CEL range rule into the generated CRD.
+
+The grammar and its parser sit in the pod protocol (`pod_protocol/durations.py`), which pull
+workers import without the API models; they are named here for everything above.
 """
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -21,29 +23,10 @@ from typing import Annotated, Any
 from annotated_types import GroupedMetadata
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
-PATTERN = r"^(0|([0-9]{1,6}h)?([0-9]{1,6}m)?([0-9]{1,6}s)?([0-9]{1,6}ms)?)$"
-"""The grammar, as a regular expression valid in both Python and Go (RE2)."""
+from cronoq.pod_protocol.durations import PATTERN as PATTERN, UNITS_MS, DurationError as DurationError, parse as parse
 
 MAX_LENGTH = 32
 """Longest text the grammar admits is 29 characters (`999999h999999m999999s999999ms`)."""
-
-_COMPILED = re.compile(PATTERN)
-_UNITS_MS = (("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
-
-
-class DurationError(ValueError):
-    """The text is not a duration in cronoq's grammar."""
-
-
-def parse(text: str) -> timedelta:
-    """`"1m30s"` → `timedelta(seconds=90)`; raises DurationError on anything outside the grammar."""
-    if not isinstance(text, str):
-        raise DurationError(f"a duration is a string such as '30s' or '1m30s', not {type(text).__name__}")
-    match = _COMPILED.fullmatch(text)  # not match(): Python's `$` also matches before a final newline
-    if not text or match is None:
-        raise DurationError(f"{text!r} is not a duration: use whole numbers of h, m, s, ms in that order, e.g. '1m30s' or '500ms'")
-    hours, minutes, seconds, millis = (int(g[: -len(u)]) if g else 0 for g, (u, _) in zip(match.groups()[1:], _UNITS_MS))
-    return timedelta(hours=hours, minutes=minutes, seconds=seconds, milliseconds=millis)
 
 
 def format(delta: timedelta) -> str:  # noqa: A001 - the natural name next to parse()
@@ -52,7 +35,7 @@ def format(delta: timedelta) -> str:  # noqa: A001 - the natural name next to pa
     if rest or total_ms < 0:
         raise DurationError(f"{delta!r} is not a whole, non-negative number of milliseconds")
     parts = []
-    for unit, size in _UNITS_MS:
+    for unit, size in UNITS_MS:
         count, total_ms = divmod(total_ms, size)
         if count:
             parts.append(f"{count}{unit}")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from cronoq.pod_protocol.report import REPORT_LIMIT
+
 ATTEMPTS_KEPT = 20
 """Attempt records kept in a Task's status; the newest are kept."""
-MESSAGE_LIMIT = 4096
-"""A Task's status message and output, in bytes."""
+MESSAGE_LIMIT = REPORT_LIMIT
+"""A Task's status message and output, in bytes: the bound of the report an output comes from."""
 ATTEMPT_MESSAGE_LIMIT = 1024
 """An attempt record's message, and a condition's message as cronoq writes it."""
 REASON_LIMIT = 128

@@ -8,7 +8,7 @@ server fills in DESIGN's defaults — so a task's `retry` only has to say what d
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -18,7 +18,8 @@ from cronoq.api.common import (
 from cronoq.api.durations import DurationBounds
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
 
-LeaseTTL = Annotated[timedelta, DurationBounds("2s", "1h", off=True)]
+LEASE_TTL_RANGE: Final = ("2s", "1h")
+LeaseTTL = Annotated[timedelta, DurationBounds(*LEASE_TTL_RANGE, off=True)]
 KeyRetention = Annotated[timedelta, DurationBounds("0s", "720h")]
 StartTimeout = Annotated[timedelta, DurationBounds("1s", "24h")]
 TTLAfterFinished = Annotated[timedelta, DurationBounds("0s", "8760h")]

@@ -15,17 +15,20 @@ The rules the API server enforces live here, next to the fields they guard:
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
+from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
-from cronoq.api.pool import JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
+from cronoq.api.pool import LEASE_TTL_RANGE, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
+from cronoq.pod_protocol import Terms
 
 from cronoq.api.common import (
     API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
-    StatusCode, Timeout, Timestamp, rule, validations,
+    TIMEOUT_RANGE, StatusCode, Timeout, Timestamp, rule, validations,
 )
 
 
@@ -232,6 +235,14 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "Cancelled"
 
 
+def _ms(text: str) -> int:
+    return parse_duration(text) // timedelta(milliseconds=1)
+
+
+LEASE_TTL_MS = tuple(_ms(bound) for bound in LEASE_TTL_RANGE)
+TIMEOUT_MS = tuple(_ms(bound) for bound in TIMEOUT_RANGE)
+
+
 class Attempt(Model):
     """One attempt of the task: one Job, fenced by (task uid, number)."""
 
@@ -247,6 +258,15 @@ class Attempt(Model):
     """`First` for the first attempt, `Retry` for the others."""
     dispatched_at: Timestamp | None = None
     """When the operator recorded the attempt, right before creating its Job (operator clock)."""
+    lease_ttl_ms: int | None = Field(None, ge=0, le=LEASE_TTL_MS[1], alias=Terms.LEASE_TTL_MS, json_schema_extra=validations(
+        rule(f"self == 0 || self >= {LEASE_TTL_MS[0]}", f"{Terms.LEASE_TTL_MS} must be 0 (no heartbeats) or between "
+             f"{LEASE_TTL_MS[0]} and {LEASE_TTL_MS[1]}")))
+    """The attempt's heartbeat lease TTL in milliseconds (0: no heartbeats), as the task's
+    leaseTTL, else its pool's, said when the operator recorded the attempt. A pull worker
+    heartbeats by it. Unset on attempts recorded by an operator older than this field."""
+    timeout_ms: int | None = Field(None, ge=TIMEOUT_MS[0], le=TIMEOUT_MS[1], alias=Terms.TIMEOUT_MS)
+    """The attempt's timeout in milliseconds, as the task's timeout, else its pool's, said when the
+    operator recorded the attempt. Unset when it has none (or leaseTTLMs is unset too)."""
     started_at: Timestamp | None = None
     """When the container started: the operator's first sight of it running when that falls
     within the second the kubelet reports (kubelet times are whole seconds), else the kubelet's."""

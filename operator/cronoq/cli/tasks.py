@@ -26,6 +26,7 @@ from cronoq.client import (
 )
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
 from cronoq.engine.admission import Candidate
+from cronoq.kube.refusal import server_message
 
 RESOURCE = "task.cronoq.io"
 
@@ -225,10 +226,8 @@ def _fail(message: str, code: int) -> int:
 
 
 def _api_error(err: ApiException) -> str:
-    try:
-        return json.loads(err.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return f"{err.status} {err.reason}"
+    message = server_message(err)
+    return f"{err.status} {err.reason}" if message is None else message
 
 
 def _bare(name: str) -> str:

@@ -7,7 +7,6 @@ resumed from a fresh read.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -21,14 +20,15 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskSchedule, TaskSpec
+from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskSchedule, TaskSpec
 from cronoq.api.durations import format as format_duration
 from cronoq.client.errors import (
     InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed, TaskNotFound,
     WaitTimeout,
 )
 from cronoq.client.results import Result
-from cronoq.engine import naming
+from cronoq.engine import keys, naming
+from cronoq.kube.refusal import server_message
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -36,7 +36,8 @@ RETRY_OF_UID = "cronoq.io/retry-of-uid"
 """Annotation on a Task made by `retry`: the uid of the task it re-drives (names can be reused)."""
 RETRY_OF_KEY = "cronoq.io/retry-of-key"
 """Annotation keeping the original's key, which the retry cannot carry (see `retry`)."""
-DEFAULT_KEY_RETENTION = timedelta(hours=1)
+DEFAULT_KEY_RETENTION: timedelta = TaskPoolSpec.model_fields["key_retention"].default
+"""A pool's keyRetention when the pool cannot be read."""
 RETRYABLE_PHASES = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED)
 WATCH_CHUNK = 60
 """Seconds one watch request lasts at most before it is renewed (a quiet watch can go stale)."""
@@ -228,20 +229,18 @@ class Client:
             raise
 
     def holder_of(self, key: str, pool: str = "default") -> Task | None:
-        """The task that holds `key` in `pool`: the unfinished original, else the newest
-        original that finished within the pool's keyRetention; None when the key is free."""
-        tasks = [t for t in self.list(key=key, pool=pool) if t.metadata.deletion_timestamp is None]
-        originals = [t for t in tasks if not (t.status and t.status.duplicate_of)]
-        unfinished = sorted((t for t in originals if t.phase not in TERMINAL_PHASES), key=_age_order)
-        if unfinished:
-            started = [t for t in unfinished if t.status and t.status.attempt > 0]
-            return (started or unfinished)[0]
-        pool_obj = self._pool_or_none(pool)
-        retention = pool_obj.spec.key_retention if pool_obj else DEFAULT_KEY_RETENTION
+        """The task that holds `key` in `pool`, as the operator judges it (`engine.keys.original`):
+        the original a new task with the key would follow or end as a duplicate of; None when the
+        key is free. The pool is read only when a finished task may hold the key (its keyRetention)."""
         now = datetime.now(timezone.utc)
-        fresh = [t for t in originals if t.status and t.status.finished_at
-                 and t.status.finished_at + retention > now]
-        return max(fresh, key=lambda t: t.status.finished_at) if fresh else None
+        tasks = {t.metadata.name: t for t in self.list(key=key, pool=pool) if t.metadata.deletion_timestamp is None}
+        holders = [keys.Holder.of(t, now) for t in tasks.values()]
+        retention = DEFAULT_KEY_RETENTION
+        if any(h.duplicate_of is None and h.phase is not None and h.phase.terminal for h in holders):
+            pool_obj = self._pool_or_none(pool)
+            retention = pool_obj.spec.key_retention if pool_obj else DEFAULT_KEY_RETENTION
+        first = keys.original(holders, retention, now)
+        return tasks[first.name] if first is not None else None
 
     # ------------------------------------------------------------------ waiting
 
@@ -600,10 +599,8 @@ def _age_order(task: Task) -> tuple:
 
 
 def _api_message(err: ApiException) -> str:
-    try:
-        return json.loads(err.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return str(err.reason)
+    message = server_message(err)
+    return str(err.reason) if message is None else message
 
 
 def kubeconfig_path(given: str | None) -> str | None:

@@ -18,14 +18,14 @@ from typing import Any, Callable
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskStatus
-from cronoq.controller.gather import full_holder, holder
+from cronoq.controller.gather import holder
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
-from cronoq.engine import reasons
+from cronoq.engine import keys, reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import job_facts
@@ -99,7 +99,7 @@ class Applier:
             return
         full = Task.model_validate(raw) if raw is not None else None
         # Gone, or its name taken by another task: decide with what the store has of it.
-        read = full_holder(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
+        read = keys.Holder.of(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
             else holder(original)
         record.original, record.original_uid = read, original.uid
         self.queue.add(("task", namespace, record.name))

@@ -81,24 +81,14 @@ def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | N
 
 def holder(record: TaskRecord) -> keys.Holder:
     """What deduplication reads of a task. A finished task's output and message are not in
-    memory; a plan's `read_original` has them read when a duplicate needs them (`full_holder`)."""
+    memory; a plan's `read_original` has them read when a duplicate needs them."""
     done = record.finished
     if done is not None:
         return keys.Holder(name=record.name, created_at=done.created_at or record.first_seen, phase=done.phase,
                            attempt=done.attempt, finished_at=done.finished_at, output_available=done.output_available,
                            duplicate_of=done.duplicate_of)
     assert record.task is not None, "a keyed task is readable (an unreadable one has no key)"
-    return full_holder(record.task, record.first_seen)
-
-
-def full_holder(task: Task, first_seen: datetime) -> keys.Holder:
-    status = task.status
-    return keys.Holder(
-        name=task.metadata.name or "", created_at=task.metadata.creation_timestamp or first_seen,
-        phase=status.phase if status else None, attempt=status.attempt if status else 0,
-        finished_at=status.finished_at if status else None, output=status.output if status else None,
-        output_available=status.output_available if status else False,
-        duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
+    return keys.Holder.of(record.task, record.first_seen)
 
 
 def _stored_status(record: TaskRecord) -> TaskStatus | None:

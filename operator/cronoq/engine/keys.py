@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from cronoq.api import TaskPhase
+from cronoq.api import Task, TaskPhase
 from cronoq.engine import reasons
 from cronoq.engine.gate import RUN, Gate
 
@@ -32,6 +32,18 @@ class Holder:
     output_available: bool = False
     duplicate_of: str | None = None
     message: str | None = None
+
+    @classmethod
+    def of(cls, task: Task, first_seen: datetime) -> Holder:
+        """All of `task` that deduplication reads (`first_seen` stands in for a creation time the
+        object lacks): how the operator sees a task it has read whole, and how the client does."""
+        status = task.status
+        return cls(
+            name=task.metadata.name or "", created_at=task.metadata.creation_timestamp or first_seen,
+            phase=status.phase if status else None, attempt=status.attempt if status else 0,
+            finished_at=status.finished_at if status else None, output=status.output if status else None,
+            output_available=status.output_available if status else False,
+            duplicate_of=status.duplicate_of if status else None, message=status.message if status else None)
 
     @property
     def started(self) -> bool:
@@ -57,6 +69,7 @@ class KeyHolders:
 
 
 def original(holders: Iterable[Holder], retention: timedelta, now: datetime) -> Holder | None:
+    """The task that holds the key: the one the others are duplicates of (see the module docstring)."""
     live = [h for h in holders if h.deduplicates(retention, now)]
     if not live:
         return None

@@ -1,28 +1,20 @@
 """What an ended attempt means (DESIGN §3): success, retryable or permanent, with a reason.
 
-The SDK's structured termination message (JSON with `outcome`, `message`,
-`retryAfterSeconds`, `output`; the push runner adds `reason` and `responseCode`) wins over the
-exit code. Without it: exit 0 succeeds and the
-termination message is the output; an exit code in `permanentExitCodes` is permanent; every
-other exit, and every way a pod can be lost (OOMKilled, evicted, node lost, deleted), is
-retryable with a reason a user can act on.
+The report (`pod_protocol.report.Report`: the SDK's structured termination message, a pull
+worker's Lease annotation, the push runner's answer) wins over the exit code. Without it: exit 0
+succeeds and the termination message is the output; an exit code in `permanentExitCodes` is
+permanent; every other exit, and every way a pod can be lost (OOMKilled, evicted, node lost,
+deleted), is retryable with a reason a user can act on.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from cronoq.api import AttemptOutcome, RetryPolicy
-from cronoq.api.limits import MESSAGE_LIMIT
 from cronoq.engine import reasons
 from cronoq.engine.observed import AttemptJob, Termination
-
-"""Bytes kept of any message or output; longer ones are cut, never rejected."""
-TRUNCATED = "…[truncated]"
-MAX_RETRY_AFTER = 24 * 3600.0
-"""Longest `retryAfterSeconds` honoured: the longest backoff a retry policy may set (24h). A
-larger hint (or `Infinity`) would overflow the next attempt's time and fail every reconcile."""
+from cronoq.pod_protocol import report as protocol
+from cronoq.pod_protocol.report import Report, truncate as truncate
 
 
 @dataclass(frozen=True)
@@ -39,59 +31,28 @@ class Verdict:
     """The HTTP status a push task's endpoint answered with."""
 
 
-def truncate(text: str | None, limit: int = MESSAGE_LIMIT) -> str:
-    """`text` cut to at most `limit` bytes of UTF-8, with a marker when cut."""
-    if not text:
-        return ""
-    raw = text.encode()
-    if len(raw) <= limit:
-        return text
-    keep = limit - len(TRUNCATED.encode())
-    return raw[:keep].decode(errors="ignore") + TRUNCATED
+_OUTCOMES = {protocol.SUCCESS: AttemptOutcome.SUCCESS, protocol.RETRYABLE: AttemptOutcome.RETRYABLE,
+             protocol.PERMANENT: AttemptOutcome.PERMANENT}
 
 
-_SDK_OUTCOMES = {"success": AttemptOutcome.SUCCESS, "retryable": AttemptOutcome.RETRYABLE,
-                 "permanent": AttemptOutcome.PERMANENT}
-REPORTED_REASONS = frozenset({reasons.LEASE_LOST, reasons.TIMEOUT, reasons.NETWORK_ERROR, reasons.HTTP_STATUS,
-                              reasons.ADDRESS_NOT_ALLOWED})
-"""Reasons a termination message may give for a failure: the SDK's self-fencing and the push
-runner's. Any other word is ignored, so a container cannot pose as the operator's own verdicts."""
-
-
-def sdk_report(message: str | None) -> dict[str, Any] | None:
-    """The SDK's structured termination message, if `message` is one. Anything else, however it
-    fails to parse (nesting deep enough to exhaust the parser's recursion included), is plain text."""
-    if not message or not message.lstrip().startswith("{"):
-        return None
-    try:
-        report = json.loads(message)
-        if isinstance(report, dict) and not isinstance(report.get("output"), (str, type(None))):
-            report["output"] = json.dumps(report["output"], separators=(",", ":"))
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(report, dict) and str(report.get("outcome", "")).lower() in _SDK_OUTCOMES:
-        return report
-    return None
+def sdk_report(message: str | None) -> Report | None:
+    """The report in a termination message or a worker's annotation, if it is one (the engine's
+    name for `Report.parse`)."""
+    return Report.parse(message)
 
 
 def from_termination(end: Termination, policy: RetryPolicy) -> Verdict:
-    report = sdk_report(end.message)
+    report = Report.parse(end.message)
     if report is not None:
-        outcome = _SDK_OUTCOMES[str(report["outcome"]).lower()]
-        output = report.get("output")
-        retry_after = report.get("retryAfterSeconds")
-        retry_after = (float(min(retry_after, MAX_RETRY_AFTER)) if isinstance(retry_after, (int, float))
-                       and not isinstance(retry_after, bool) and retry_after > 0 else None)
+        outcome = _OUTCOMES[report.outcome]
         reason = {AttemptOutcome.SUCCESS: reasons.COMPLETED, AttemptOutcome.RETRYABLE: reasons.RETRYABLE,
                   AttemptOutcome.PERMANENT: reasons.PERMANENT}[outcome]
-        reported = str(report.get("reason", ""))
-        if outcome is not AttemptOutcome.SUCCESS and reported in REPORTED_REASONS:
-            reason = reported
-        code = report.get("responseCode")
-        code = code if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else None
-        return Verdict(outcome, reason, truncate(str(report.get("message") or "")), end.exit_code,
-                       truncate(output) if outcome is AttemptOutcome.SUCCESS and output is not None else None,
-                       retry_after, code)
+        if outcome is not AttemptOutcome.SUCCESS and report.reason is not None:
+            reason = report.reason  # one of the report's own words, never one of the operator's verdicts
+        # The report comes whole; what the status keeps of it is bounded here.
+        return Verdict(outcome, reason, truncate(report.message), end.exit_code,
+                       truncate(report.output) if outcome is AttemptOutcome.SUCCESS and report.output is not None
+                       else None, report.retry_after, report.response_code)
     if end.exit_code == 0:
         return Verdict(AttemptOutcome.SUCCESS, reasons.COMPLETED, "", 0, truncate(end.message) or None)
     detail = f": {end.message}" if end.message else ""

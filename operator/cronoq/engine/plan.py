@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 from cronoq.api import Attempt, RetryPolicy, Task, TaskPoolSpec, TaskStatus
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
@@ -17,6 +17,13 @@ from cronoq.engine.keys import KeyHolders
 from cronoq.engine.observed import AttemptJob
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
+
+
+class Terms(TypedDict):
+    """An attempt record's `pod_protocol.Terms` fields, as `Attempt(...)` takes them."""
+
+    lease_ttl_ms: int
+    timeout_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,12 @@ class Effective:
                    else pool.heartbeat_sidecar,
                    job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
                    workers=pool.delivery == "Workers")
+
+    def terms(self) -> Terms:
+        """The attempt record's fields that stamp these settings on a new attempt (`pod_protocol.Terms`),
+        so that whoever serves it reads them instead of deriving them again from the specs."""
+        ms = timedelta(milliseconds=1)
+        return Terms(lease_ttl_ms=self.lease_ttl // ms, timeout_ms=None if self.timeout is None else self.timeout // ms)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Reasons: the CamelCase words cronoq writes in attempt records, conditions and Events.
-Kept in one place so users (and alerts) can rely on them."""
+Kept in one place so users (and alerts) can rely on them. The words a report may give (the SDK's
+and the push runner's) are the pod protocol's, named here from there: one spelling on both sides."""
+from cronoq.pod_protocol.report import Reason as _Reported
 
 # Why an attempt ended.
 COMPLETED = "Completed"
@@ -16,15 +18,15 @@ POD_DELETED = "PodDeleted"
 JOB_DELETED = "JobDeleted"
 JOB_REJECTED = "JobRejected"     # the API server refused the attempt's Job (bad pod template)
 JOB_REFUSED = "JobRefused"       # the API server refused the Job for now (a ResourceQuota): retried with backoff
-TIMEOUT = "Timeout"
+TIMEOUT = _Reported.TIMEOUT       # the attempt ran past its timeout, or a push request got no answer in time
 START_TIMEOUT = "StartTimeout"   # stuck Pending (unschedulable, image pull) longer than allowed
 INVALID_IMAGE_NAME = "InvalidImageName"  # the kubelet cannot parse the image reference: never heals
 POD_CANNOT_START = "PodCannotStart"      # Running condition while the pod waits (its reason in the message)
 LEASE_EXPIRED = "LeaseExpired"
-LEASE_LOST = "LeaseLost"         # the SDK could not renew its lease and stopped itself
-HTTP_STATUS = "HTTPStatus"       # a push task's endpoint answered with a status that is not success
-NETWORK_ERROR = "NetworkError"   # a push task's request got no answer (DNS, refused, reset, TLS)
-ADDRESS_NOT_ALLOWED = "AddressNotAllowed"  # a push task's request would reach a link-local or metadata address
+LEASE_LOST = _Reported.LEASE_LOST         # the SDK could not renew its lease and stopped itself
+HTTP_STATUS = _Reported.HTTP_STATUS       # a push task's endpoint answered with a status that is not success
+NETWORK_ERROR = _Reported.NETWORK_ERROR   # a push task's request got no answer (DNS, refused, reset, TLS)
+ADDRESS_NOT_ALLOWED = _Reported.ADDRESS_NOT_ALLOWED  # a push task's request would reach a link-local or metadata address
 CANCELLED = "Cancelled"
 INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's document
 

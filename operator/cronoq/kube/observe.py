@@ -8,7 +8,8 @@ from typing import Any
 
 from cronoq.engine import naming
 from cronoq.engine.observed import AttemptJob, Termination
-from cronoq.pod_protocol import REPORT_LIMIT, Annotation, Label
+from cronoq.pod_protocol import Annotation, Label
+from cronoq.pod_protocol.report import REPORT_LIMIT
 
 
 NO_SKEW = timedelta(0)

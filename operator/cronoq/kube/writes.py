@@ -12,7 +12,6 @@ unbounded, so watches and the leader Lease never wait behind writes).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from cronoq.api import GROUP, VERSION
 from cronoq.engine.plan import Event
+from cronoq.kube.refusal import server_message
 from cronoq.kube.session import JSON, ApiSession, timeout
 
 log = logging.getLogger(__name__)
@@ -54,11 +54,8 @@ class Rejected(Exception):
 
 def api_message(err: ApiException) -> str:
     """The API server's own message of a refusal (its Status body), else the HTTP reason."""
-    try:
-        message = json.loads(err.body or "").get("message", err.reason)
-    except (ValueError, TypeError, AttributeError):
-        return str(err.reason)
-    return str(message)
+    message = server_message(err)
+    return str(err.reason) if message is None else message
 
 
 def custom_objects(namespace: str, plural: str = "tasks") -> str:

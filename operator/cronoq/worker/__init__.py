@@ -19,7 +19,7 @@ handler, writes the structured termination message and exits: 0 success, 1 retry
 serves a pool with `delivery: Workers`, with no pod per attempt (worker/serve.py).
 """
 from cronoq.worker.errors import Permanent, Retryable
-from cronoq.worker.report import EXIT_LEASE_LOST, EXIT_PERMANENT, EXIT_RETRYABLE, EXIT_SUCCESS
+from cronoq.pod_protocol.report import EXIT_LEASE_LOST, EXIT_PERMANENT, EXIT_RETRYABLE, EXIT_SUCCESS
 from cronoq.worker.runner import Context, run, task
 from cronoq.worker.serve import serve
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, TypeVar
 
 from cronoq.pod_protocol import Env
-from cronoq.worker import report
+from cronoq.pod_protocol import report
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
-from cronoq.worker.report import Report
+from cronoq.pod_protocol.report import Report
+from cronoq.worker.report import DEFAULT_PATH, encode_output, write
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -99,7 +100,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
         env = AttemptEnv.from_environ(environ)
     except InvalidEnvironment as err:
         result = Report(report.PERMANENT, f"invalid attempt environment: {err}")
-        report.write(result, environ.get(Env.TERMINATION_LOG) or report.DEFAULT_PATH)
+        write(result, environ.get(Env.TERMINATION_LOG) or DEFAULT_PATH)
         return result.exit_code
 
     ending = threading.Lock()  # whoever takes it writes the one termination message
@@ -112,8 +113,8 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
         def lost(why: str) -> None:
             if not ending.acquire(blocking=False):
                 return  # the handler has ended and its outcome is being written
-            result = Report(report.RETRYABLE, f"lease lost: {why}", reason=report.LEASE_LOST)
-            report.write(result, env.termination_log)
+            result = Report(report.RETRYABLE, f"lease lost: {why}", reason=report.Reason.LEASE_LOST)
+            write(result, env.termination_log)
             try:
                 sys.stdout.flush()
             finally:
@@ -131,7 +132,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
         # Let a renewal in flight finish: a daemon thread still inside the API client while the
         # interpreter finalizes can crash it (exit 139 after a success, seen in a container).
         heartbeat.join(timeout=max(env.lease_ttl, 1.0))
-    report.write(result, env.termination_log)
+    write(result, env.termination_log)
     return result.exit_code
 
 
@@ -141,7 +142,7 @@ def outcome(handler: Callable[[Context], Any], context: Context) -> Report:
         value = handler(context)
         if inspect.isawaitable(value):
             value = asyncio.run(_awaited(value))
-        return Report(report.SUCCESS, output=report.encode_output(value))
+        return Report(report.SUCCESS, output=encode_output(value))
     except Permanent as err:
         return Report(report.PERMANENT, err.message or _describe(err))
     except Retryable as err:

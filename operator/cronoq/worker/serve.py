@@ -52,13 +52,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, NoReturn
 
 from cronoq.pod_protocol import (
-    API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name, worker_lease_body,
+    API_VERSION, Annotation, Label, Owner, Terms, lease_body, served_lease_name, worker_lease_body,
 )
-from cronoq.worker import report
+from cronoq.pod_protocol.durations import parse as parse_duration
+from cronoq.pod_protocol import report
 from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import KubeLease, LeaseKeeper, api_client, renew_time
-from cronoq.worker.report import Report
+from cronoq.pod_protocol.report import Report
+from cronoq.worker.report import encode_output
 from cronoq.worker.runner import Context
 
 log = logging.getLogger("cronoq.worker")
@@ -66,7 +68,8 @@ log = logging.getLogger("cronoq.worker")
 GROUP, VERSION = API_VERSION.split("/")
 Handler = Callable[[Context], Any]
 DEFAULT_LEASE_TTL = 30.0
-"""An attempt's lease TTL when neither its task nor its pool says (the pool's default)."""
+"""An attempt's lease TTL when neither its task nor its pool says (the pool's default), for an
+attempt recorded without its `Terms`."""
 POD_PREFIX = 56
 """Characters of the pod name a worker's name starts with (63, less a dash and 6 random)."""
 QUIET = 1.0
@@ -352,7 +355,7 @@ class Worker:
         meta, spec = task["metadata"], task.get("spec") or {}
         number = int(attempt["number"])
         lease_name = served_lease_name(meta["name"], number, self.name)
-        ttl = _seconds(spec.get("leaseTTL")) if spec.get("leaseTTL") is not None else self._pool_lease_ttl()
+        ttl = self._lease_ttl(spec, attempt)
         context = Context(id=meta["uid"], name=meta["name"], namespace=self.namespace, attempt=number,
                           payload=spec.get("payload"), lease_name=lease_name, lease_id=attempt.get("leaseId", ""), lease_ttl=ttl, worker=self.name)
         lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(meta["name"], meta["uid"], number),
@@ -402,7 +405,7 @@ class Worker:
             value = handler(run.context)
             if inspect.isawaitable(value):
                 value = self._await(value, run)
-            return Report(report.SUCCESS, output=report.encode_output(value))
+            return Report(report.SUCCESS, output=encode_output(value))
         except Permanent as err:
             return Report(report.PERMANENT, err.message or _describe(err))
         except Retryable as err:
@@ -506,6 +509,20 @@ class Worker:
             return self.handler
         return self.handler.get(labels.get(Label.HANDLER, ""))
 
+    def _lease_ttl(self, spec: Mapping[str, Any], attempt: Mapping[str, Any]) -> float:
+        """The attempt's lease TTL in seconds, as the operator stamped it on the attempt's record.
+        A record without it was written by an operator older than the stamp: then the TTL is
+        derived here as that operator did (the task's leaseTTL, else its pool's), and only here."""
+        terms = Terms.of_record(attempt)
+        if terms is not None:
+            return terms.lease_ttl
+        if spec.get("leaseTTL") is not None:
+            try:
+                return parse_duration(spec["leaseTTL"]).total_seconds()
+            except ValueError as err:  # the API server checks the grammar: never, unless its CRD is older
+                log.warning("an attempt's task has an unreadable leaseTTL (%s): using its pool's", err)
+        return self._pool_lease_ttl()
+
     def _pool_lease_ttl(self) -> float:
         """The pool's leaseTTL (re-read at most every 30 s: a pool's spec may change)."""
         read_at, ttl = self._pool_ttl
@@ -513,24 +530,11 @@ class Worker:
             try:
                 pool = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskpools", self.pool,
                                                                 _request_timeout=10)
-                ttl = _seconds((pool.get("spec") or {}).get("leaseTTL", f"{DEFAULT_LEASE_TTL:g}s"))
+                ttl = parse_duration((pool.get("spec") or {}).get("leaseTTL", f"{DEFAULT_LEASE_TTL:g}s")).total_seconds()
                 self._pool_ttl = (time.monotonic(), ttl)
             except Exception as err:  # noqa: BLE001 - keep what we knew
                 log.warning("could not read pool %s: %s", self.pool, err)
         return ttl
-
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _seconds(value: Any) -> float:
-    """A Kubernetes-style duration (`30s`, `1m30s`, `500ms`) in seconds."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    total, text = 0.0, str(value).strip()
-    for number, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text):
-        total += float(number) * _UNITS[unit]
-    return total
 
 
 def _describe(err: BaseException) -> str:

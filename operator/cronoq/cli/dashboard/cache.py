@@ -21,6 +21,7 @@ from urllib3.exceptions import HTTPError
 
 from cronoq.api import GROUP, VERSION, Task, TaskPool, TaskSchedule
 from cronoq.client import Client
+from cronoq.kube.refusal import server_message
 
 log = logging.getLogger("cronoq.dashboard")
 
@@ -34,12 +35,8 @@ Key = tuple[str, str]
 
 def api_message(err: ApiException) -> str:
     """The API server's own words for a refusal (as kubectl prints them)."""
-    import json
-
-    try:
-        return f"{json.loads(err.body)['message']} ({err.status} {err.reason})"
-    except (TypeError, ValueError, KeyError):
-        return f"{err.status} {err.reason}"
+    message = server_message(err)
+    return f"{err.status} {err.reason}" if message is None else f"{message} ({err.status} {err.reason})"
 
 
 class Cache:

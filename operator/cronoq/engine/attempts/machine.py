@@ -299,7 +299,8 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     lease = lease_id(seen.epoch, number)
     attempt = Attempt(number=number, lease_id=lease, worker=served,
                       job=None if served else job_name(task.metadata.name or "", number),
-                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now)
+                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now,
+                      **settings.terms())
     records = (*draft.records, attempt)
     running = status.model_copy(update={
         "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],

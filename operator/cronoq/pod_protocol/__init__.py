@@ -1,10 +1,12 @@
 """The pod protocol: what the operator hands an attempt's pod, and what the pod hands back.
 
-The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request); the pod
-reads it (the worker SDK's `worker/env.py`, the push runner `push.py`) and writes the attempt's
-Lease with the labels the operator watches (`worker/lease.py`). Both sides import these names and
-encodings from here, so they cannot drift apart. It imports nothing else of cronoq and nothing
-outside the standard library: it runs in task images that carry only the SDK.
+The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request; the `Terms`
+on an attempt's record); the pod or the pull worker reads it (the worker SDK's `worker/env.py`, `worker/serve.py`, the push runner
+`push.py`), writes the attempt's Lease with the labels the operator watches (`worker/lease.py`)
+and reports how the attempt ended (`report.py`, which the operator parses in `engine/outcome.py`).
+Both sides import these names and encodings from here, so they cannot drift apart. The package
+imports nothing else of cronoq and nothing outside the standard library: it runs in task images
+that carry only the SDK.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Mapping, TypeGuard
 
 API_VERSION: Final = "cronoq.io/v1alpha1"
 """The Task's apiVersion, which the attempt names as its Lease's owner."""
@@ -66,11 +68,7 @@ class Annotation:
     CAPACITY: Final = "cronoq.io/capacity"
     """On the worker's Lease: how many attempts it runs at once."""
     REPORT: Final = "cronoq.io/report"
-    """On an attempt's Lease: how the attempt ended, the SDK's report (at most REPORT_LIMIT bytes)."""
-
-
-REPORT_LIMIT: Final = 4096
-"""Bytes of a report, as of a termination message: the same document, the same bound."""
+    """On an attempt's Lease: how the attempt ended, `report.Report` (at most `report.REPORT_LIMIT` bytes)."""
 
 
 MAX_ATTEMPT_NAME: Final = 57
@@ -123,6 +121,38 @@ def attempt_env(attempt: Attempt) -> list[dict[str, Any]]:
         {"name": Env.PAYLOAD, "value": json.dumps(attempt.payload, separators=(",", ":"))},
         {"name": Env.NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
     ]
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What an attempt runs under, stamped by the operator on the attempt's record in the Task's
+    status (`status.attempts[]`), in the write that records the attempt: its lease TTL and its
+    timeout, as the task's and its pool's settings said then. A pull worker reads them there, so
+    it never derives them again from specs that may have changed since (and a pool it would have
+    to read). On the wire they are whole milliseconds, as the durations they come from are."""
+
+    LEASE_TTL_MS: ClassVar[str] = "leaseTTLMs"
+    """The record's field for `lease_ttl`; 0 turns heartbeats off. Its absence marks a record an
+    operator older than the terms wrote."""
+    TIMEOUT_MS: ClassVar[str] = "timeoutMs"
+    """The record's field for `timeout`; absent when the attempt has none."""
+
+    lease_ttl: float
+    """Seconds; 0 turns heartbeats off."""
+    timeout: float | None = None
+    """Seconds; None: no timeout."""
+
+    @classmethod
+    def of_record(cls, record: Mapping[str, Any]) -> Terms | None:
+        """The terms on an attempt record as the API server returns it; None when it carries none."""
+        ttl, timeout = record.get(cls.LEASE_TTL_MS), record.get(cls.TIMEOUT_MS)
+        if not _whole(ttl) or ttl < 0:
+            return None
+        return cls(ttl / 1000, timeout / 1000 if _whole(timeout) and timeout > 0 else None)
+
+
+def _whole(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
