@@ -122,7 +122,7 @@ class Runtime:
             await self._lead(self.options.epoch)
             return
         namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
-        self.leadership = Leadership(http, namespace, self.options.lease_name)
+        self.leadership = Leadership(http, namespace, self.options.lease_name, clock=clock)
         writer.guard = self.leadership.valid
         self._tasks.append(asyncio.create_task(self.leadership.run(self._lead, self._lost), name="cronoq-election"))
 
