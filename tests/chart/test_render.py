@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import fields
 
 import pytest
 import yaml
@@ -114,6 +115,17 @@ def test_default_deployment_runs_two_replicas_with_leader_election_and_probes(re
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_the_operator_reads_the_default_args_as_its_own_defaults_but_for_the_names_the_chart_makes(render):
+    """The chart's default values that become flags default to the operator's settings (a value
+    that drifted from its flag's default shows here), read by `cronoq operator`'s own parser."""
+    from cronoq.cli import parser
+    from cronoq.controller.settings import Options, from_flags
+
+    given = from_flags(parser().parse_args(["operator", *operator_container(render())["args"]]))
+    differs = {f.name: getattr(given, f.name) for f in fields(Options) if getattr(given, f.name) != getattr(Options(), f.name)}
+    assert set(differs) == {"lease_namespace", "lease_guard"}, differs  # the release namespace; its own guard
 
 
 def test_operator_pod_passes_pod_security_restricted_with_a_read_only_root(render):

@@ -19,7 +19,7 @@ from cronoq.engine.naming import job_name
 from cronoq.engine.observed import AttemptJob, Termination
 from cronoq.engine.retention import ttl_seconds
 
-T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 3, 12, 0, 0, tzinfo=timezone.utc)
 """The tests' epoch: every clock in the unit tests counts from here."""
 
 

@@ -9,7 +9,8 @@ from cronoq.controller.clock import FakeClock
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.term import Term
 
-from tests.unit.test_controller_reconciler import T0, FakeWriter
+from tests.unit.builders import T0
+from tests.unit.fakes import FakeWriter
 
 
 def test_expired_tasks_are_deleted_from_their_due_time_at_the_bounded_rate() -> None:

@@ -12,8 +12,8 @@ from cronoq.controller.clock import FakeClock
 from cronoq.controller.reconciler import Controller
 from cronoq.kube.writes import Rejected
 
-from tests.unit.test_controller_reconciler import (NS, QUOTA_REFUSAL, T0, FakeWriter, World, counter, pod, pool,
-                                                   task)
+from tests.unit.builders import T0
+from tests.unit.fakes import NS, QUOTA_REFUSAL, FakeWriter, World, counter, pod, pool, task
 
 TASKS = 10_000
 BATCH = 1_000

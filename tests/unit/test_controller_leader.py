@@ -1,22 +1,95 @@
-"""The leader-election loop (controller/leader.py) when the API server cannot be reached: found by
-the control-plane restart fault test, where a leader's loop died of a connection error and left a
-replica that neither wrote (its guard refused) nor gave up (issue 14). Against real loopback HTTP
-servers, over the operator's one HTTP stack (kube/session.py)."""
+"""The leader-election loop (controller/leader.py) when the API server is slow, away or cannot be
+reached: found by the control-plane restart fault test, where a leader's loop died of a connection
+error and left a replica that neither wrote (its guard refused) nor gave up (issue 14).
+
+Every test runs on a fake clock, so seconds of renewals and lapsed deadlines take none. The Lease's
+own calls are always kube/leases.py's. Where the test is about timing (a slow link, a start that
+outlasts the renew deadline) they go to an API server in memory that answers on the fake clock;
+where it is about the operator's one HTTP stack (kube/session.py: a refused connection, writes
+holding every connection they may) they go over it to a real loopback server, and the fake clock
+moves only while the election loop sleeps between attempts.
+"""
 from __future__ import annotations
 
 import asyncio
+import copy
 import http.server
 import json
 import socket
 import threading
-import time
+from typing import Any, Callable
 
+import aiohttp
+import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
+from cronoq.controller.clock import FakeClock, LoopClock
 from cronoq.controller.leader import Leadership
 from cronoq.engine.election import ElectionTiming
 from cronoq.kube.session import ApiSession
 from cronoq.kube.writes import Writer
+
+from tests.unit.builders import T0
+
+
+class LeaseStore:
+    """The API server's side of one Lease: 404 until it is created, 409 for a PUT with a
+    resourceVersion it no longer has; every request's verb recorded in order."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        self.requests: list[str] = []
+
+    def answer(self, verb: str, body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        self.requests.append(verb)
+        if verb == "GET":
+            if self.lease is None:
+                return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}
+            return 200, self.lease
+        assert body is not None
+        stored = self.lease
+        if verb == "PUT" and (stored is None or
+                              body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]):
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+        self.version += 1
+        body["metadata"]["resourceVersion"] = str(self.version)
+        self.lease = body
+        return 201 if verb == "POST" else 200, body
+
+
+class FakeLeaseApi(LeaseStore):
+    """The HTTP stack (ApiSession.request) to an API server holding one Lease, in memory: each
+    request takes effect when it arrives and is answered `delay` seconds later on the fake clock (a
+    slow link: the network fault test's 2 s round trip, scaled down)."""
+
+    def __init__(self, clock: FakeClock, delay: float) -> None:
+        super().__init__()
+        self.clock, self.delay = clock, delay
+
+    async def request(self, method: str, path: str, limits: aiohttp.ClientTimeout,
+                      body: dict[str, Any] | None = None, content_type: str = "") -> dict[str, Any]:
+        # Copied both ways, as if it went through JSON: the caller's body is never the one stored.
+        code, answer = self.answer(method, copy.deepcopy(body))
+        answer = copy.deepcopy(answer)
+        if self.delay:
+            await self.clock.sleep(self.delay)
+        if not 200 <= code <= 299:
+            raise ApiException(status=code, reason=answer["reason"])
+        return answer
+
+    async def close(self) -> None:
+        pass
+
+
+class SteppingClock(FakeClock):
+    """The fake clock for the election loop against a real loopback server: each sleep moves time
+    on by its own length (the loop's wait between two attempts), and nothing else does, so a round
+    trip takes no time, and the test waits for each one, never for a period."""
+
+    async def sleep(self, seconds: float) -> None:
+        await self.advance(seconds)
 
 
 def unreachable_api() -> ApiSession:
@@ -29,19 +102,21 @@ def unreachable_api() -> ApiSession:
 
 def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_renew_deadline() -> None:
     timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.05)
-    leadership = Leadership(unreachable_api(), "ns", "lease", timing=timing)
-    leadership.epoch, leadership.last_renewed = 3, time.monotonic()  # leading, renewed just now
+    clock = SteppingClock(T0)
+    leadership = Leadership(unreachable_api(), "ns", "lease", timing=timing, clock=clock)
+    leadership.epoch, leadership.last_renewed = 3, clock.monotonic()  # leading, renewed just now
     lost = []
 
     async def main() -> None:
         async def elected(epoch: int) -> None:
             raise AssertionError("not a new term")
         try:
-            await asyncio.wait_for(leadership.run(elected, lambda: lost.append(time.monotonic())), timeout=10)
+            async with clock.timeout(10):
+                await leadership.run(elected, lambda: lost.append(clock.monotonic()))
         finally:
             await leadership.http.close()
 
-    started = time.monotonic()
+    started = clock.monotonic()
     asyncio.run(main())  # returns once on_lost was called (before the fix it raised the connection error)
     assert len(lost) == 1 and 1.0 <= lost[0] - started < 5.0
     assert not leadership.valid()
@@ -54,10 +129,11 @@ def test_renewals_are_not_queued_behind_writes_that_hold_every_connection_they_m
     connections: writes that hang (twice as many as may be in flight) leave the Lease's requests
     their own, and the leader keeps renewing."""
     timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
-    server = SlowLeases(delay=0.0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    clock = SteppingClock(T0)
+    server = LoopbackLeases()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     http = server.api()
-    leadership = Leadership(http, "ns", "lease", timing=timing)
+    leadership = Leadership(http, "ns", "lease", timing=timing, clock=clock)
     writer = Writer(http)
     lost: list[float] = []
     in_flight: list[int] = []
@@ -65,12 +141,16 @@ def test_renewals_are_not_queued_behind_writes_that_hold_every_connection_they_m
 
     async def main() -> None:
         writes = [asyncio.create_task(writer.request("GET", "/hang")) for _ in range(64)]
+        # Every connection the writes may hold is held (they are answered only at the end)
+        # before the election starts.
+        await asyncio.to_thread(server.wait_for, lambda requests: requests.count("HANG") >= 32)
 
         async def elected(epoch: int) -> None:
             pass
         try:
-            await asyncio.wait_for(leadership.run(elected, lambda: lost.append(time.monotonic())), timeout=3)
-        except asyncio.TimeoutError:
+            async with clock.timeout(3):
+                await leadership.run(elected, lambda: lost.append(clock.monotonic()))
+        except TimeoutError:
             pass
         finally:
             in_flight.append(server.requests.count("HANG"))
@@ -89,28 +169,48 @@ def test_renewals_are_not_queued_behind_writes_that_hold_every_connection_they_m
     assert renewals.count("PUT") >= 10, server.requests
 
 
-class SlowLeases(http.server.ThreadingHTTPServer):
-    """A loopback API server holding one Lease, answering every request `delay` seconds late
-    (a slow link: the network fault test's 2 s round trip, scaled down)."""
+class LoopbackLeases(http.server.ThreadingHTTPServer):
+    """A loopback API server holding one Lease (a LeaseStore), and answering requests to /hang
+    (writes held by a sick API server) only once `release` is set."""
 
     request_queue_size = 128  # connections opened at once are all accepted (socketserver's default: 5)
 
-    def __init__(self, delay: float) -> None:
-        self.delay, self.lease, self.version, self.requests = delay, None, 0, []
+    def __init__(self) -> None:
+        self.store = LeaseStore()
+        self.arrived = threading.Condition()
         self.release = threading.Event()
-        """Lets requests to /hang (writes held by a sick API server) answer."""
         super().__init__(("127.0.0.1", 0), _LeaseHandler)
+
+    @property
+    def requests(self) -> list[str]:
+        return self.store.requests
+
+    def record(self, verb: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        with self.arrived:
+            if verb == "HANG":
+                self.store.requests.append(verb)
+                answer: tuple[int, dict[str, Any]] = (200, {})
+            else:
+                answer = self.store.answer(verb, body)
+            self.arrived.notify_all()
+        return answer
+
+    def wait_for(self, seen: Callable[[list[str]], bool], timeout: float = 30) -> None:
+        """Block until the requests recorded so far satisfy `seen` (woken by each arrival)."""
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: seen(self.requests), timeout), self.requests
 
     def api(self) -> ApiSession:
         return ApiSession(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{self.server_address[1]}")))
 
 
 class _LeaseHandler(http.server.BaseHTTPRequestHandler):
+    server: LoopbackLeases
+
     def log_message(self, *_: object) -> None:
         pass
 
-    def _answer(self, code: int, body: dict) -> None:
-        time.sleep(self.server.delay)
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -120,25 +220,14 @@ class _LeaseHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path == "/hang":
-            self.server.requests.append("HANG")
+            answer = self.server.record("HANG")
             self.server.release.wait(30)
-            return self._answer(200, {})
-        self.server.requests.append("GET")
-        if self.server.lease is None:
-            self._answer(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
-        else:
-            self._answer(200, self.server.lease)
+            return self._answer(*answer)
+        self._answer(*self.server.record("GET"))
 
     def _write(self, verb: str) -> None:
-        self.server.requests.append(verb)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        stored = self.server.lease
-        if verb == "PUT" and body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
-            return self._answer(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
-        self.server.version += 1
-        body["metadata"]["resourceVersion"] = str(self.server.version)
-        self.server.lease = body
-        self._answer(201 if verb == "POST" else 200, body)
+        self._answer(*self.server.record(verb, body))
 
     def do_POST(self) -> None:  # noqa: N802
         self._write("POST")
@@ -147,24 +236,20 @@ class _LeaseHandler(http.server.BaseHTTPRequestHandler):
         self._write("PUT")
 
 
-def lead_for(server: SlowLeases, timing: ElectionTiming, seconds: float, on_elected) -> tuple[Leadership, list[float]]:
-    """Run a Leadership against `server` for `seconds`; return it and the times it lost its Lease."""
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
+def lead_for(server: FakeLeaseApi, timing: ElectionTiming, seconds: float, on_elected) -> tuple[Leadership, list[float]]:
+    """Run a Leadership against `server` for `seconds` of its clock; return it and the times it
+    lost its Lease."""
+    clock = server.clock
+    leadership = Leadership(server, "ns", "lease", timing=timing, clock=clock)
     lost: list[float] = []
 
     async def main() -> None:
-        try:
-            await asyncio.wait_for(leadership.run(on_elected, lambda: lost.append(time.monotonic())), timeout=seconds)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            await leadership.http.close()
+        running = asyncio.create_task(leadership.run(on_elected, lambda: lost.append(clock.monotonic())))
+        await clock.advance(seconds)
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
 
-    try:
-        asyncio.run(main())
-    finally:
-        server.shutdown()
+    asyncio.run(main())
     return leadership, lost
 
 
@@ -175,7 +260,7 @@ def test_a_leader_on_a_slow_link_keeps_its_lease() -> None:
     well within the deadline. Now a holder renews with one PUT, given the time left until its
     deadline. Here: a round trip of 0.2 × the deadline (as 2 s is of 10 s), for four deadlines."""
     timing = ElectionTiming(lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
-    server = SlowLeases(delay=0.4)
+    server = FakeLeaseApi(FakeClock(T0), delay=0.4)
     elected = []
 
     async def on_elected(epoch: int) -> None:
@@ -193,7 +278,7 @@ def test_renewals_go_on_while_the_new_leader_waits_for_its_watches_to_list() -> 
     it waited, and a listing longer than the renew deadline (thousands of finished tasks, or a
     slow link) cost the Lease. Here the start never finishes; the Lease is renewed all along."""
     timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
-    server = SlowLeases(delay=0.02)
+    server = FakeLeaseApi(FakeClock(T0), delay=0.02)
     started = []
 
     async def on_elected(epoch: int) -> None:
@@ -210,39 +295,31 @@ def test_a_released_lease_has_no_holder_and_the_releaser_stops_acting() -> None:
     """release() on a clean stop: one read, one PUT of the Lease without holder, renewTime or
     acquireTime (a standby takes it at once); the releaser itself is no longer valid."""
     timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
-    server = SlowLeases(delay=0.0)
+    server = FakeLeaseApi(FakeClock(T0), delay=0.0)
 
     async def on_elected(epoch: int) -> None:
         pass
     leadership, lost = lead_for(server, timing, 0.5, on_elected)
     assert leadership.valid() and not lost
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    async def release() -> None:
-        try:
-            await leadership.release()
-        finally:
-            await leadership.http.close()
-    try:
-        before = len(server.requests)
-        asyncio.run(release())
-    finally:
-        server.shutdown()
+    before = len(server.requests)
+    asyncio.run(leadership.release())
     assert server.requests[before:] == ["GET", "PUT"], server.requests
     spec = server.lease["spec"]
     assert not spec.get("holderIdentity") and not spec.get("renewTime") and not spec.get("acquireTime"), spec
     assert spec["leaseTransitions"] == 0 and not leadership.valid()
 
 
-def test_a_cancellation_arriving_as_a_renewal_ends_still_stops_the_election() -> None:
+@pytest.mark.parametrize("clock", [LoopClock(), FakeClock(T0)], ids=["operator's clock", "fake clock"])
+def test_a_cancellation_arriving_as_a_renewal_ends_still_stops_the_election(clock: LoopClock | FakeClock) -> None:
     """Found by CI, where `test_renewals_go_on_...` hung for 300 s: on Python 3.11 `wait_for`
     returns the result when the awaited call ends in the same turn of the loop as the cancellation
     (it checks the future before re-raising), so the election loop swallowed its cancellation and
     never stopped (at shutdown, or under any timeout around `run`). Here the cancellation comes in
-    the same turn of the loop as each renewal's result."""
+    the same turn of the loop as each renewal's result, on the operator's clock (asyncio.timeout)
+    and on the tests' (FakeClock.timeout) alike."""
     timing = ElectionTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.01)
-    server = SlowLeases(delay=0.0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    leadership = Leadership(server.api(), "ns", "lease", timing=timing)
+    server = FakeLeaseApi(FakeClock(T0), delay=0.0)
+    leadership = Leadership(server, "ns", "lease", timing=timing, clock=clock)
     renew = leadership._try_acquire_or_renew
 
     async def main() -> bool:
@@ -259,12 +336,8 @@ def test_a_cancellation_arriving_as_a_renewal_ends_still_stops_the_election() ->
             return running in done and running.cancelled()
         finally:
             running.cancel()
-            await leadership.http.close()
 
-    try:
-        assert asyncio.run(main()), "the election loop went on after it was cancelled"
-    finally:
-        server.shutdown()
+    assert asyncio.run(main()), "the election loop went on after it was cancelled"
 
 
 async def _never_started(epoch: int) -> None:

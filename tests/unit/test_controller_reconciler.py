@@ -6,141 +6,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from datetime import datetime, timezone
 from typing import Any
 
-from cronoq import metrics
-from cronoq.controller.clock import FakeClock
-from cronoq.controller.reconciler import Controller
 from cronoq.kube.writes import Conflict, Rejected
 
-NS = "unit"
-T0 = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
-
-
-class FakeWriter:
-    """Keeps the objects written, as an API server would (resourceVersion bumped on each write),
-    and records each call. `fail` holds exceptions the next status writes raise, in order."""
-
-    def __init__(self) -> None:
-        self.tasks: dict[str, dict[str, Any]] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.fail: list[Exception] = []
-        self.job_fail: list[Exception] = []
-        """Exceptions the next Job creations raise, in order."""
-        self.events: list[tuple[str, str, str]] = []
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.version = 100
-
-    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.version += 1
-        obj["metadata"]["resourceVersion"] = str(self.version)
-        return obj
-
-    async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        name = raw["metadata"]["name"]
-        if self.fail:
-            self.calls.append(("status-failed", name))
-            raise self.fail.pop(0)
-        self.calls.append(("status", name))
-        written = self._bump({**copy.deepcopy(self.tasks[name]), "status": copy.deepcopy(status)})
-        self.tasks[name] = written
-        return copy.deepcopy(written)
-
-    async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append(("read", name))
-        return copy.deepcopy(self.tasks.get(name))
-
-    async def create_job(self, job: dict[str, Any]) -> dict[str, Any]:
-        if self.job_fail:
-            self.calls.append(("job-refused", job["metadata"]["name"]))
-            raise self.job_fail.pop(0)
-        self.calls.append(("job", job["metadata"]["name"]))
-        created = copy.deepcopy(job)
-        created["metadata"].update(uid=f"uid-{job['metadata']['name']}", creationTimestamp="2026-12-03T12:00:00Z")
-        self.jobs[job["metadata"]["name"]] = self._bump(created)
-        return copy.deepcopy(created)
-
-    async def delete_job(self, namespace: str, name: str) -> None:
-        self.calls.append(("delete-job", name))
-
-    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
-        self.calls.append(("retime-job", f"{name}={seconds}"))
-        job = self.jobs.get(name)
-        if job is None:
-            return None
-        job["spec"]["ttlSecondsAfterFinished"] = seconds
-        return copy.deepcopy(self._bump(job))
-
-    async def post_event(self, raw: dict[str, Any], event: Any, now: datetime) -> None:
-        self.calls.append(("event", event.reason))
-        self.events.append((raw["metadata"]["name"], event.reason, "Warning" if event.warning else "Normal"))
-
-    async def delete_task(self, namespace: str, name: str, uid: str) -> None:
-        self.calls.append(("delete-task", name))
-
-    async def replace_pool_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        return {**raw, "status": status}
-
-
-def pool(concurrency: int = 1, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool",
-            "metadata": {"name": "p", "namespace": NS, "uid": "pool-uid", "resourceVersion": "1", "generation": 1},
-            "spec": {"concurrency": concurrency, "leaseTTL": "0s", **spec}}
-
-
-def task(name: str) -> dict[str, Any]:
-    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task",
-            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "2",
-                         "generation": 1, "creationTimestamp": "2026-12-03T11:59:59Z"},
-            "spec": {"pool": "p", "image": "busybox"}}
-
-
-def pod(job: str, task_name: str, exit_code: int) -> dict[str, Any]:
-    end = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
-           "startedAt": "2026-12-03T12:00:01Z", "finishedAt": "2026-12-03T12:00:02Z"}
-    return {"metadata": {"name": f"{job}-xyz12", "namespace": NS, "resourceVersion": "300",
-                         "labels": {"batch.kubernetes.io/job-name": job, "cronoq.io/attempt": "1",
-                                    "cronoq.io/task": task_name}},
-            "status": {"phase": "Succeeded" if exit_code == 0 else "Failed",
-                       "containerStatuses": [{"name": "task", "state": {"terminated": end}}]}}
-
-
-class World:
-    """A Controller over the fake writer; watch events are fed by hand, work keys run to quiet."""
-
-    def __init__(self, concurrency: int = 1, warnings_only: bool = False) -> None:
-        self.writer = FakeWriter()
-        self.clock = FakeClock(T0)
-        self.controller = Controller(self.writer, epoch=1, clock=self.clock, warnings_only=warnings_only)
-        self.controller.intake.on_pool(None, pool(concurrency))
-
-    def submit(self, name: str, **spec: Any) -> None:
-        raw = task(name)
-        raw["spec"].update(spec)
-        self.writer.tasks[name] = copy.deepcopy(raw)
-        self.controller.intake.on_task(None, raw)
-
-    async def settle(self) -> None:
-        """Let one worker run queued keys until none is waiting or being processed (no time passes:
-        keys queued for later wait for the clock)."""
-        queue = self.controller.queue
-        worker = asyncio.create_task(queue.run(1, self.controller.process))
-        try:
-            for _ in range(100_000):
-                await asyncio.sleep(0)
-                if len(queue) == 0 and not queue._processing:
-                    return
-            raise AssertionError("the work queue never went quiet")
-        finally:
-            worker.cancel()
-
-    def status(self, name: str) -> dict[str, Any]:
-        return self.writer.tasks[name].get("status") or {}
-
-
-def counter(name: str, **labels: str) -> float:
-    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+from tests.unit.builders import T0
+from tests.unit.fakes import NS, QUOTA_REFUSAL, FakeWriter, World, counter, pod, pool, task
 
 
 def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -> None:
@@ -333,10 +204,6 @@ def test_job_and_pod_events_that_change_no_fact_queue_no_reconcile() -> None:
         world.controller.intake.on_job(None, raw_job)
         assert len(world.controller.queue) == 1
     asyncio.run(scenario())
-
-
-QUOTA_REFUSAL = ('jobs.batch "a-a1" is forbidden: exceeded quota: tenant-jobs, requested: count/jobs.batch=1, '
-                 'used: count/jobs.batch=5, limited: count/jobs.batch=5')
 
 
 def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_names_the_quota() -> None:

@@ -4,7 +4,7 @@ Time passes only when a test advances the clock."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from cronoq import metrics
 from cronoq.controller.clock import FakeClock
@@ -12,7 +12,12 @@ from cronoq.controller.schedules import Schedules
 from cronoq.engine.schedule import task_name
 from cronoq.kube.writes import Conflict, NotLeader
 
-T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+from tests.unit.builders import T0, at
+
+
+def second(seconds: float) -> str:
+    """T0 plus `seconds`, to the second, as a written fire time begins."""
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 class FakeIO:
@@ -87,7 +92,7 @@ def test_the_task_is_created_before_the_status_that_records_it():
     asyncio.run(s.sync(("ns", "s")))
     name = task_name("s", T0 + timedelta(seconds=10))
     assert io.calls[0] == ("create", name)
-    assert io.calls[1][0] == "status" and io.calls[1][1].startswith("2026-03-01T12:00:10")
+    assert io.calls[1][0] == "status" and io.calls[1][1].startswith(second(10))
     assert s.due[("ns", "s")] == T0 + timedelta(seconds=20)
     assert clock.pending == [9.997] and ("ns", "s") in s.queue._timers  # the next fire's sync is queued for then
 
@@ -109,7 +114,7 @@ def test_a_conflict_rereads_and_the_next_decision_records_without_creating_again
     asyncio.run(s.sync(("ns", "s")))
     # The Task it created is known (no second create), and the status now records it.
     assert [c[0] for c in io.calls] == ["create", "status", "read", "status"]
-    assert io.stored["status"]["lastFireTime"].startswith("2026-03-01T12:00:10")
+    assert io.stored["status"]["lastFireTime"].startswith(second(10))
 
 
 def test_a_replica_that_lost_the_lease_writes_nothing_and_stops():
@@ -206,7 +211,7 @@ def test_a_task_of_the_fires_name_the_schedule_does_not_control_is_a_fire_confli
     asyncio.run(clock.advance(10))
     asyncio.run(s.sync(("ns", "s")))
     status = io.stored["status"]
-    assert status["lastFireTime"].startswith("2026-03-01T12:00:20") and status["missedFires"] == 1
+    assert status["lastFireTime"].startswith(second(20)) and status["missedFires"] == 1
     assert next(c for c in status["conditions"] if c["type"] == "FireConflict")["status"] == "False"
 
 

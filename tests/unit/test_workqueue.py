@@ -3,12 +3,11 @@ the injected clock (a fake one here: time passes only when a test advances it)."
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
 
 from cronoq.controller.clock import FakeClock
 from cronoq.controller.workqueue import WorkQueue
 
-T0 = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+from tests.unit.builders import T0
 
 
 async def quiet(queue: WorkQueue) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import timedelta
 from typing import Any
 
 from cronoq import __version__
@@ -49,40 +48,8 @@ def parser() -> Parser:
 
     # The internal verbs get no help=: argparse then leaves them out of the COMMAND listing.
     op = sub.add_parser("operator", description="Run the operator against the current kubeconfig (or in-cluster).")
-    op.add_argument("--namespace", "-n", action="append", default=[], dest="namespaces",
-                    help="watch only this namespace (repeatable); default: all namespaces")
-    op.add_argument("--metrics-port", type=int, default=9090, help="serve Prometheus /metrics here (0: off)")
-    op.add_argument("--probe-port", type=int, default=8080, help="serve /healthz and /readyz here (0: off)")
-    op.add_argument("--workers", type=int, default=8, help="tasks reconciled concurrently")
-    op.add_argument("--watch-seconds", type=int, default=60, metavar="N",
-                    help="length of one watch request; a watch silent for N+15 s is stalled and started again")
-    op.add_argument("--events", choices=["auto", "all", "warnings"], default="auto",
-                    help="Events posted on Tasks: all (every attempt's end, succeeded ones too), warnings (only "
-                         "Warning Events: attempts that failed, timed out or were lost, late reports), or auto: all "
-                         "in Job pools, warnings in Workers pools (a succeeded served attempt is in the status)")
-    op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
-                    help="compete for a Lease so that only one replica acts (default: on)")
-    op.add_argument("--lease-namespace", default=None,
-                    help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)")
-    op.add_argument("--lease-name", default="cronoq-leader", help="name of the leader Lease")
-    op.add_argument("--sidecar-image", default=f"ghcr.io/cronoq/operator:{__version__}",
-                    help="image of the heartbeat sidecar added to pods of tasks with heartbeatSidecar: true")
-    op.add_argument("--task-service-account", default=None, metavar="NAME",
-                    help="ServiceAccount of attempt pods whose task and pool name none (the one holding the lease "
-                         "role; default: none, so the namespace's default)")
-    op.add_argument("--task-service-account-namespace", action="append", default=[], metavar="NAMESPACE",
-                    dest="task_service_account_namespaces",
-                    help="only in this namespace (repeatable), where that ServiceAccount exists; default: every one")
-    op.add_argument("--min-schedule-interval", type=_duration, default=timedelta(), metavar="DURATION",
-                    help="least time between two fires of a TaskSchedule, e.g. 1m; a schedule that fires more "
-                         "often makes no fire and says why (default 0s: any interval the API allows)")
-    op.add_argument("--lease-guard", default="cronoq-lease-guard", metavar="NAME",
-                    help="the lease guard's ValidatingAdmissionPolicy: Workers pools are served only while it is "
-                         "in force (the chart passes its own)")
-    op.add_argument("--trust-worker-leases", action="store_true",
-                    help="serve Workers pools without the lease guard: any Lease writer can pose as a worker")
-    op.add_argument("--log-level", default=os.environ.get("CRONOQ_LOG_LEVEL", "info"),
-                    choices=["debug", "info", "warning", "error"])
+    from cronoq.controller.settings import add_flags
+    add_flags(op)  # every flag, its type, default and help from the operator's settings
 
     sub.add_parser("heartbeat", description="Renew this attempt's heartbeat Lease until SIGTERM (the sidecar).")
     sub.add_parser("push", description="Make this push task attempt's HTTP request and report the answer "
@@ -99,14 +66,6 @@ def parser() -> Parser:
                                       "names of tasks, pools and schedules: source <(cronoq completion bash)")
     comp.add_argument("shell", choices=["bash", "zsh", "fish"])
     return p
-
-
-def _duration(text: str) -> timedelta:
-    from cronoq.api import durations
-    try:
-        return durations.parse(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _common() -> argparse.ArgumentParser:

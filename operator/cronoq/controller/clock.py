@@ -1,13 +1,16 @@
 """The one clock of the controller: wall time for decisions, and the monotonic time that every
 wait of the controller (requeue delays, the resync, pool status rounds, retention deletes, schedule
-fires) is measured on. The operator runs on `LoopClock`, the event loop's own; tests run on
-`FakeClock` and advance it, so hours of backoffs and fire times pass without a real sleep.
+fires, the leader Lease's renewals and their deadlines) is measured on. The operator runs on
+`LoopClock`, the event loop's own; tests run on `FakeClock` and advance it, so hours of backoffs
+and fire times pass without a real sleep.
 """
 from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Protocol
 
@@ -31,6 +34,11 @@ class Clock(Protocol):
 
     def call_later(self, seconds: float, callback: Callable[[], None]) -> Timer: ...
 
+    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
+        """As `asyncio.timeout`, on this clock: the body is cancelled once `seconds` have passed,
+        and TimeoutError raised in its place."""
+        ...
+
 
 class LoopClock:
     """The event loop's clock (asyncio's own timers), and the system's wall time."""
@@ -46,6 +54,9 @@ class LoopClock:
 
     def call_later(self, seconds: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(seconds, callback)
+
+    def timeout(self, seconds: float) -> AbstractAsyncContextManager[object]:
+        return asyncio.timeout(seconds)
 
 
 async def wait_set(clock: Clock, event: asyncio.Event, timeout: float | None) -> None:
@@ -104,6 +115,33 @@ class FakeClock:
             await woken
         finally:
             timer.cancel()
+
+    @asynccontextmanager
+    async def timeout(self, seconds: float) -> AsyncIterator[None]:
+        """As `asyncio.timeout` does it (Python 3.11): cancel the task when the time is up, and
+        turn that cancellation, and only that one, into TimeoutError."""
+        task = asyncio.current_task()
+        assert task is not None, "a timeout is for a task"
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        timer = self.call_later(seconds, expire)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if expired:
+                expired = False
+                if task.uncancel() == 0:  # no other cancellation pending: it was ours
+                    raise TimeoutError from None
+            raise
+        finally:
+            timer.cancel()
+            if expired:  # the body ended otherwise before our cancellation reached it
+                task.uncancel()
 
     @property
     def pending(self) -> list[float]:

@@ -6,18 +6,21 @@ keeps the timing and the decisions.
 
 `Leadership.valid()` is checked right before every write, so a leader that was frozen (SIGSTOP,
 a long GC pause) and wakes up past its deadline writes nothing, even before this loop runs.
+
+Every time it reads, waits for or gives up by is on the controller's clock (controller/clock.py):
+the event loop's in the operator, a fake one in the unit tests, so that they go through slow links
+and lapsed deadlines without waiting for them.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Coroutine
 
+from cronoq.controller.clock import Clock, LoopClock
 from cronoq.engine import election
 from cronoq.kube.leases import LeaseConflict, LeaseError, LeaseNotFound, Leases, StoredLease
 from cronoq.kube.session import ApiSession
@@ -32,6 +35,7 @@ class Leadership:
     name: str = "cronoq-leader"
     identity: str = field(default_factory=lambda: f"{os.environ.get('POD_NAME') or os.uname().nodename}_{uuid.uuid4().hex[:8]}")
     timing: election.ElectionTiming = field(default_factory=election.ElectionTiming)
+    clock: Clock = field(default_factory=LoopClock)
     epoch: int | None = None
     last_renewed: float | None = None
     _elected_now: bool = False
@@ -51,7 +55,7 @@ class Leadership:
         """A request about the Lease gives up by the current attempt's deadline: an API server that
         accepts connections but cannot answer (etcd away) counts as a failed renewal in time, and a
         slow one that answers (2 s a round trip) still renews."""
-        return max(self._deadline - time.monotonic(), 0.05)
+        return max(self._deadline - self.clock.monotonic(), 0.05)
 
     def _budget(self) -> float:
         """How long one acquire-or-renew may take. While leading: until the renew deadline (never
@@ -59,10 +63,10 @@ class Leadership:
         its Lease though every renewal would have landed in time). Campaigning: the renew deadline."""
         if self.last_renewed is None:
             return self.timing.renew_deadline
-        return max(self.last_renewed + self.timing.renew_deadline - time.monotonic(), 0.05)
+        return max(self.last_renewed + self.timing.renew_deadline - self.clock.monotonic(), 0.05)
 
     def valid(self) -> bool:
-        return election.still_leading(self.last_renewed, time.monotonic(), self.timing)
+        return election.still_leading(self.last_renewed, self.clock.monotonic(), self.timing)
 
     async def run(self, on_elected: Callable[[int], Coroutine[Any, Any, None]], on_lost: Callable[[], None]) -> None:
         """Campaign until elected, start `on_elected(epoch)` (as a task of its own), then renew
@@ -71,12 +75,12 @@ class Leadership:
             try:
                 # Never queued behind writes blocked on a sick API server (the HTTP stack's pool has
                 # no limit; the writes bound their own number), never waited on past the renew deadline.
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the result when the
-                # call ends just as the loop is cancelled, swallowing the cancellation, and the loop
-                # then never stops.
+                # The clock's timeout (asyncio.timeout on the operator's), not wait_for: on Python
+                # 3.11 wait_for returns the result when the call ends just as the loop is cancelled,
+                # swallowing the cancellation, and the loop then never stops.
                 budget = self._budget()
-                self._deadline = time.monotonic() + budget
-                async with asyncio.timeout(budget):
+                self._deadline = self.clock.monotonic() + budget
+                async with self.clock.timeout(budget):
                     held = await self._try_acquire_or_renew()
             except Exception as err:  # noqa: BLE001 - the API server unreachable or slow: a failed renewal
                 log.warning("renewing the leader Lease %s/%s failed: %r", self.namespace, self.name, err)
@@ -95,14 +99,14 @@ class Leadership:
                           self.name, self.timing.renew_deadline)
                 on_lost()
                 return
-            await asyncio.sleep(self.timing.retry_period)
+            await self.clock.sleep(self.timing.retry_period)
 
     async def release(self) -> None:
         """On a clean shutdown, give the Lease up, so a standby takes over at once instead of
         waiting out the lease duration. Only while we still hold it validly."""
         if not self.valid():
             return
-        self._deadline = time.monotonic() + self.timing.renew_deadline / 3
+        self._deadline = self.clock.monotonic() + self.timing.renew_deadline / 3
         try:
             current = await self.leases.read(self._timeout)
             if current.record.holder != self.identity:
@@ -117,7 +121,7 @@ class Leadership:
 
     async def _try_acquire_or_renew(self) -> bool:
         self._elected_now = False
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._held is not None and self.valid():
             if await self._renew_held(self._held):
                 return True
@@ -135,11 +139,11 @@ class Leadership:
         if not election.may_acquire(self.identity, record, self._observed, now):
             return False
         transitions, epoch = election.epoch_after_acquiring(self.identity, record)
-        stamp = datetime.now(timezone.utc)
+        stamp = self.clock.now()
         duration = self.timing.lease_duration
         # Our leadership counts from the moment the write leaves (no replica can see it earlier),
         # not from the read before it: on a slow link the read alone takes a round trip.
-        sent = time.monotonic()
+        sent = self.clock.monotonic()
         try:
             if current is None:
                 written = await self.leases.create(self.identity, duration, transitions, stamp, self._timeout)
@@ -158,8 +162,8 @@ class Leadership:
         """Renew the Lease we hold with one PUT of it as we last wrote it (its resourceVersion as
         precondition, so a Lease someone else changed since is never overwritten: 409, then the
         slow path reads it). One round trip instead of two."""
-        stamp = datetime.now(timezone.utc)
-        now = time.monotonic()
+        stamp = self.clock.now()
+        now = self.clock.monotonic()
         try:
             self._held = await self.leases.renew(held, stamp, self._timeout)
         except LeaseError as err:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import fnmatch
 import gc
 import logging
 import signal
 import os
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 from aiohttp import web
@@ -22,13 +20,13 @@ from cronoq.controller.clock import LoopClock
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
-from cronoq.engine.jobs import TaskServiceAccount
+from cronoq.controller.settings import Options
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.guard import lease_guard_in_force
 from cronoq.kube.skew import SKEW
 from cronoq.kube.client import api_client
 from cronoq.kube.session import ApiSession
-from cronoq.kube.watch import WATCH_SECONDS, Feed, Watch, sources
+from cronoq.kube.watch import Feed, Watch, sources
 from cronoq.kube import writes
 
 log = logging.getLogger(__name__)
@@ -38,42 +36,6 @@ GUARD_SECONDS = 30.0
 
 Known = Callable[[], Iterable[tuple[str, str]]]
 """The keys (namespace, name) of the objects of one kind the store holds."""
-
-
-@dataclass
-class Options:
-    namespaces: tuple[str, ...] = ()
-    """Namespaces to watch; globs such as `team-*` allowed; empty: all."""
-    metrics_port: int | None = 9090
-    probe_port: int | None = 8080
-    epoch: int = 0
-    workers: int = 8
-    watch_seconds: int = WATCH_SECONDS
-    """Length of one watch request, and so the bound on a stalled watch going unnoticed."""
-    events: str = "auto"
-    """Events posted on Tasks: "all", "warnings" only (no Event for a succeeded attempt), or
-    "auto": all in Job pools, warnings only in Workers pools."""
-    leader_election: bool = True
-    lease_namespace: str | None = None
-    lease_name: str = "cronoq-leader"
-    sidecar_image: str | None = None
-    task_service_account: TaskServiceAccount = field(default_factory=TaskServiceAccount)
-    """The ServiceAccount of attempt pods that name none, and where."""
-    min_schedule_interval: timedelta = timedelta()
-    """Least time between two fires of any TaskSchedule; one that fires more often makes none."""
-    lease_guard: str = "cronoq-lease-guard"
-    """The lease guard's ValidatingAdmissionPolicy (and binding): Workers pools are served only
-    while it is in force."""
-    trust_worker_leases: bool = False
-    """Serve Workers pools without the lease guard: any Lease writer of a namespace can pose as a
-    worker of its pools (the pools' Ready condition says so)."""
-
-    @property
-    def globs(self) -> bool:
-        return any(set(ns) & set("*?[") for ns in self.namespaces)
-
-    def watches(self, namespace: str) -> bool:
-        return not self.namespaces or any(fnmatch.fnmatchcase(namespace, p) for p in self.namespaces)
 
 
 @dataclass
@@ -99,7 +61,7 @@ class Runtime:
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
                                      served_warnings_only=self.options.events == "auto",
-                                     task_service_account=self.options.task_service_account)
+                                     task_service_account=self.options.task_pods)
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)
         if self.options.probe_port:
@@ -122,7 +84,7 @@ class Runtime:
             await self._lead(self.options.epoch)
             return
         namespace = self.options.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
-        self.leadership = Leadership(http, namespace, self.options.lease_name)
+        self.leadership = Leadership(http, namespace, self.options.lease_name, clock=clock)
         writer.guard = self.leadership.valid
         self._tasks.append(asyncio.create_task(self.leadership.run(self._lead, self._lost), name="cronoq-election"))
 

@@ -30,21 +30,13 @@ import orjson
 from kubernetes.client.exceptions import ApiException
 
 from cronoq.kube.session import Answered, ApiSession, timeout
+from cronoq.kube.watch_timing import STALL_MARGIN, WATCH_SECONDS
 
 log = logging.getLogger(__name__)
 
 Feed = Callable[[str | None, dict[str, Any]], None]
 """(event type — None for an object of a listing —, object)."""
 
-WATCH_SECONDS = 60
-"""Server-side length of one watch request (`timeoutSeconds`); it is resumed from where it ended.
-It also bounds how long a stalled watch goes unnoticed: see STALL_MARGIN."""
-STALL_MARGIN = 15
-"""A healthy watch says something at least once per WATCH_SECONDS: the API server sends a bookmark
-just before it ends the request, then ends it (measured: 1-2 s before; its periodic bookmarks are
-not to be relied on, the first came after 121 s). A watch silent for WATCH_SECONDS + STALL_MARGIN
-is stalled (a proxy or load balancer holding a connection it no longer forwards; TCP keepalive
-cannot tell, the proxy's end answers it): drop it and watch again from the last version."""
 PAGE = 250
 LIST_TIMEOUT = (10, 60)
 """(connect, read) seconds for one page of a listing."""
