@@ -161,7 +161,7 @@ def test_bulk_retry_of_dead_letters_with_a_dry_run_first(cli, cq):
 
 
 def test_bulk_cancel_by_pool_and_label(cli, cq):
-    cq.pool("slow", concurrency=1)
+    cq.pool("slow", concurrency=1, leaseTTL="0s")  # kwok pods send no heartbeat: s1 runs until cancelled, however slow the machine
     for name in ("s1", "s2", "s3"):
         cli.ok("submit", name, "--image", IMAGE, "--pool", "slow", "--label", "job=sync", *RUN)
     cli.ok("submit", "keep", "--image", IMAGE, "--pool", "slow", *RUN)
