@@ -180,9 +180,8 @@ class Applier:
     def _count(self, record: TaskRecord, task: Task | None, plan: Plan, pool_key: Key) -> None:
         """Counted as soon as the status that records them has landed, before the slower side effects."""
         if plan.stale_jobs:
-            counted = record.stale_counted
-            metrics.STALE_COMPLETIONS.inc(len(set(plan.stale_jobs) - counted))
-            counted.update(plan.stale_jobs)
+            metrics.STALE_COMPLETIONS.inc(len(set(plan.stale_jobs) - record.stale_counted))
+            record.stale_counted = record.stale_counted | set(plan.stale_jobs)
         for attempt in plan.ended:
             assert attempt.outcome is not None, "an ended attempt has its outcome"
             metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
@@ -204,16 +203,16 @@ class Applier:
             created = await self.writer.create_job(job)
         except Rejected as err:
             if err.status == 422:
-                entry.rejected[number] = err.message
+                entry.rejected = {**entry.rejected, number: err.message}
                 self.queue.add(("task", namespace, name))
                 return
             # Forbidden: a quota, a terminating namespace. The work queue retries the task with a
             # per-key exponential delay (JobRefused), and the task's message says who refused.
-            refusals = entry.refused
-            first = number not in refusals
-            refusals[number] = refusal_of(err.message)
+            first = number not in entry.refused
+            entry.refused = {**entry.refused, number: refusal_of(err.message)}
             raise JobRefused(err.message, first) from None
-        if entry.refused.pop(number, None) is not None:
+        if number in entry.refused:
+            entry.refused = {k: v for k, v in entry.refused.items() if k != number}
             self.queue.add(("task", namespace, name))  # to say that the attempt runs now
         facts = job_facts(created, self.skew()) if created is not None else None
         if facts is not None:  # known before its watch event: never taken for a lost Job

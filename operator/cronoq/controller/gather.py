@@ -28,32 +28,30 @@ class JobSettings:
 def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch: int,
            jobs: JobSettings) -> tuple[Subject, Observation]:
     """The task as the decision sees it, and what it reads around it."""
-    namespace, key = record.namespace, (record.namespace, record.name)
+    namespace = record.namespace
     found = store.pools.get((namespace, record.pool))
     pool = found.spec if found is not None else None
-    seen = Observation(now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None,
-                       pool=pool, first_seen=record.first_seen, sidecar_image=jobs.sidecar_image,
-                       service_account=jobs.service_account)
-    if record.finished is not None:
-        return record.finished, seen
+    common: dict[str, Any] = dict(now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None,
+                                  pool=pool, first_seen=record.first_seen, sidecar_image=jobs.sidecar_image,
+                                  service_account=jobs.service_account)
     task = record.task
+    if record.finished is not None:
+        return record.finished, Observation(**common)
     if task is None:
-        return Unreadable(_stored_status(record), record.error or "", record.raw["metadata"].get("generation")), seen
+        unreadable = Unreadable(_stored_status(record), record.error or "", record.raw["metadata"].get("generation"))
+        return unreadable, Observation(**common)
     status = task.status
     attempt = status.attempt if status else 0
     last = status.attempts[-1] if status and status.attempts else None
-    room = alive_until = None
     if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
-        alive_until = store.worker_alive_until(namespace, last.worker)
+        common["worker_alive_until"] = store.worker_alive_until(namespace, last.worker)
     elif pool is not None and pool.delivery == "Workers":  # where its next attempt could go
-        room = store.worker_room((namespace, record.pool), now)
-    seen = Observation(
-        now=now, epoch=epoch, jobs=seen.jobs, admit=key in slots.grants, pool_found=found is not None,
-        pool_name=task.spec.pool, first_seen=record.first_seen, job_rejected=record.rejected.get(attempt),
-        job_refused=record.refused.get(attempt), worker_room=room, worker_alive_until=alive_until, pool=pool,
-        sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
-        **(_gating(store, record, task, pool, now) if attempt == 0 else {}))
-    return Live(task), seen
+        common["worker_room"] = store.worker_room((namespace, record.pool), now)
+    if attempt == 0:
+        common.update(_gating(store, record, task, pool, now))
+    return Live(task), Observation(admit=(namespace, record.name) in slots.grants, pool_name=task.spec.pool,
+                                   job_rejected=record.rejected.get(attempt), job_refused=record.refused.get(attempt),
+                                   **common)
 
 
 def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | None, now: datetime) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 from pydantic import ValidationError
 
@@ -47,6 +48,15 @@ def _refusable(raw: dict[str, Any]) -> dict[str, Any]:
             **({"status": raw["status"]} if raw.get("status") else {})}
 
 
+NOTHING: Mapping[Any, Any] = MappingProxyType({})
+"""The shared empty default of a record's rarely filled maps: most tasks never fill them, and an
+empty dict per map per task costs megabytes over tens of thousands of finished tasks."""
+
+
+def _nothing() -> Mapping[Any, Any]:
+    return NOTHING
+
+
 @dataclass(slots=True)
 class TaskRecord:
     """Everything the operator holds about one task (one uid), in one place: the object as last
@@ -65,18 +75,18 @@ class TaskRecord:
     # What was seen of its attempts, by Job (or attempt Lease) name.
     jobs: dict[str, AttemptJob] = field(default_factory=dict)
     """Its Jobs, as last seen."""
-    gone: dict[str, AttemptJob] = field(default_factory=dict)
+    gone: Mapping[str, AttemptJob] = field(default_factory=_nothing)
     """What is kept of its Jobs seen deleted: attempt number and uid, as seen while the Job was there
     (a recorded attempt whose Job vanished has ended; a late report from its pod is still recognised
     as stale)."""
-    served: dict[str, AttemptJob] = field(default_factory=dict)
+    served: Mapping[str, AttemptJob] = field(default_factory=_nothing)
     """The attempt Leases pull workers wrote for it."""
     # What our own writes learnt about it.
-    rejected: dict[int, str] = field(default_factory=dict)
+    rejected: Mapping[int, str] = field(default_factory=_nothing)
     """attempt → why the API server refused its Job (422); the next decision reads it."""
-    refused: dict[int, str] = field(default_factory=dict)
+    refused: Mapping[int, str] = field(default_factory=_nothing)
     """attempt → why the API server refused its Job for now (403: a ResourceQuota)."""
-    stale_counted: set[str] = field(default_factory=set)
+    stale_counted: frozenset[str] = frozenset()
     """uids of its Jobs whose late reports were counted already: each is counted once."""
     original: keys.Holder | None = None
     """A keyed task about to end as a duplicate: its finished original as read over the API (the
@@ -123,7 +133,7 @@ class TaskRecord:
         """A newer version of the same task: take its object, keep what was seen of its attempts."""
         self.raw, self.task, self.error, self.finished = other.raw, other.task, other.error, other.finished
         if self.finished is not None:  # it creates no more Jobs and is nobody's duplicate any more
-            self.rejected, self.refused, self.original, self.original_uid = {}, {}, None, None
+            self.rejected, self.refused, self.original, self.original_uid = NOTHING, NOTHING, None, None
 
 
 @dataclass(slots=True)
@@ -132,7 +142,7 @@ class Unclaimed:
     and they go with the object that said them."""
 
     jobs: dict[str, AttemptJob] = field(default_factory=dict)
-    served: dict[str, AttemptJob] = field(default_factory=dict)
+    served: Mapping[str, AttemptJob] = field(default_factory=_nothing)
 
 
 @dataclass
@@ -376,7 +386,7 @@ class Store:
         record = self.tasks[key]
         facts = record.jobs.pop(name, None)
         if facts is not None:
-            record.gone[name] = AttemptJob(number=facts.number, name=name, uid=facts.uid, gone=True)
+            record.gone = {**record.gone, name: AttemptJob(number=facts.number, name=name, uid=facts.uid, gone=True)}
         return task
 
     def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> bool:
@@ -407,12 +417,11 @@ class Store:
         if not uid:
             return
         key = self.by_uid.get(uid)
-        if key is not None:
-            self.tasks[key].served.pop(name, None)
-            return
-        claimed = self.unclaimed.get(uid)
+        holder = self.tasks[key] if key is not None else self.unclaimed.get(uid)
+        if holder is not None and name in holder.served:
+            holder.served = {k: v for k, v in holder.served.items() if k != name} or NOTHING
+        claimed = self.unclaimed.get(uid) if key is None else None
         if claimed is not None:
-            claimed.served.pop(name, None)
             if not (claimed.jobs or claimed.served):
                 del self.unclaimed[uid]
 
@@ -441,10 +450,10 @@ class Store:
 
     def put_served(self, task_uid: str, facts: AttemptJob) -> bool:
         """Record what a worker's attempt Lease says; True when that changed."""
-        served = self._holder_of(task_uid).served
-        if served.get(facts.name) == facts:
+        holder = self._holder_of(task_uid)
+        if holder.served.get(facts.name) == facts:
             return False
-        served[facts.name] = facts
+        holder.served = {**holder.served, facts.name: facts}
         return True
 
     def put_worker(self, namespace: str, facts: WorkerFacts, now: datetime) -> bool:
