@@ -14,7 +14,8 @@ from typing import Any
 
 from bench import workload
 from bench.cluster import log
-from bench.kubeapi import Api, Credentials, OBSERVER_AGENT, jobs_path, pools_path, tasks_path
+from bench.kubeapi import OBSERVER_AGENT, Api, jobs_path, pools_path, tasks_path
+from bench.observer import follow
 from bench.replica import has_flag
 from bench.throughput import Context, wait_until
 
@@ -24,29 +25,21 @@ MARKER_INTERVAL = 0.25
 
 
 class JobWatch:
-    """First-seen time of every Job in a namespace, by its task label (a light, in-process watch)."""
+    """First-seen time of every Job in a namespace, by its task label (the observer's watch, in process)."""
 
     def __init__(self, kubeconfig: str, namespace: str) -> None:
-        self.api = Api(Credentials.from_kubeconfig(kubeconfig), user_agent=OBSERVER_AGENT, pool_size=2)
-        self.path = jobs_path(namespace)
         self.seen: dict[str, float] = {}
-        self.connected = threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-        if not self.connected.wait(30):
+        connected = threading.Event()
+        api = Api(kubeconfig, user_agent=OBSERVER_AGENT, pool_size=2)
+        threading.Thread(target=follow, args=(api, jobs_path(namespace), self._feed, connected, threading.Event()),
+                         daemon=True).start()
+        if not connected.wait(30):
             raise RuntimeError("the Job watch did not connect")
 
-    def _run(self) -> None:
-        rv = self.api.request("GET", f"{self.path}?limit=1")["metadata"]["resourceVersion"]
-        while True:
-            try:
-                for event in self.api.watch(self.path, rv, on_connected=self.connected.set):
-                    obj = event.get("object") or {}
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    task = (obj.get("metadata", {}).get("labels") or {}).get("cronoq.io/task")
-                    if task and event.get("type") in ("ADDED", "MODIFIED"):
-                        self.seen.setdefault(task, time.monotonic())
-            except Exception:  # noqa: BLE001 - reconnect
-                time.sleep(0.2)
+    def _feed(self, obj: dict[str, Any], now: float) -> None:
+        task = (obj["metadata"].get("labels") or {}).get("cronoq.io/task")
+        if task:
+            self.seen.setdefault(task, now)
 
 
 def available(ctx: Context) -> tuple[bool, str]:

@@ -33,16 +33,6 @@ QUIET = 0.05
 SETTLE_TIMEOUT = 900.0
 
 
-def count_tasks(ctx: Context, namespace: str) -> int:
-    listing = ctx.cluster.api.request("GET", f"{tasks_path(namespace)}?limit=1")
-    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
-
-
-def count_jobs(ctx: Context, namespace: str) -> int:
-    listing = ctx.cluster.api.request("GET", f"{jobs_path(namespace)}?limit=1")
-    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
-
-
 def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seconds: float = IDLE_SECONDS,
          fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto",
          jobs_kept: int | None = None) -> list[dict[str, Any]]:
@@ -50,8 +40,8 @@ def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seco
     to each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller
     to delete). One result per size. With `jobs_kept`, no more than that many finished Tasks in all
     have their Job and pod (the rest finished longer ago than `jobRetention`)."""
-    present = {ns: count_tasks(ctx, ns) for ns in namespaces}
-    jobs = sum(count_jobs(ctx, ns) for ns in namespaces)
+    present = {ns: ctx.cluster.api.count(tasks_path(ns)) for ns in namespaces}
+    jobs = sum(ctx.cluster.api.count(jobs_path(ns)) for ns in namespaces)
     runs = []
     for size in sorted(sizes):
         fill_result = None
@@ -61,7 +51,7 @@ def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seco
             ns = ctx.cluster.namespace(f"bench-tasks-fill-{size}")
             namespaces.append(ns)
             fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases, jobs=with_jobs)
-            present[ns] = count_tasks(ctx, ns)
+            present[ns] = ctx.cluster.api.count(tasks_path(ns))
             jobs += with_jobs
         run = measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs)
         run["jobs_present"] = jobs

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import workload
 from bench.cluster import log
-from bench.kubeapi import Api, jobs_path, pools_path, tasks_path
+from bench.kubeapi import jobs_path, leases_path, pods_path, pools_path, tasks_path
 from bench.load import submit
 from bench.procstat import PeakRss, load_average
 from bench.throughput import POOL, Context
@@ -36,15 +36,8 @@ KINDS = ("tasks", "jobs", "pods", "leases")
 
 
 def paths(namespace: str) -> dict[str, str]:
-    return {"tasks": tasks_path(namespace), "jobs": jobs_path(namespace),
-            "pods": f"/api/v1/namespaces/{namespace}/pods",
-            "leases": f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"}
-
-
-def count(api: Api, path: str) -> int:
-    """Live objects of a kind: one item plus the server's remainingItemCount."""
-    listing = api.request("GET", f"{path}?limit=1")
-    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
+    return {"tasks": tasks_path(namespace), "jobs": jobs_path(namespace), "pods": pods_path(namespace),
+            "leases": leases_path(namespace)}
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
@@ -77,7 +70,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
                                "cpu": round(operator.cpu() - cpu0, 2)}
         for kind, path in kinds.items():
             try:
-                row[kind] = count(api, path)
+                row[kind] = api.count(path)
             except Exception:  # noqa: BLE001 - a missed sample, not a failed run
                 row[kind] = None
         row["finished"] = operator.metric("cronoq_tasks_total")
