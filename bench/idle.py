@@ -4,9 +4,8 @@ happens. A finished task should cost a few hundred bytes of facts and no request
 write, or objects kept whole, show up here.
 
 Measured at each of several sizes (e.g. 10,000 then 50,000) in one run: the finished Tasks of
-this run's burst and backlog count, and the rest is made by the fast fill (`bench/fill.py`:
-Tasks, Leases and Jobs as the operator leaves them, pods by the Job controller and kwok), one
-namespace per increment, so each size adds to the previous one.
+this run's burst and backlog count, and the rest is made by the operator itself (`bench/fill.py`),
+one namespace per increment, so each size adds to the previous one.
 
 /readyz answers before the operator has listed anything (a standby counts as available), so
 "started" is judged by the `cronoq_leader` metric (set once the initial listing is in) and
@@ -19,11 +18,10 @@ from typing import Any
 
 from bench.audit import AuditLog, breakdown
 from bench.cluster import OPERATOR_USER, log
+from bench.fill import fill
 from bench.footprint import per_task
 from bench.kubeapi import jobs_path, tasks_path
 from bench.procstat import PeakRss, load_average
-from bench.fill import DEFAULT_FILL_CREATORS, fill
-from bench.observer import ObserverProcess
 from bench.throughput import Context, wait_until
 
 IDLE_SECONDS = 75.0
@@ -34,48 +32,29 @@ SETTLE_TIMEOUT = 900.0
 
 
 def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seconds: float = IDLE_SECONDS,
-         fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto",
          jobs_kept: int | None = None) -> list[dict[str, Any]]:
-    """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fast fill
-    to each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller
-    to delete). One result per size. With `jobs_kept`, no more than that many finished Tasks in all
+    """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fill to
+    each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller to
+    delete). One result per size. With `jobs_kept`, no more than that many finished Tasks in all
     have their Job and pod (the rest finished longer ago than `jobRetention`)."""
-    present = {ns: ctx.cluster.api.count(tasks_path(ns)) for ns in namespaces}
-    jobs = sum(ctx.cluster.api.count(jobs_path(ns)) for ns in namespaces)
+    api = ctx.cluster.api
+    present = {ns: api.count(tasks_path(ns)) for ns in namespaces}
+    jobs = sum(api.count(jobs_path(ns)) for ns in namespaces)
     runs = []
     for size in sorted(sizes):
-        fill_result = None
+        made = None
         if sum(present.values()) < size:
             missing = size - sum(present.values())
             with_jobs = missing if jobs_kept is None else max(0, min(missing, jobs_kept - jobs))
             ns = ctx.cluster.namespace(f"bench-tasks-fill-{size}")
             namespaces.append(ns)
-            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases, jobs=with_jobs)
-            present[ns] = ctx.cluster.api.count(tasks_path(ns))
-            jobs += with_jobs
-        run = measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs)
+            made = fill(ctx, ns, missing, jobs=with_jobs)
+            present[ns] = api.count(tasks_path(ns))
+            jobs += made["jobs_left"]
+        run = measure(ctx, namespaces, dict(present), made, seconds, footprint=not runs)
         run["jobs_present"] = jobs
         runs.append(run)
     return runs
-
-
-def fill_finished(ctx: Context, namespace: str, n: int, creators: int, leases: str = "auto",
-                  jobs: int | None = None) -> dict[str, Any]:
-    """The fast fill, then the wait until every Job it made is Complete (its pod run by kwok)."""
-    jobs = n if jobs is None else jobs
-    log(f"idle: filling {namespace} with {n} finished tasks, {jobs} of them with Jobs ({creators} creators)")
-    observer = ObserverProcess(ctx.cluster.kubeconfig, namespace, ctx.work / f"obs-{namespace}.json",
-                               until=f"jobs={jobs}", timeout=600 + n) if jobs else None
-    started = time.monotonic()
-    made = fill(ctx.cluster.api, namespace, n, creators=creators, leases=leases, jobs=jobs)
-    seen = observer.result() if observer else {"jobs": {}, "timed_out": False}
-    made["jobs_complete"] = sum(1 for j in seen["jobs"].values() if j.get("Complete"))
-    made["jobs_timed_out"] = seen["timed_out"]
-    made["seconds"] = time.monotonic() - started
-    made["tasks_per_second"] = n / made["seconds"]
-    log(f"idle: filled {namespace}: {made['made']} tasks in {made['create_seconds']:.0f}s, "
-        f"{made['jobs_complete']} Jobs Complete after {made['seconds']:.0f}s ({made['tasks_per_second']:.1f}/s)")
-    return made
 
 
 def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_result: dict[str, Any] | None,

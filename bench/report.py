@@ -335,10 +335,9 @@ def _fill(idle: dict[str, Any]) -> str:
     if not f or not f.get("seconds"):
         return ""
     jobs = f.get("with_jobs", f["made"])
-    whose = "with their " if jobs >= f["made"] else f"({jobs:,} of them with their "
-    return (f" The fast fill (bench/fill.py, {f['creators']} creators) made {f['made']:,} finished Tasks {whose}"
-            f"{'Leases, ' if f.get('lease') else ''}Jobs and pods{'' if jobs >= f['made'] else '; the others past jobRetention)'} in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f} "
-            f"tasks/s; requests done after {f['create_seconds']:.0f}s, {f['jobs_complete']:,} Jobs Complete, "
+    kept = "with their Jobs and pods" if jobs >= f["made"] else f"{jobs:,} of them with their Jobs and pods"
+    return (f" The fill (bench/fill.py: the operator itself ran them) made {f['made']:,} finished Tasks, {kept}, "
+            f"in {f['seconds']:.0f}s ({f['tasks_per_second']:.1f} tasks/s; {f.get('first_attempt', '?')} on attempt 1, "
             f"{f['errors']} errors).")
 
 

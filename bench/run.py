@@ -31,7 +31,6 @@ from bench import report  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
-from bench.fill import DEFAULT_FILL_CREATORS  # noqa: E402
 from bench.idle import idle  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
@@ -64,10 +63,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-jobs-kept", type=int, default=None, metavar="N",
                    help="at most N of the idle scenario's finished Tasks keep their Job and pod (the rest finished "
                         "longer ago than jobRetention); default: all")
-    p.add_argument("--fill-creators", type=int, default=DEFAULT_FILL_CREATORS,
-                   help="concurrent creators of the idle scenario's fast fill")
-    p.add_argument("--fill-leases", choices=("auto", "yes", "no"), default="auto",
-                   help="a heartbeat Lease per filled task: auto = if the measured operator creates them itself")
     p.add_argument("--soak-tasks", type=int, default=5000, help="tasks the soak streams (--quick: 1000)")
     p.add_argument("--soak-max-rate", type=float, default=DEFAULT_MAX_RATE,
                    help="max tasks/s when this run has no cronoq burst to take it from; the soak runs at a third")
@@ -172,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                "backlog": args.backlog, "creators": args.creators,
                                                                "quick": args.quick, "idle_sizes": args.idle_sizes, "paced_items": args.paced_items, "paced_rate": args.paced_rate,
                                                                "soak_tasks": args.soak_tasks,
-                                                               "fill_creators": args.fill_creators,
-                                                               "fill_leases": args.fill_leases, "idle_jobs_kept": args.idle_jobs_kept},
+                                                               "idle_jobs_kept": args.idle_jobs_kept},
                      "throughput": [], "paced": []}
     stamp = started.strftime("%Y%m%d-%H%M%S")
 
@@ -260,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         if "idle" in args.only:
             given = [ns for ns in args.idle_namespaces.split(",") if ns]
             namespaces = kept + given
-            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, fill_creators=args.fill_creators,
-                                  fill_leases=args.fill_leases, jobs_kept=args.idle_jobs_kept)
+            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, jobs_kept=args.idle_jobs_kept)
             kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
             save()
         if "failover" in args.only:

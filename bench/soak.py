@@ -11,8 +11,8 @@ tasks deleted by expiry). After the last submission it keeps sampling until ever
 Reported: the RSS slope over the last two thirds of the stream, per 1,000 tasks submitted (a
 least-squares line through the samples; goal < 2 MiB per 1,000 tasks, i.e. flat), and each
 kind's peak count against what retention implies at that rate (rate × ttlAfterFinished for
-Tasks and their Leases, rate × jobRetention for Jobs and pods, plus the few seconds a task runs;
-no Leases when the operator leaves them to the attempt's SDK, which the bench's kwok pods lack).
+Tasks, rate × jobRetention for Jobs and pods, plus the few seconds a task runs; no Leases: the
+operator leaves them to the attempt's SDK, which the bench's kwok pods lack).
 """
 from __future__ import annotations
 
@@ -113,9 +113,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
     per_second = slope([(s["t"], s["rss"] / 2**20) for s in stream])
     per_1000 = per_second / actual_rate * 1000 if per_second is not None and actual_rate else None
     running = 5.0  # seconds a task spends between submission and finishing, roughly (dispatch + pod)
-    from bench.fill import operator_creates_leases  # kwok pods renew no Lease; only an operator that writes them
-    expected = {"tasks": actual_rate * (ttl + running),
-                "leases": actual_rate * (ttl + running) if operator_creates_leases() else 0.0,
+    expected = {"tasks": actual_rate * (ttl + running), "leases": 0.0,
                 "jobs": actual_rate * (job_retention + running), "pods": actual_rate * (job_retention + running)}
     peaks = {k: max((s[k] for s in samples if s.get(k) is not None), default=None) for k in KINDS}
     last = samples[-1]
