@@ -16,7 +16,6 @@ from bench import workload
 from bench.cluster import log
 from bench.kubeapi import OBSERVER_AGENT, Api, jobs_path, pools_path, tasks_path
 from bench.observer import follow
-from bench.replica import has_flag
 from bench.throughput import Context, wait_until
 
 POOL = "failover"
@@ -42,19 +41,8 @@ class JobWatch:
             self.seen.setdefault(task, now)
 
 
-def available(ctx: Context) -> tuple[bool, str]:
-    import sys
-    if has_flag("--leader-election", sys.executable, ctx.source):
-        return True, ""
-    return False, "`cronoq operator --help` has no --leader-election flag in the measured source"
-
-
 def failover(ctx: Context, rounds: int = 3) -> dict[str, Any]:
     """`rounds` rounds of SIGTERM, then `rounds` of SIGKILL."""
-    ok, why = available(ctx)
-    if not ok:
-        log(f"failover: not available ({why})")
-        return {"available": False, "reason": why}
     api = ctx.cluster.api
     ns = ctx.cluster.namespace("bench-failover")
     api.create(pools_path(ns), workload.pool(POOL, 10_000))
@@ -66,7 +54,7 @@ def failover(ctx: Context, rounds: int = 3) -> dict[str, Any]:
     results = []
     try:
         if not wait_until(lambda: sum(r.leading() for r in replicas) == 1, timeout=90):
-            return {"available": True, "error": "no replica became leader within 90s"}
+            return {"error": "no replica became leader within 90s"}
         _warm(api, ns, watch)
         for round_, sig in enumerate([signal.SIGTERM] * rounds + [signal.SIGKILL] * rounds):
             leader = next(r for r in replicas if r.leading())
@@ -115,7 +103,7 @@ def failover(ctx: Context, rounds: int = 3) -> dict[str, Any]:
         return max(values) if values else None
 
     kills = [r["seconds_to_first_job"] for r in results if r["signal"] == "SIGKILL" and r["seconds_to_first_job"] is not None]
-    return {"available": True, "rounds": results, "max_seconds": worst("SIGKILL"), "sigterm_max_seconds": worst("SIGTERM"),
+    return {"rounds": results, "max_seconds": worst("SIGKILL"), "sigterm_max_seconds": worst("SIGTERM"),
             "median_seconds": sorted(kills)[len(kills) // 2] if kills else None}
 
 

@@ -23,7 +23,6 @@ from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
 from bench.procstat import PeakRss, cpu_seconds, load_average, rss_bytes
-from bench.replica import has_flag
 from bench.throughput import POOL, Context, _fmt, _spent, throughput, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,8 +37,7 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     ns = ctx.cluster.namespace(f"bench-pull-{label}-{n}")
     api.create(pools_path(ns), workload.pool(POOL, 10_000, delivery="Workers", leaseTTL="30s"))
     tasks = [served_task(name) for name in workload.names("p", n)]
-    trust = ("--trust-worker-leases",) if has_flag("--trust-worker-leases", sys.executable, ctx.source) else ()
-    operator = ctx.replica(ns, extra=(*operator_args, *trust)).start()
+    operator = ctx.replica(ns, extra=(*operator_args, "--trust-worker-leases")).start()
     journal = ctx.work / f"pull-{ns}.journal"
     journal.unlink(missing_ok=True)
     names = [f"bench-worker-{i}" for i in range(workers)]

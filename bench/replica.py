@@ -13,7 +13,6 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from bench import procstat
@@ -23,17 +22,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@lru_cache(maxsize=None)
-def help_text(python: str, source: str | None) -> str:
-    env = {**os.environ, **({"PYTHONPATH": source} if source else {})}
-    return subprocess.run([python, "-m", "cronoq", "operator", "--help"], capture_output=True, text=True,
-                          env=env, timeout=60).stdout
-
-
-def has_flag(flag: str, python: str = sys.executable, source: str | None = None) -> bool:
-    return flag in help_text(python, source)
 
 
 @dataclass

@@ -194,9 +194,7 @@ def markdown(r: dict[str, Any]) -> str:
     fo = r.get("failover")
     if fo:
         out += ["## Failover", ""]
-        if not fo.get("available"):
-            out += [f"Not available: {fo.get('reason')}.", ""]
-        elif fo.get("error"):
+        if fo.get("error"):
             out += [f"Error: {fo['error']}.", ""]
         else:
             out += ["| round | signal to the leader | → leader metric on the standby | → first Job by the new leader |",
