@@ -19,7 +19,6 @@ from typing import Any
 from bench.audit import AuditLog, breakdown
 from bench.cluster import OPERATOR_USER, log
 from bench.fill import fill
-from bench.footprint import per_task
 from bench.kubeapi import jobs_path, tasks_path
 from bench.procstat import PeakRss, load_average
 from bench.throughput import Context, wait_until
@@ -51,25 +50,15 @@ def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seco
             made = fill(ctx, ns, missing, jobs=with_jobs)
             present[ns] = api.count(tasks_path(ns))
             jobs += made["jobs_left"]
-        run = measure(ctx, namespaces, dict(present), made, seconds, footprint=not runs)
+        run = measure(ctx, namespaces, dict(present), made, seconds)
         run["jobs_present"] = jobs
         runs.append(run)
     return runs
 
 
 def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_result: dict[str, Any] | None,
-            seconds: float, footprint: bool = True) -> dict[str, Any]:
+            seconds: float) -> dict[str, Any]:
     total = sum(present.values())
-    fullest = max(present, key=present.get)
-    task_footprint: dict[str, Any] = {}
-    if footprint:
-        task_footprint = per_task(ctx.cluster.api, fullest)
-        from bench.footprint import listing_cost
-        try:
-            task_footprint["startup_listing"] = listing_cost(str(ctx.cluster.kubeconfig), fullest)
-        except Exception as err:  # noqa: BLE001 - a footnote, not the measurement
-            task_footprint["startup_listing"] = {"error": repr(err)[:200]}
-
     replica = ctx.replica(namespaces[0])
     replica.namespaces = tuple(namespaces)
     replica.log_path = ctx.work / f"operator-idle-{total}.log"
@@ -81,7 +70,6 @@ def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_r
     ready = time.monotonic() - started
     warmed = wait_until(replica.leading, timeout=SETTLE_TIMEOUT)
     warm = time.monotonic() - started if warmed else None
-    rss_warm = replica.rss()
     settled, last = None, replica.cpu()
     while time.monotonic() - started < SETTLE_TIMEOUT:
         time.sleep(5)
@@ -105,11 +93,10 @@ def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_r
     result = {
         "tasks_present": total, "by_namespace": present, "fill": fill_result,
         "startup_seconds": ready, "listed_seconds": warm, "settled_seconds": settled,
-        "cpu_seconds_to_settle": cpu_settle, "rss_listed": rss_warm, "rss_peak_startup": rss_peak_start,
+        "cpu_seconds_to_settle": cpu_settle, "rss_peak_startup": rss_peak_start,
         "rss_idle": rss_idle, "rss_bytes_per_task": rss_idle / total if total else None,
-        "idle_seconds": t1 - t0, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
-        "rss_timeline": timeline, "task_footprint": task_footprint, "idle_requests": api["requests"],
-        "idle_writes": api["writes"], "api": api,
+        "idle_seconds": t1 - t0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
+        "rss_timeline": timeline, "idle_requests": api["requests"], "idle_writes": api["writes"],
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"idle with {total} finished tasks: RSS {rss_idle / 2**20:.0f} MiB, "

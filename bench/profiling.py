@@ -35,8 +35,8 @@ BUCKETS = (
 
 ACTIVITIES = (
     ("API calls (cronoq Writer over the aiohttp session: serialise, HTTPS)", ("cronoq/kube/writes.py",)),
-    ("cronoq watch handlers and store (Task models parsed per event)", ("cronoq/controller/handlers.py",
-                                                                        "cronoq/controller/store.py")),
+    ("cronoq watch intake and store (Task models parsed per event)", ("cronoq/controller/intake.py",
+                                                                       "cronoq/controller/store.py")),
     ("cronoq reconcile, admission, Job building", ("cronoq/controller/", "cronoq/engine/")),
     ("cronoq watch streams (aiohttp reads, JSON parsing of every event)", ("cronoq/kube/watch.py",)),
     # Before per-event processing: kopf's watcher coroutine (queueing.py) also wraps the stream reads.

@@ -161,20 +161,6 @@ def markdown(r: dict[str, Any]) -> str:
                 f"({idle['idle_writes']} writes)." + _timeline(idle) + _fill(idle), ""]
         if idle.get("note"):
             out += [f"_{idle['note']}_", ""]
-        fp = idle.get("task_footprint") or {}
-        if fp:
-            out += [f"One finished Task, measured with tracemalloc over {fp['sample']} of them: "
-                    f"{fp['json_bytes'] / 1024:.1f} KiB of JSON ({fp['json_bytes_without_managed_fields'] / 1024:.1f} KiB "
-                    f"without managedFields); as the raw dict the store keeps {fp['raw_dict_bytes'] / 1024:.1f} KiB "
-                    f"({fp['raw_dict_bytes_without_managed_fields'] / 1024:.1f} KiB without managedFields), "
-                    f"and its pydantic model another {_s((fp.get('model_bytes') or 0) / 1024, ' KiB', 1)}.", ""]
-            listing = fp.get("startup_listing") or {}
-            for kind in ("jobs", "pods"):
-                if kind in listing:
-                    x = listing[kind]
-                    out += [f"Listing {x['objects']} {kind} through the kubernetes client's typed models "
-                            f"(then sanitize_for_serialization; how the operator listed before its own watches) holds {x['typed_bytes_per_object'] / 1024:.1f} KiB per "
-                            f"object; raw JSON (`_preload_content=False`) {x['raw_bytes_per_object'] / 1024:.1f} KiB.", ""]
 
     soak = r.get("soak")
     if soak:

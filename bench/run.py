@@ -133,8 +133,7 @@ def machine() -> dict:
     mem = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor())
-    free = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.strip()
-    return {"nproc": os.cpu_count(), "cpu": model, "mem_total_kib": int(mem.split()[1]), "free_h": free,
+    return {"nproc": os.cpu_count(), "cpu": model, "mem_total_kib": int(mem.split()[1]),
             "kernel": platform.release(), "python": platform.python_version(), "load_average_start": load_average()}
 
 

@@ -87,7 +87,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
             stop.wait(max(0.0, every - (time.monotonic() - started)))
 
     thread = threading.Thread(target=sampler, daemon=True)
-    load_before, cluster_cpu = load_average(), ctx.cluster.component_cpu()
+    load_before = load_average()
     peak = PeakRss(operator.pid, interval=1.0).start()
     thread.start()
     log(f"soak: {n} tasks at {rate:.2f}/s (ttlAfterFinished {ttl:g}s, jobRetention {job_retention:g}s), "
@@ -105,7 +105,6 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
     thread.join()
     sample()
     rss_peak = peak.stop()
-    cluster_cpu = {k: round(v - cluster_cpu.get(k, 0.0), 2) for k, v in ctx.cluster.component_cpu().items()}
     operator.stop()
 
     actual_rate = len(sub.sent) / (sub.finished - sub.started) if sub.finished > sub.started else rate
@@ -126,7 +125,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
         "rss_first": samples[0]["rss"], "rss_end_of_stream": stream[-1]["rss"] if stream else None,
         "rss_peak": rss_peak, "peak_objects": peaks, "expected_objects": expected,
         "finished": last.get("finished"), "deleted": last.get("deleted"), "left": {k: last.get(k) for k in KINDS},
-        "operator_cpu_seconds": last["cpu"], "cluster_cpu_seconds": cluster_cpu,
+        "operator_cpu_seconds": last["cpu"],
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"soak n={n}: RSS slope {_f(per_1000)} MiB/1000 tasks, peak {peaks} vs expected "

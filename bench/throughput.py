@@ -64,8 +64,7 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
         "n": n, "submitted": len(sub.sent), "submit_errors": len(sub.errors), "submit_rate": sub.rate,
         "completed": sum(1 for v in complete.values() if v), "timed_out": seen["timed_out"],
         "throughput": throughput(n, sub.started, [v for v in complete.values() if v]),
-        "latency": {"to_observed": summary(between(sent, {k: v["added"] for k, v in seen["jobs"].items()})),
-                    "to_running": summary(between(sent, {k: v.get("started") for k, v in seen["jobs"].items()})),
+        "latency": {"to_running": summary(between(sent, {k: v.get("started") for k, v in seen["jobs"].items()})),
                     "to_succeeded": summary(between(sent, complete))},
         "load_average": {"before": load_before, "after": load_average()},
         "cluster_cpu_seconds": cluster_cpu,
@@ -88,7 +87,7 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     mark = audit.mark()
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n}")
     profiler = profiler_for(ctx, operator, f"{label}-{n}") if profile else None
-    cpu_before, rss_before, load_before = operator.cpu(), operator.rss(), load_average()
+    cpu_before, load_before = operator.cpu(), load_average()
     cluster_cpu = ctx.cluster.component_cpu()
     peak = PeakRss(operator.pid).start()
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators, rate=rate)
@@ -110,14 +109,12 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
         "n": n, "label": label, "paced_rate": rate, "operator_args": list(operator_args), "pool_spec": pool_spec, "submitted": len(sub.sent), "submit_errors": len(sub.errors),
         "submit_rate": sub.rate, "timed_out": seen["timed_out"],
         "succeeded": sum(1 for v in succeeded.values() if v), "succeeded_first_attempt": first_attempt,
-        "other_terminal": {p: sum(1 for s in by_task.values() if s.get("terminal") == p)
-                           for p in {s.get("terminal") for s in by_task.values()} - {"Succeeded", None}},
         "throughput": throughput(n, sub.started, [v for v in succeeded.values() if v]),
         "latency": {"to_job": summary(between(sub.sent, job_added)),
                     "to_running": summary(between(sub.sent, {k: s["phases"].get("Running") for k, s in by_task.items()})),
                     "to_succeeded": summary(between(sub.sent, succeeded))},
         "operator": {"cpu_seconds": cpu_after - cpu_before, "cpu_seconds_per_task": (cpu_after - cpu_before) / n,
-                     "rss_before": rss_before, "rss_after": rss_after, "rss_peak": rss_peak},
+                     "rss_after": rss_after, "rss_peak": rss_peak},
         "api": breakdown(requests, n, leader_lease=ctx.leader_lease),
         "load_average": {"before": load_before, "after": load_after},
         "cluster_cpu_seconds": cluster_cpu,

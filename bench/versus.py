@@ -220,9 +220,6 @@ def argo(ctx: Context, bins: Peers, n: int, rate: float | None = None, label: st
                           path=workflows_path(ns), objects=flows, rate=rate, until=f"workflows={n}", workflows=True,
                           milestones=_workflow_milestones)
         result["version"] = bins.versions["argo"]
-        seen = _read_observation(ctx, ns)
-        result["other_terminal"] = {p: sum(1 for w in seen["workflows"].values() if w.get("terminal") == p)
-                                    for p in ("Failed", "Error")}
     finally:
         controller.stop()
     ctx.cluster.delete_namespace(ns)
