@@ -39,7 +39,7 @@ ACTIVITIES = (
                                                                        "cronoq/controller/store.py")),
     ("cronoq reconcile, admission, Job building", ("cronoq/controller/", "cronoq/engine/")),
     ("cronoq watch streams (aiohttp reads, JSON parsing of every event)", ("cronoq/kube/watch.py",)),
-    # Before per-event processing: kopf's watcher coroutine (queueing.py) also wraps the stream reads.
+    # In the kopf A/B: kopf's watcher coroutine (queueing.py) also wraps the stream reads.
     ("kopf watch streams (HTTP, JSON parsing of every event)", ("kopf/_cogs/clients/",)),
     ("kopf per-event processing (causes, body copies, handler dispatch)", ("kopf/_core/reactor/processing.py",
                                                                            "kopf/_core/actions/",

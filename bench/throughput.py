@@ -37,11 +37,13 @@ class Context:
     leader_lease: tuple[str, ...] = ("cronoq-leader",)
     """Leader-election Leases: their renewals cost per second, so they are counted apart."""
     profile: bool = False
+    operator_module: str = "cronoq"
+    """`python -m` of the operator: bench.kopf_watch runs it with kopf's watches (bench/kopf_ab.py)."""
 
     def replica(self, namespace: str, name: str = "cronoq-bench-0", extra: tuple[str, ...] = ()) -> Replica:
         return Replica(kubeconfig=str(self.cluster.operator_kubeconfig), namespaces=(namespace,),
                        log_path=self.work / f"operator-{namespace}-{name}.log", source=self.source,
-                       extra_args=(*self.operator_args, *extra), pod_name=name)
+                       extra_args=(*self.operator_args, *extra), pod_name=name, module=self.operator_module)
 
 
 def throughput(n: int, first_sent: float, finished: list[float]) -> float | None:
@@ -83,6 +85,7 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     api.create(pools_path(ns), workload.pool(POOL, 10_000, **pool_spec))
     tasks = [workload.task(name, POOL) for name in workload.names("t", n)]
     operator = ctx.replica(ns, extra=operator_args).start()
+    wait_until(operator.leading, timeout=60)  # listed (an empty namespace): its start is not the burst's cost
     audit = AuditLog(ctx.cluster.audit_log)
     mark = audit.mark()
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n}")
