@@ -1,11 +1,10 @@
 """The bench's one HTTP client to the API server: blocking JSON requests over a pooled urllib3
 connection, for the load generator, the observer, the fill and the cluster's setup.
 
-It is not the operator's `cronoq.kube` because that package comes from the revision `--source`
-measures, and the load that is sent and the clock that observes it must stay the same whichever
-revision is measured (and work from the load generator's threads, where an event loop's client
-would not); credentials are read by the kubernetes client's kubeconfig loader, as the operator
-reads them, and its own User-Agent tells the audit log its requests from the operator's.
+It is not the operator's HTTP stack (`cronoq.kube.session`) because that comes from the revision
+`--source` measures, and the load sent and the observer that times it must stay the same whichever
+revision is measured. Credentials are read by the kubernetes client's kubeconfig loader, as the
+operator reads them; its own User-Agent tells the audit log its requests from the operator's.
 """
 from __future__ import annotations
 
