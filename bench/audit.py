@@ -4,10 +4,8 @@ A scenario marks the log's size when its window opens and reads what was appende
 closes; every event of the operator's user in between is the operator's (its own
 ServiceAccount, see cluster.py). A request is counted once: at ResponseComplete, or for a watch
 at ResponseStarted (a watch completes only when it ends). The user agent's family is a column:
-before acb85b2 it told kopf's aiohttp watches (`kopf`) from the kubernetes client that made
-cronoq's writes; since then the operator's own streaming watches (kube/watch.py) go through the
-kubernetes client too, so every request reads `kubernetes-client` and the verb (list/watch vs.
-writes) is what tells them apart. `kopf` stays recognised for older runs' logs.
+the operator's own requests read `kubernetes-client` (its one HTTP stack sends the kubernetes
+client's User-Agent), and in the kopf A/B (bench/kopf_ab.py) kopf's watches read `kopf`.
 """
 from __future__ import annotations
 

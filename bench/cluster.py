@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.kubeapi import Api, ApiError, Credentials
+from bench.kubeapi import Api
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = Path("/tmp/cronoq-bench")
@@ -78,7 +78,7 @@ class BenchCluster:
             raise RuntimeError(f"{self.audit_log} is missing: the cluster was started without CRONOQ_AUDIT=1")
         subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", "apply", "--server-side",
                         "--force-conflicts", "-f", str(REPO / "crds")], check=True, capture_output=True)
-        self.api = Api(Credentials.from_kubeconfig(self.kubeconfig))
+        self.api = Api(self.kubeconfig)
         for crd in ("tasks.cronoq.io", "taskpools.cronoq.io", "taskschedules.cronoq.io"):
             self._wait(lambda: _established(self.api, crd), 30, f"CRD {crd} established")
         self.make_identity()
@@ -166,11 +166,7 @@ class BenchCluster:
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
                 "subjects": [{"kind": "ServiceAccount", "name": IDENTITY, "namespace": IDENTITY_NAMESPACE}]}),
         ):
-            try:
-                api.request("POST", path, body)
-            except ApiError as err:
-                if err.status != 409:
-                    raise
+            api.ensure(path, body)
         token = api.request("POST", f"/api/v1/namespaces/{IDENTITY_NAMESPACE}/serviceaccounts/{IDENTITY}/token",
                             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                              "spec": {"expirationSeconds": 8 * 3600}})["status"]["token"]
@@ -182,7 +178,7 @@ class BenchCluster:
                   "current-context": IDENTITY}
         self.operator_kubeconfig.write_text(json.dumps(config, indent=2))
         self.operator_kubeconfig.chmod(0o600)
-        who = Api(Credentials.from_kubeconfig(self.operator_kubeconfig)).request(
+        who = Api(self.operator_kubeconfig).request(
             "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
         assert who["status"]["userInfo"]["username"] == OPERATOR_USER, who

@@ -4,9 +4,8 @@ happens. A finished task should cost a few hundred bytes of facts and no request
 write, or objects kept whole, show up here.
 
 Measured at each of several sizes (e.g. 10,000 then 50,000) in one run: the finished Tasks of
-this run's burst and backlog count, and the rest is made by the fast fill (`bench/fill.py`:
-Tasks, Leases and Jobs as the operator leaves them, pods by the Job controller and kwok), one
-namespace per increment, so each size adds to the previous one.
+this run's burst and backlog count, and the rest is made by the operator itself (`bench/fill.py`),
+one namespace per increment, so each size adds to the previous one.
 
 /readyz answers before the operator has listed anything (a standby counts as available), so
 "started" is judged by the `cronoq_leader` metric (set once the initial listing is in) and
@@ -19,11 +18,9 @@ from typing import Any
 
 from bench.audit import AuditLog, breakdown
 from bench.cluster import OPERATOR_USER, log
-from bench.footprint import per_task
+from bench.fill import fill
 from bench.kubeapi import jobs_path, tasks_path
 from bench.procstat import PeakRss, load_average
-from bench.fill import DEFAULT_FILL_CREATORS, fill
-from bench.observer import ObserverProcess
 from bench.throughput import Context, wait_until
 
 IDLE_SECONDS = 75.0
@@ -33,74 +30,35 @@ QUIET = 0.05
 SETTLE_TIMEOUT = 900.0
 
 
-def count_tasks(ctx: Context, namespace: str) -> int:
-    listing = ctx.cluster.api.request("GET", f"{tasks_path(namespace)}?limit=1")
-    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
-
-
-def count_jobs(ctx: Context, namespace: str) -> int:
-    listing = ctx.cluster.api.request("GET", f"{jobs_path(namespace)}?limit=1")
-    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
-
-
 def idle(ctx: Context, namespaces: list[str], sizes: list[int] = (10_000,), seconds: float = IDLE_SECONDS,
-         fill_creators: int = DEFAULT_FILL_CREATORS, fill_leases: str = "auto",
          jobs_kept: int | None = None) -> list[dict[str, Any]]:
-    """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fast fill
-    to each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller
-    to delete). One result per size. With `jobs_kept`, no more than that many finished Tasks in all
+    """Measure a fresh operator over the finished Tasks in `namespaces`, topped up by the fill to
+    each of `sizes` in turn (the fill namespaces are appended to `namespaces`, for the caller to
+    delete). One result per size. With `jobs_kept`, no more than that many finished Tasks in all
     have their Job and pod (the rest finished longer ago than `jobRetention`)."""
-    present = {ns: count_tasks(ctx, ns) for ns in namespaces}
-    jobs = sum(count_jobs(ctx, ns) for ns in namespaces)
+    api = ctx.cluster.api
+    present = {ns: api.count(tasks_path(ns)) for ns in namespaces}
+    jobs = sum(api.count(jobs_path(ns)) for ns in namespaces)
     runs = []
     for size in sorted(sizes):
-        fill_result = None
+        made = None
         if sum(present.values()) < size:
             missing = size - sum(present.values())
             with_jobs = missing if jobs_kept is None else max(0, min(missing, jobs_kept - jobs))
             ns = ctx.cluster.namespace(f"bench-tasks-fill-{size}")
             namespaces.append(ns)
-            fill_result = fill_finished(ctx, ns, missing, creators=fill_creators, leases=fill_leases, jobs=with_jobs)
-            present[ns] = count_tasks(ctx, ns)
-            jobs += with_jobs
-        run = measure(ctx, namespaces, dict(present), fill_result, seconds, footprint=not runs)
+            made = fill(ctx, ns, missing, jobs=with_jobs)
+            present[ns] = api.count(tasks_path(ns))
+            jobs += made["jobs_left"]
+        run = measure(ctx, namespaces, dict(present), made, seconds)
         run["jobs_present"] = jobs
         runs.append(run)
     return runs
 
 
-def fill_finished(ctx: Context, namespace: str, n: int, creators: int, leases: str = "auto",
-                  jobs: int | None = None) -> dict[str, Any]:
-    """The fast fill, then the wait until every Job it made is Complete (its pod run by kwok)."""
-    jobs = n if jobs is None else jobs
-    log(f"idle: filling {namespace} with {n} finished tasks, {jobs} of them with Jobs ({creators} creators)")
-    observer = ObserverProcess(ctx.cluster.kubeconfig, namespace, ctx.work / f"obs-{namespace}.json",
-                               until=f"jobs={jobs}", timeout=600 + n) if jobs else None
-    started = time.monotonic()
-    made = fill(ctx.cluster.api, namespace, n, creators=creators, leases=leases, jobs=jobs)
-    seen = observer.result() if observer else {"jobs": {}, "timed_out": False}
-    made["jobs_complete"] = sum(1 for j in seen["jobs"].values() if j.get("Complete"))
-    made["jobs_timed_out"] = seen["timed_out"]
-    made["seconds"] = time.monotonic() - started
-    made["tasks_per_second"] = n / made["seconds"]
-    log(f"idle: filled {namespace}: {made['made']} tasks in {made['create_seconds']:.0f}s, "
-        f"{made['jobs_complete']} Jobs Complete after {made['seconds']:.0f}s ({made['tasks_per_second']:.1f}/s)")
-    return made
-
-
 def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_result: dict[str, Any] | None,
-            seconds: float, footprint: bool = True) -> dict[str, Any]:
+            seconds: float) -> dict[str, Any]:
     total = sum(present.values())
-    fullest = max(present, key=present.get)
-    task_footprint: dict[str, Any] = {}
-    if footprint:
-        task_footprint = per_task(ctx.cluster.api, fullest)
-        from bench.footprint import listing_cost
-        try:
-            task_footprint["startup_listing"] = listing_cost(str(ctx.cluster.kubeconfig), fullest)
-        except Exception as err:  # noqa: BLE001 - a footnote, not the measurement
-            task_footprint["startup_listing"] = {"error": repr(err)[:200]}
-
     replica = ctx.replica(namespaces[0])
     replica.namespaces = tuple(namespaces)
     replica.log_path = ctx.work / f"operator-idle-{total}.log"
@@ -112,7 +70,6 @@ def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_r
     ready = time.monotonic() - started
     warmed = wait_until(replica.leading, timeout=SETTLE_TIMEOUT)
     warm = time.monotonic() - started if warmed else None
-    rss_warm = replica.rss()
     settled, last = None, replica.cpu()
     while time.monotonic() - started < SETTLE_TIMEOUT:
         time.sleep(5)
@@ -136,11 +93,10 @@ def measure(ctx: Context, namespaces: list[str], present: dict[str, int], fill_r
     result = {
         "tasks_present": total, "by_namespace": present, "fill": fill_result,
         "startup_seconds": ready, "listed_seconds": warm, "settled_seconds": settled,
-        "cpu_seconds_to_settle": cpu_settle, "rss_listed": rss_warm, "rss_peak_startup": rss_peak_start,
+        "cpu_seconds_to_settle": cpu_settle, "rss_peak_startup": rss_peak_start,
         "rss_idle": rss_idle, "rss_bytes_per_task": rss_idle / total if total else None,
-        "idle_seconds": t1 - t0, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
-        "rss_timeline": timeline, "task_footprint": task_footprint, "idle_requests": api["requests"],
-        "idle_writes": api["writes"], "api": api,
+        "idle_seconds": t1 - t0, "idle_cpu_fraction": (cpu1 - cpu0) / (t1 - t0),
+        "rss_timeline": timeline, "idle_requests": api["requests"], "idle_writes": api["writes"],
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"idle with {total} finished tasks: RSS {rss_idle / 2**20:.0f} MiB, "

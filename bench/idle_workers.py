@@ -17,8 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kubernetes import client, config
-
+from bench.kubeapi import Api, leases_path, pools_path
 from bench.procstat import cpu_seconds
 from bench.pull import stop_workers
 from bench.replica import Replica
@@ -49,11 +48,10 @@ def main() -> int:
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
     kubeconfig = os.environ.get("KUBECONFIG") or str(STATE / "kubeconfig")
-    config.load_kube_config(config_file=kubeconfig)
-    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+    api = Api(kubeconfig)
     ns = f"idle-workers-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": ns}})
-    custom.create_namespaced_custom_object("cronoq.io", "v1alpha1", ns, "taskpools", {
+    api.create("/api/v1/namespaces", {"metadata": {"name": ns}})
+    api.create(pools_path(ns), {
         "apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": "idle"},
         "spec": {"delivery": "Workers", "concurrency": 1000}})
     work = Path(args.out)
@@ -68,9 +66,8 @@ def main() -> int:
                 f"concurrency=4, ttl={args.ttl}))")
         procs = [subprocess.Popen([sys.executable, "-c", code, f"idle-{i}"], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL) for i in range(args.workers)]
-        leases = client.CoordinationV1Api()
         deadline = time.monotonic() + 120
-        while len(leases.list_namespaced_lease(ns, label_selector="cronoq.io/worker-pool").items) < args.workers:
+        while api.count(f"{leases_path(ns)}?labelSelector=cronoq.io/worker-pool") < args.workers:
             if time.monotonic() > deadline:
                 raise TimeoutError("the workers did not all announce themselves")
             time.sleep(1)
@@ -80,7 +77,7 @@ def main() -> int:
         stop_workers(procs)
         operator.process.terminate()
         operator.process.wait(30)
-        core.delete_namespace(ns)
+        api.delete(f"/api/v1/namespaces/{ns}")
     per_worker = {k: (fleet[k] - alone.get(k, 0.0)) / args.workers for k in fleet}
     result = {"workers": args.workers, "ttl": args.ttl, "seconds": args.seconds, "alone_cpu_per_s": alone,
               "fleet_cpu_per_s": fleet, "per_worker_cpu_per_s": per_worker,

@@ -1,73 +1,24 @@
-"""Raw HTTPS to the API server, for the load generator and the observer.
+"""The bench's one HTTP client to the API server: blocking JSON requests over a pooled urllib3
+connection, for the load generator, the observer, the fill and the cluster's setup.
 
-The kubernetes Python client spends around a millisecond of CPU per call turning dicts into
-models and back; on a 2-core machine that CPU would come out of what we measure. Prebuilt JSON
-over a pooled urllib3 connection keeps the load generator cheap, and its own User-Agent lets
-the audit log tell its requests from the operator's.
+It is not the operator's HTTP stack (`cronoq.kube.session`) because that comes from the revision
+`--source` measures, and the load sent and the observer that times it must stay the same whichever
+revision is measured. Credentials are read by the kubernetes client's kubeconfig loader, as the
+operator reads them; its own User-Agent tells the audit log its requests from the operator's.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import ssl
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
 import urllib3
+from kubernetes import client, config
 
 LOADGEN_AGENT = "cronoq-bench/loadgen"
 OBSERVER_AGENT = "cronoq-bench/observer"
-
-
-@dataclass(frozen=True)
-class Credentials:
-    server: str
-    ca_file: str
-    cert_file: str | None = None
-    key_file: str | None = None
-    token: str | None = None
-
-    @classmethod
-    def from_kubeconfig(cls, path: str | Path) -> Credentials:
-        """The current context's cluster and user; embedded data is written to private temp files."""
-        config = json.loads(Path(path).read_text()) if str(path).endswith(".json") else _yaml(path)
-        context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-
-        def file_of(data_key: str, file_key: str, where: dict) -> str | None:
-            if where.get(file_key):
-                return where[file_key]
-            if not where.get(data_key):
-                return None
-            data = base64.b64decode(where[data_key])
-            # One file per distinct credential, so repeated loads (one per observer) do not pile up.
-            path = Path(tempfile.gettempdir()) / f"cronoq-bench-{hashlib.sha256(data).hexdigest()[:16]}.pem"
-            if not path.exists():
-                tmp = path.with_suffix(".tmp")
-                tmp.touch(mode=0o600)
-                tmp.write_bytes(data)
-                tmp.replace(path)
-            return str(path)
-
-        return cls(server=cluster["server"],
-                   ca_file=file_of("certificate-authority-data", "certificate-authority", cluster),
-                   cert_file=file_of("client-certificate-data", "client-certificate", user),
-                   key_file=file_of("client-key-data", "client-key", user), token=user.get("token"))
-
-
-def _yaml(path: str | Path) -> dict:
-    text = Path(path).read_text()
-    try:
-        return json.loads(text)  # devcluster writes JSON, which is YAML
-    except ValueError:
-        import yaml
-        return yaml.safe_load(text)
 
 
 class ApiError(Exception):
@@ -79,15 +30,16 @@ class ApiError(Exception):
 class Api:
     """A pooled, thread-safe HTTPS client speaking JSON to one API server."""
 
-    def __init__(self, creds: Credentials, user_agent: str = LOADGEN_AGENT, pool_size: int = 32) -> None:
-        ctx = ssl.create_default_context(cafile=creds.ca_file)
-        if creds.cert_file:
-            ctx.load_cert_chain(creds.cert_file, creds.key_file)
-        url = urlparse(creds.server)
+    def __init__(self, kubeconfig: str | Path, user_agent: str = LOADGEN_AGENT, pool_size: int = 32) -> None:
+        conf = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=conf)
+        url = urlparse(conf.host)
         headers = {"User-Agent": user_agent, "Accept": "application/json", "Content-Type": "application/json"}
-        if creds.token:
-            headers["Authorization"] = f"Bearer {creds.token}"
-        self.pool = urllib3.HTTPSConnectionPool(url.hostname, url.port or 443, ssl_context=ctx, maxsize=pool_size,
+        token = conf.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        self.pool = urllib3.HTTPSConnectionPool(url.hostname, url.port or 443, ca_certs=conf.ssl_ca_cert,
+                                                cert_file=conf.cert_file, key_file=conf.key_file, maxsize=pool_size,
                                                 block=True, headers=headers, retries=False)
 
     def request(self, method: str, path: str, body: Any = None, *, timeout: float = 30.0) -> dict[str, Any]:
@@ -111,6 +63,14 @@ class Api:
             time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    def ensure(self, path: str, body: Any) -> None:
+        """POST, an object already there (409) being as good."""
+        try:
+            self.request("POST", path, body)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+
     def get(self, path: str) -> dict[str, Any] | None:
         try:
             return self.request("GET", path)
@@ -125,6 +85,11 @@ class Api:
         except ApiError as err:
             if err.status != 404:
                 raise
+
+    def count(self, path: str) -> int:
+        """How many objects a collection holds: one item plus the server's remainingItemCount."""
+        listing = self.request("GET", f"{path}{'&' if '?' in path else '?'}limit=1")
+        return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
 
     def watch(self, path: str, resource_version: str, on_connected=None) -> Iterator[dict[str, Any]]:
         """Watch events (type, object) from a resourceVersion; ends when the server closes the stream.
@@ -158,6 +123,14 @@ def pools_path(namespace: str) -> str:
 
 def jobs_path(namespace: str) -> str:
     return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+
+def pods_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods"
+
+
+def leases_path(namespace: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 
 def workflows_path(namespace: str) -> str:

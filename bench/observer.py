@@ -26,8 +26,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.kubeapi import (OBSERVER_AGENT, Api, ApiError, Credentials, jobs_path, tasks_path,  # noqa: E402
-                           workflows_path)
+from bench.kubeapi import OBSERVER_AGENT, Api, ApiError, jobs_path, tasks_path, workflows_path  # noqa: E402
 
 TERMINAL = {"Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped"}
 WORKFLOW_TERMINAL = {"Succeeded", "Failed", "Error"}
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     goal_kind, _, goal = args.until.partition("=")
     goal_n = int(goal) if goal else None
 
-    api = Api(Credentials.from_kubeconfig(args.kubeconfig), user_agent=OBSERVER_AGENT, pool_size=4)
+    api = Api(args.kubeconfig, user_agent=OBSERVER_AGENT, pool_size=4)
     seen = Milestones()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

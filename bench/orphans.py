@@ -18,8 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kubernetes import client, config
-
+from bench.kubeapi import Api, leases_path
 from bench.procstat import rss_bytes
 from bench.replica import Replica
 
@@ -49,26 +48,26 @@ def settle(pid: int, seconds: float = 3.0) -> int:
 
 
 def measure(name: str, source: str | None, n: int, rounds: int, kubeconfig: str, work: Path) -> dict:
-    api = client.ApiClient(config.load_kube_config(config_file=kubeconfig) or None)
-    core, leases = client.CoreV1Api(api), client.CoordinationV1Api(api)
+    api = Api(kubeconfig)
     namespace = f"orphans-{name}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": namespace}})
+    api.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    leases = leases_path(namespace)
     replica = Replica(kubeconfig, (namespace,), work / f"operator-{namespace}.log", source=source,
                       extra_args=("--no-leader-election",)).start()
     steps = [("started", settle(replica.pid))]
     try:
         with ThreadPoolExecutor(8) as pool:
             for r in range(1, rounds + 1):
-                list(pool.map(lambda i: leases.create_namespaced_lease(namespace, orphan(i)), range(n)))
+                list(pool.map(lambda i: api.create(leases, orphan(i)), range(n)))
                 steps.append((f"round {r}: {n} created", settle(replica.pid)))
-                leases.delete_collection_namespaced_lease(namespace, label_selector=LABEL)
-                while leases.list_namespaced_lease(namespace, label_selector=LABEL, limit=1).items:
+                api.request("DELETE", f"{leases}?labelSelector={LABEL}")
+                while api.count(f"{leases}?labelSelector={LABEL}"):
                     time.sleep(0.5)
                 steps.append((f"round {r}: deleted", settle(replica.pid)))
     finally:
         replica.process.terminate()
         replica.process.wait(30)
-        core.delete_namespace(namespace)
+        api.delete(f"/api/v1/namespaces/{namespace}")
     return {"source": name, "steps": [{"step": s, "rss_mib": round(b / 2**20, 1)} for s, b in steps]}
 
 

@@ -35,11 +35,11 @@ BUCKETS = (
 
 ACTIVITIES = (
     ("API calls (cronoq Writer over the aiohttp session: serialise, HTTPS)", ("cronoq/kube/writes.py",)),
-    ("cronoq watch handlers and store (Task models parsed per event)", ("cronoq/controller/handlers.py",
-                                                                        "cronoq/controller/store.py")),
+    ("cronoq watch intake and store (Task models parsed per event)", ("cronoq/controller/intake.py",
+                                                                       "cronoq/controller/store.py")),
     ("cronoq reconcile, admission, Job building", ("cronoq/controller/", "cronoq/engine/")),
     ("cronoq watch streams (aiohttp reads, JSON parsing of every event)", ("cronoq/kube/watch.py",)),
-    # Before per-event processing: kopf's watcher coroutine (queueing.py) also wraps the stream reads.
+    # In the kopf A/B: kopf's watcher coroutine (queueing.py) also wraps the stream reads.
     ("kopf watch streams (HTTP, JSON parsing of every event)", ("kopf/_cogs/clients/",)),
     ("kopf per-event processing (causes, body copies, handler dispatch)", ("kopf/_core/reactor/processing.py",
                                                                            "kopf/_core/actions/",

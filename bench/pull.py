@@ -22,8 +22,7 @@ from bench.kubeapi import pools_path, tasks_path
 from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
-from bench.procstat import PeakRss, cpu_seconds, load_average, rss_bytes
-from bench.replica import has_flag
+from bench.procstat import PeakRss, cpu_seconds, load_average
 from bench.throughput import POOL, Context, _fmt, _spent, throughput, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,8 +37,7 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     ns = ctx.cluster.namespace(f"bench-pull-{label}-{n}")
     api.create(pools_path(ns), workload.pool(POOL, 10_000, delivery="Workers", leaseTTL="30s"))
     tasks = [served_task(name) for name in workload.names("p", n)]
-    trust = ("--trust-worker-leases",) if has_flag("--trust-worker-leases", sys.executable, ctx.source) else ()
-    operator = ctx.replica(ns, extra=(*operator_args, *trust)).start()
+    operator = ctx.replica(ns, extra=(*operator_args, "--trust-worker-leases")).start()
     journal = ctx.work / f"pull-{ns}.journal"
     journal.unlink(missing_ok=True)
     names = [f"bench-worker-{i}" for i in range(workers)]
@@ -56,7 +54,6 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     seen = observer.result()
     cpu_after, rss_peak = operator.cpu(), peak.stop()
     workers_cpu = sum(cpu_seconds(p.pid) for p in procs) - workers_before
-    workers_rss = [rss_bytes(p.pid) for p in procs]
     load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
     audit.settle()
     requests = audit.requests(mark, OPERATOR_USER)
@@ -69,13 +66,13 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
         "n": n, "label": label, "paced_rate": rate, "workers": workers, "worker_concurrency": concurrency,
         "submitted": len(sub.sent), "submit_errors": len(sub.errors), "submit_rate": sub.rate,
         "timed_out": seen["timed_out"], "succeeded": sum(1 for v in succeeded.values() if v),
-        "succeeded_first_attempt": first_attempt, "handler_starts": len(started),
+        "succeeded_first_attempt": first_attempt,
         "throughput": throughput(n, sub.started, [v for v in succeeded.values() if v]),
         "latency": {"to_handler": summary(between(sub.sent, started)),
                     "to_succeeded": summary(between(sub.sent, succeeded))},
         "operator": {"cpu_seconds": cpu_after - cpu_before, "cpu_seconds_per_task": (cpu_after - cpu_before) / n,
                      "rss_peak": rss_peak},
-        "workers_cpu_seconds_per_task": workers_cpu / n, "workers_rss": workers_rss,
+        "workers_cpu_seconds_per_task": workers_cpu / n,
         "api": breakdown(requests, n, leader_lease=(*ctx.leader_lease, *names)),
         "load_average": {"before": load_before, "after": load_after},
         "cluster_cpu_seconds": cluster_cpu,

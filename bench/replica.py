@@ -1,6 +1,7 @@
 """One operator replica as the bench runs it: `python -m cronoq operator` on the bench cluster,
 under its own ServiceAccount identity (so the audit log attributes its requests), from a snapshot
-of the committed source (so a colleague's half-saved edit is not what we measure).
+of the committed source (so a colleague's half-saved edit is not what we measure). The kopf A/B
+runs the same operator through another module (`bench/kopf_watch.py`), with the same flags.
 """
 from __future__ import annotations
 
@@ -13,27 +14,17 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from bench import procstat
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@lru_cache(maxsize=None)
-def help_text(python: str, source: str | None) -> str:
-    env = {**os.environ, **({"PYTHONPATH": source} if source else {})}
-    return subprocess.run([python, "-m", "cronoq", "operator", "--help"], capture_output=True, text=True,
-                          env=env, timeout=60).stdout
-
-
-def has_flag(flag: str, python: str = sys.executable, source: str | None = None) -> bool:
-    return flag in help_text(python, source)
 
 
 @dataclass
@@ -46,18 +37,19 @@ class Replica:
     extra_args: tuple[str, ...] = ()
     pod_name: str = "cronoq-bench-0"
     python: str = sys.executable
+    module: str = "cronoq"
+    """What `python -m` runs: cronoq, or bench.kopf_watch (cronoq with kopf's watches)."""
     metrics_port: int = field(default_factory=free_port)
     probe_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
 
     def start(self, wait_ready: bool = True, timeout: float = 120) -> Replica:
-        argv = [self.python, "-m", "cronoq", "operator", f"--metrics-port={self.metrics_port}",
+        argv = [self.python, "-m", self.module, "operator", f"--metrics-port={self.metrics_port}",
                 f"--probe-port={self.probe_port}", "--log-level=warning", *self.extra_args]
         argv += [f"--namespace={ns}" for ns in self.namespaces]
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name}
         env.pop("CRONOQ_KUBECONFIG", None)
-        if self.source:
-            env["PYTHONPATH"] = self.source
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.source, str(REPO)) if p)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -9,6 +9,11 @@ Starts (or reuses) the cluster in --cluster-dir with the audit log on, installs 
 the operator from a snapshot of the committed source (git HEAD; --source worktree for the
 working tree), and writes bench/results/latest.{json,md,png} plus a dated JSON copy. Targets
 are reported, never asserted: the exit code is 0 whenever the bench itself ran.
+
+`--source` may name any revision from OLDEST (c2b48ea) on: the bench relies on the operator's flags
+(`--no-leader-election`, `--events`, `--trust-worker-leases`), its metrics, pull workers that
+watch only their own attempts, `build_job` and the Task model, and keeps no fallback for
+revisions without them.
 """
 from __future__ import annotations
 
@@ -31,16 +36,16 @@ from bench import report  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
-from bench.fill import DEFAULT_FILL_CREATORS  # noqa: E402
 from bench.idle import idle  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
-from bench.replica import has_flag  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
 from bench.pull import pull  # noqa: E402
 from bench.throughput import Context, baseline, cronoq  # noqa: E402
 from bench.versus import Peers, argo, kueue, kueue_probe  # noqa: E402
 
+OLDEST = "c2b48ea"
+"""The oldest operator revision the bench runs (status.worker, `--events=auto`, `--trust-worker-leases`)."""
 SCENARIOS = ("baseline", "cronoq", "pull", "pull-lean", "kueue", "argo", "paced", "lean", "backlog", "kueue-backlog", "soak", "idle",
              "failover")
 
@@ -64,10 +69,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle-jobs-kept", type=int, default=None, metavar="N",
                    help="at most N of the idle scenario's finished Tasks keep their Job and pod (the rest finished "
                         "longer ago than jobRetention); default: all")
-    p.add_argument("--fill-creators", type=int, default=DEFAULT_FILL_CREATORS,
-                   help="concurrent creators of the idle scenario's fast fill")
-    p.add_argument("--fill-leases", choices=("auto", "yes", "no"), default="auto",
-                   help="a heartbeat Lease per filled task: auto = if the measured operator creates them itself")
     p.add_argument("--soak-tasks", type=int, default=5000, help="tasks the soak streams (--quick: 1000)")
     p.add_argument("--soak-max-rate", type=float, default=DEFAULT_MAX_RATE,
                    help="max tasks/s when this run has no cronoq burst to take it from; the soak runs at a third")
@@ -115,6 +116,8 @@ def snapshot(revision: str, into: Path) -> tuple[str | None, str]:
                                text=True).stdout.strip()
         return None, f"worktree at {_git('rev-parse', '--short', 'HEAD')}{' (with uncommitted changes)' if dirty else ''}"
     commit = _git("rev-parse", revision)
+    if subprocess.run(["git", "merge-base", "--is-ancestor", OLDEST, commit], cwd=REPO).returncode != 0:
+        raise SystemExit(f"bench/run.py: --source {revision} is older than {OLDEST}, the oldest revision the bench runs")
     target = into / f"src-{commit[:12]}"
     if not (target / "operator" / "cronoq").exists():
         archive = subprocess.run(["git", "archive", commit, "operator"], cwd=REPO, capture_output=True, check=True).stdout
@@ -130,8 +133,7 @@ def machine() -> dict:
     mem = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor())
-    free = subprocess.run(["free", "-h"], capture_output=True, text=True).stdout.strip()
-    return {"nproc": os.cpu_count(), "cpu": model, "mem_total_kib": int(mem.split()[1]), "free_h": free,
+    return {"nproc": os.cpu_count(), "cpu": model, "mem_total_kib": int(mem.split()[1]),
             "kernel": platform.release(), "python": platform.python_version(), "load_average_start": load_average()}
 
 
@@ -150,12 +152,6 @@ def rewrite(path: Path, into: Path, work: Path) -> int:
     return 0
 
 
-def _serves(source: str | None) -> bool:
-    """Whether the measured source has pull workers (`cronoq.worker.serve`)."""
-    root = Path(source) if source else REPO / "operator"
-    return (root / "cronoq" / "worker" / "serve.py").exists()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.report_only:
@@ -172,8 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                "backlog": args.backlog, "creators": args.creators,
                                                                "quick": args.quick, "idle_sizes": args.idle_sizes, "paced_items": args.paced_items, "paced_rate": args.paced_rate,
                                                                "soak_tasks": args.soak_tasks,
-                                                               "fill_creators": args.fill_creators,
-                                                               "fill_leases": args.fill_leases, "idle_jobs_kept": args.idle_jobs_kept},
+                                                               "idle_jobs_kept": args.idle_jobs_kept},
                      "throughput": [], "paced": []}
     stamp = started.strftime("%Y%m%d-%H%M%S")
 
@@ -185,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Single-replica scenarios run without leader election, so their API counts are the
         # per-task cost alone; the failover scenario turns it on.
-        operator_args = ("--no-leader-election",) if has_flag("--no-leader-election", sys.executable, source) else ()
         ctx = Context(cluster=cluster, work=work, source=source, creators=args.creators,
-                      operator_args=operator_args, leader_lease=("cronoq-leader", LEASE), profile=args.profile)
+                      operator_args=("--no-leader-election",), leader_lease=("cronoq-leader", LEASE),
+                      profile=args.profile)
         kept: list[str] = []
         largest = args.sizes[-1]
         bins = Peers.install(ctx, {"kueue" if "kueue-backlog" in args.only else "", *args.only} & {"kueue", "argo"})
@@ -202,14 +197,14 @@ def main(argv: list[str] | None = None) -> int:
                 row["cronoq"] = cronoq(ctx, n, keep=keep, profile=n == largest)
                 if keep:
                     kept.append(row["cronoq"]["namespace"])
-            if "pull" in args.only and _serves(source):
+            if "pull" in args.only:
                 row["pull"] = pull(ctx, n)
                 save()
-            for w in args.pull_sweep if _serves(source) and n == args.sizes[0] else ():
+            for w in args.pull_sweep if n == args.sizes[0] else ():
                 row.setdefault("pull_sweep", []).append(
                     pull(ctx, n, label=f"w{w}", workers=w, concurrency=max(args.pull_capacity // w, 1)))
                 save()
-            if "pull-lean" in args.only and _serves(source):
+            if "pull-lean" in args.only:
                 # Without the Event per attempt: 3 writes per task, where the API server's work bounds the burst.
                 row["pull_lean"] = pull(ctx, n, label="lean", operator_args=("--events=warnings",))
                 save()
@@ -239,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.setdefault("paced_pull", []).append(pull(ctx, args.paced_items or n, rate=pull_rate / 2,
                                                                  label="paced"))
                 save()
-        if "lean" in args.only and has_flag("--events", sys.executable, source):
+        if "lean" in args.only:
             results["lean"] = cronoq(ctx, args.lean, label="lean", operator_args=("--events=warnings",), leaseTTL="0s")
             save()
         if "kueue-backlog" in args.only:
@@ -253,15 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         if "soak" in args.only:
             bursts = [row["cronoq"]["throughput"] for row in results["throughput"]
                       if (row.get("cronoq") or {}).get("throughput")]
-            max_rate, source = (bursts[-1], "burst") if bursts else (args.soak_max_rate, "flag")
+            max_rate, rate_from = (bursts[-1], "burst") if bursts else (args.soak_max_rate, "flag")
             results["soak"] = soak(ctx, args.soak_tasks, rate=max_rate / 3)
-            results["soak"]["max_rate"], results["soak"]["max_rate_from"] = max_rate, source
+            results["soak"]["max_rate"], results["soak"]["max_rate_from"] = max_rate, rate_from
             save()
         if "idle" in args.only:
             given = [ns for ns in args.idle_namespaces.split(",") if ns]
             namespaces = kept + given
-            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, fill_creators=args.fill_creators,
-                                  fill_leases=args.fill_leases, jobs_kept=args.idle_jobs_kept)
+            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, jobs_kept=args.idle_jobs_kept)
             kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
             save()
         if "failover" in args.only:

@@ -11,8 +11,8 @@ tasks deleted by expiry). After the last submission it keeps sampling until ever
 Reported: the RSS slope over the last two thirds of the stream, per 1,000 tasks submitted (a
 least-squares line through the samples; goal < 2 MiB per 1,000 tasks, i.e. flat), and each
 kind's peak count against what retention implies at that rate (rate × ttlAfterFinished for
-Tasks and their Leases, rate × jobRetention for Jobs and pods, plus the few seconds a task runs;
-no Leases when the operator leaves them to the attempt's SDK, which the bench's kwok pods lack).
+Tasks, rate × jobRetention for Jobs and pods, plus the few seconds a task runs; no Leases: the
+operator leaves them to the attempt's SDK, which the bench's kwok pods lack).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import workload
 from bench.cluster import log
-from bench.kubeapi import Api, jobs_path, pools_path, tasks_path
+from bench.kubeapi import jobs_path, leases_path, pods_path, pools_path, tasks_path
 from bench.load import submit
 from bench.procstat import PeakRss, load_average
 from bench.throughput import POOL, Context
@@ -36,15 +36,8 @@ KINDS = ("tasks", "jobs", "pods", "leases")
 
 
 def paths(namespace: str) -> dict[str, str]:
-    return {"tasks": tasks_path(namespace), "jobs": jobs_path(namespace),
-            "pods": f"/api/v1/namespaces/{namespace}/pods",
-            "leases": f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"}
-
-
-def count(api: Api, path: str) -> int:
-    """Live objects of a kind: one item plus the server's remainingItemCount."""
-    listing = api.request("GET", f"{path}?limit=1")
-    return len(listing.get("items", [])) + int(listing["metadata"].get("remainingItemCount") or 0)
+    return {"tasks": tasks_path(namespace), "jobs": jobs_path(namespace), "pods": pods_path(namespace),
+            "leases": leases_path(namespace)}
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
@@ -77,7 +70,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
                                "cpu": round(operator.cpu() - cpu0, 2)}
         for kind, path in kinds.items():
             try:
-                row[kind] = count(api, path)
+                row[kind] = api.count(path)
             except Exception:  # noqa: BLE001 - a missed sample, not a failed run
                 row[kind] = None
         row["finished"] = operator.metric("cronoq_tasks_total")
@@ -94,7 +87,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
             stop.wait(max(0.0, every - (time.monotonic() - started)))
 
     thread = threading.Thread(target=sampler, daemon=True)
-    load_before, cluster_cpu = load_average(), ctx.cluster.component_cpu()
+    load_before = load_average()
     peak = PeakRss(operator.pid, interval=1.0).start()
     thread.start()
     log(f"soak: {n} tasks at {rate:.2f}/s (ttlAfterFinished {ttl:g}s, jobRetention {job_retention:g}s), "
@@ -112,7 +105,6 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
     thread.join()
     sample()
     rss_peak = peak.stop()
-    cluster_cpu = {k: round(v - cluster_cpu.get(k, 0.0), 2) for k, v in ctx.cluster.component_cpu().items()}
     operator.stop()
 
     actual_rate = len(sub.sent) / (sub.finished - sub.started) if sub.finished > sub.started else rate
@@ -120,9 +112,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
     per_second = slope([(s["t"], s["rss"] / 2**20) for s in stream])
     per_1000 = per_second / actual_rate * 1000 if per_second is not None and actual_rate else None
     running = 5.0  # seconds a task spends between submission and finishing, roughly (dispatch + pod)
-    from bench.fill import operator_creates_leases  # kwok pods renew no Lease; only an operator that writes them
-    expected = {"tasks": actual_rate * (ttl + running),
-                "leases": actual_rate * (ttl + running) if operator_creates_leases() else 0.0,
+    expected = {"tasks": actual_rate * (ttl + running), "leases": 0.0,
                 "jobs": actual_rate * (job_retention + running), "pods": actual_rate * (job_retention + running)}
     peaks = {k: max((s[k] for s in samples if s.get(k) is not None), default=None) for k in KINDS}
     last = samples[-1]
@@ -135,7 +125,7 @@ def soak(ctx: Context, n: int, rate: float, *, ttl: float = TTL_AFTER_FINISHED, 
         "rss_first": samples[0]["rss"], "rss_end_of_stream": stream[-1]["rss"] if stream else None,
         "rss_peak": rss_peak, "peak_objects": peaks, "expected_objects": expected,
         "finished": last.get("finished"), "deleted": last.get("deleted"), "left": {k: last.get(k) for k in KINDS},
-        "operator_cpu_seconds": last["cpu"], "cluster_cpu_seconds": cluster_cpu,
+        "operator_cpu_seconds": last["cpu"],
         "load_average": {"before": load_before, "after": load_average()},
     }
     log(f"soak n={n}: RSS slope {_f(per_1000)} MiB/1000 tasks, peak {peaks} vs expected "

@@ -103,17 +103,14 @@ def judge(results: dict[str, Any]) -> list[Verdict]:
                            _at_scale(s is not None and s < 2, soak["n"] >= 5000)))
     fo = results.get("failover")
     if fo:
-        if not fo.get("available"):
-            out.append(Verdict("failover < 20s", f"not available: {fo.get('reason')}", None))
-        else:
-            worst = fo.get("max_seconds")
-            out.append(Verdict("failover < 20s (SIGKILL → next Job by the new leader)",
-                               f"max {worst:.1f}s over {len(fo['rounds'])} rounds" if worst is not None
-                               else fo.get("error", "no Job after the kill"), worst is not None and worst < 20))
-            term = fo.get("sigterm_max_seconds")
-            if term is not None:
-                out.append(Verdict("failover < 3s (SIGTERM, a rolling upgrade → next Job by the new leader)",
-                                   f"max {term:.2f}s", term < 3))
+        worst = fo.get("max_seconds")
+        out.append(Verdict("failover < 20s (SIGKILL → next Job by the new leader)",
+                           f"max {worst:.1f}s over {len(fo.get('rounds', []))} rounds" if worst is not None
+                           else fo.get("error", "no Job after the kill"), worst is not None and worst < 20))
+        term = fo.get("sigterm_max_seconds")
+        if term is not None:
+            out.append(Verdict("failover < 3s (SIGTERM, a rolling upgrade → next Job by the new leader)",
+                               f"max {term:.2f}s", term < 3))
     bl = results.get("backlog")
     if bl:
         first = bl["probes"][0]

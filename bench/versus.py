@@ -18,7 +18,7 @@ from typing import Any, Callable
 from bench import peers, workload
 from bench.audit import AuditLog, breakdown
 from bench.cluster import OPERATOR_USER, log
-from bench.kubeapi import ApiError, jobs_path, workflows_path
+from bench.kubeapi import jobs_path, workflows_path
 from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
@@ -48,21 +48,13 @@ class Peers:
             out.versions["kueue"] = peers.version("kueue", peers.KUEUE_MODULE)
             crds = peers.module_dir("kueue", peers.KUEUE_MODULE) / "config" / "components" / "crd" / "bases"
             peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
-            _ensure(cluster.api, "/api/v1/namespaces", {"metadata": {"name": peers.KUEUE_NAMESPACE}})
+            cluster.api.ensure("/api/v1/namespaces", {"metadata": {"name": peers.KUEUE_NAMESPACE}})
         if "argo" in which:
             out.argo = peers.build("argo")
             out.versions["argo"] = peers.version("argo", peers.ARGO_MODULE)
             crds = peers.module_dir("argo", peers.ARGO_MODULE) / "manifests" / "base" / "crds" / "minimal"
             peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
         return out
-
-
-def _ensure(api, path: str, body: dict[str, Any]) -> None:
-    try:
-        api.request("POST", path, body)
-    except ApiError as err:
-        if err.status != 409:
-            raise
 
 
 def _measure(ctx: Context, *, system: str, label: str, n: int, ns: str, controller: peers.PeerProcess, path: str,
@@ -137,7 +129,7 @@ def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
     WorkloadPriorityClass of value 1000, submitted when the backlog is in and when 1/3 and 2/3 have
     finished (as cronoq's backlog scenario). Probe latency: create → the Job started (admitted)."""
     ns, queue = ctx.cluster.namespace(f"bench-kueue-backlog-{n}"), f"bench-backlog-{n}"
-    _ensure(ctx.cluster.api, *peers.kueue_priority_class(PROBE_CLASS, PROBE_PRIORITY))
+    ctx.cluster.api.ensure(*peers.kueue_priority_class(PROBE_CLASS, PROBE_PRIORITY))
     jobs = [peers.kueue_job(workload.bare_job(name, ns), queue) for name in workload.names("k", n)]
     probes = [peers.kueue_job(workload.bare_job(f"probe-{i}", ns), queue, PROBE_CLASS) for i in range(3)]
     api = ctx.cluster.api
@@ -184,7 +176,7 @@ class _kueue_running:
     def __enter__(self) -> peers.PeerProcess:
         api = self.ctx.cluster.api
         for path, body in peers.kueue_queues(self.queue, self.ns, self.quota):
-            _ensure(api, path, body)
+            api.ensure(path, body)
         assert self.bins.kueue is not None
         self.controller = peers.start_kueue(self.bins.kueue, self.ctx.cluster.operator_kubeconfig, self.ctx.work)
         peers.wait_for(lambda: _cq_active(api, self.queue) or not self.controller.alive(), 180,
@@ -228,9 +220,6 @@ def argo(ctx: Context, bins: Peers, n: int, rate: float | None = None, label: st
                           path=workflows_path(ns), objects=flows, rate=rate, until=f"workflows={n}", workflows=True,
                           milestones=_workflow_milestones)
         result["version"] = bins.versions["argo"]
-        seen = _read_observation(ctx, ns)
-        result["other_terminal"] = {p: sum(1 for w in seen["workflows"].values() if w.get("terminal") == p)
-                                    for p in ("Failed", "Error")}
     finally:
         controller.stop()
     ctx.cluster.delete_namespace(ns)

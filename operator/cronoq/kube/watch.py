@@ -1,9 +1,13 @@
 """LIST then WATCH of one kind of object, as plain dicts handed to a callback, with nothing kept
 per object: the caller keeps the facts it decides on, and nothing else.
 
-Why not a framework: kopf gave every object of every watched kind its own worker, state and
-body copies, which cost most of the operator's CPU per task and most of its memory over
-thousands of finished objects, for watches whose events cronoq only turns into a few facts.
+Why not kopf (README, "Why not kopf"): cronoq only turns each event into a few facts, and kopf
+hands each event to a worker task of its object, detects causes, wraps the body and keeps a
+record of every object it has seen. Measured with the same operator fed by kopf 1.45.2's event
+handlers in place of these loops (bench/kopf_ab.py, 2026-12-06, operator/ of 52212aa, 2 shared
+vCPUs, 3 rounds each, medians): 1.96x the operator's CPU per task in bursts of 1,000 (18.3 against
+9.3 ms; the watch layer's py-spy samples about 6x), 1.96x its RSS at rest over 10,000 finished
+Tasks with their Jobs and pods (226 against 115 MiB), the same 4.02 writes per task.
 
 Each watch is a coroutine on the event loop, over the operator's one HTTP stack (kube/session.py,
 aiohttp, shared with the writes and the leader Lease): no thread of its own, no hand-off to the
