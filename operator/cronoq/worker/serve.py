@@ -305,7 +305,7 @@ class Worker:
                         self._on_task(event["object"], deleted=event["type"] == "DELETED")
             except Exception as err:  # noqa: BLE001 - the watch is for ever; a gone version lists again
                 if not self._done.is_set():
-                    wait = backoff.wait(err)
+                    wait = backoff.wait(retry_after(err))
                     log.warning("watching tasks failed (%s); again in %.1fs", err, wait)
                     self._done.wait(wait)
 
