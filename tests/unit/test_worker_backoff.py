@@ -1,10 +1,22 @@
-"""A pull worker's retries after a failure (worker/backoff.py, issue 42): longer each time, with
-jitter, capped, and never sooner than the API server's Retry-After."""
+"""A pull worker under throttling (worker/backoff.py, issue 42): its retries wait longer each time,
+with jitter, capped, and never less than the API server's Retry-After; its Leases' renewals and
+its reports back off too, but only as long as their lease can afford it; and its own Lease goes
+first."""
 from __future__ import annotations
+
+import sys
+import threading
+import time
 
 from kubernetes.client.rest import ApiException
 
-from cronoq.worker.backoff import Backoff, retry_after
+from cronoq.worker.backoff import GAP, Backoff, retry_after
+from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Renewal
+from cronoq.worker.report import Report
+from cronoq.worker.runner import Context
+from cronoq.worker.serve import Running, Worker
+
+OK, FAIL = Renewal.ok(), Renewal.failed("503 Service Unavailable")
 
 
 def refused(status: int, retry: str | None = None) -> ApiException:
@@ -25,9 +37,160 @@ def test_waits_grow_with_jitter_up_to_a_cap_and_start_over_after_a_success() -> 
 
 def test_the_servers_retry_after_is_honoured_on_429_and_5xx_only() -> None:
     backoff = Backoff(rng=lambda: 0.0)
-    assert backoff.wait(refused(429, "7")) == 7.0
-    assert backoff.wait(refused(503, "2")) == 2.0 and backoff.wait(refused(503, "0")) == 1.0, "then the backoff's own"
+    assert backoff.wait(retry_after(refused(429, "7"))) == 7.0
+    assert backoff.wait(retry_after(refused(503, "2"))) == 2.0
+    assert backoff.wait(retry_after(refused(503, "0"))) == 1.0, "then the backoff's own"
+    assert Backoff(rng=lambda: 0.999999).wait(8) > 11.99, "spread over [asked, 1.5 × asked]: all were told the same"
     assert retry_after(refused(429, "7")) == 7.0 and retry_after(refused(500, "3")) == 3.0
     assert retry_after(refused(404, "7")) is None, "not a refusal to retry later"
     assert retry_after(refused(429)) is None and retry_after(refused(429, "Wed, 21 Oct 2015 07:28:00 GMT")) is None
     assert retry_after(OSError("connection reset")) is None
+
+
+# --- Lease renewals: back off, but never past the lease's last chance ----------------------------------
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0, "the keeper must not spin"
+        self.now += seconds
+
+
+def keep(ttl: float, *answers: Renewal) -> tuple[str | None, list[float]]:
+    """A keeper backing off with the lowest jitter, renewing from a script; (why it ended, sent at)."""
+    clock, left, sent = Clock(), list(answers), []
+    keeper: LeaseKeeper
+
+    def renew(timeout: float) -> Renewal:
+        sent.append(round(clock.now, 3))
+        if len(left) == 1:
+            keeper.stop()
+        return left.pop(0)
+
+    keeper = LeaseKeeper(ttl, renew, clock=clock, wait=clock.sleep, backoff=Backoff(rng=lambda: 0.0))
+    return keeper.run(), sent
+
+
+def test_a_refused_renewal_is_retried_sooner_than_the_next_tick_so_two_refusals_do_not_lapse_the_lease() -> None:
+    # Without a backoff the tries are 0, 1, 2 and the lease lapses at 3 (test_worker_lease.py).
+    why, sent = keep(3, OK, FAIL, FAIL, OK, OK)
+    assert why is None
+    assert sent == [0, 1, 1.25, 1.75, 2.75], "0.25, then 0.5 later; renewed, the ticks resume"
+
+
+def test_the_servers_retry_after_is_waited_as_long_as_the_lease_can_afford_it() -> None:
+    why, sent = keep(30, OK, Renewal.failed("429", retry_after=3), OK, OK)
+    assert sent == [0, 10, 13, 23], "3 s asked, 19.5 s left before the last chance: waited"
+    asked_too_much = Renewal.failed("429", retry_after=50)
+    why, sent = keep(30, OK, *[asked_too_much] * 6, OK)
+    assert sent == [0, 10, 14.875, 18.531, 21.273, 23.33, 24.873, 26.029], \
+        "a quarter (with no jitter) of what is left before the last chance, LAST_TRY before the deadline"
+    assert why is None and LAST_TRY == 0.5
+
+
+def test_a_lease_refused_to_the_end_lapses_at_its_deadline_without_a_storm() -> None:
+    why, sent = keep(30, OK, *[FAIL] * 20)
+    assert why is not None and why.startswith("no successful renewal for 30s")
+    assert sent == [0, 10, 10.25, 10.75, 11.75, 13.75, 17.688, 20.641, 22.855, 24.517, 25.762, 26.762, 27.762,
+                    28.762], "each wait twice the last while the lease affords it, then a quarter of what is left " \
+                             "(with no jitter), GAP apart: 13 tries in the 20 s before it lapses, not 20"
+    assert GAP == 1
+
+
+# --- The worker: its own Lease first -------------------------------------------------------------------
+
+def worker() -> Worker:
+    return Worker("mail", lambda ctx: None, concurrency=1, namespace="jobs", name="w-1", ttl=3.0, grace=1.0,
+                  kubeconfig=None, coordination=object(), custom=object())
+
+
+class Own:
+    """The worker's own Lease: refused until told otherwise."""
+
+    def __init__(self) -> None:
+        self.result = FAIL
+
+    def renew(self, timeout: float) -> Renewal:
+        return self.result
+
+
+def running(w: Worker, lease: object, ttl: float = 10.0) -> Running:
+    context = Context(id="uid", name="t", namespace="jobs", attempt=1, payload=None, lease_name="t-a1.w-1",
+                      lease_id="lid", lease_ttl=ttl, worker=w.name)
+    return Running(context, threading.Event(), None, lease, alive_until=time.monotonic() + ttl)  # type: ignore[arg-type]
+
+
+def test_while_its_own_lease_is_refused_a_workers_attempt_renewals_hold_back() -> None:
+    w, own, sent = worker(), Own(), []
+
+    class Lease:
+        def renew(self, timeout: float) -> Renewal:
+            sent.append(timeout)
+            return OK
+
+    run = running(w, Lease())
+    w._own_renewed.set()  # announced
+    renew_own = w._renew_own(own)  # type: ignore[arg-type]
+    assert w._renew_attempt(run, 2.0) == OK and len(sent) == 1, "nothing held back while the own Lease renews"
+    assert run.alive_until > time.monotonic() + 9, "renewed: good for a TTL from then"
+
+    assert renew_own(1.0) == FAIL
+    started = time.monotonic()
+    thread = threading.Thread(target=w._renew_attempt, args=(run, 5.0))
+    thread.start()
+    time.sleep(0.3)
+    assert len(sent) == 1, "held back behind the worker's own Lease"
+    own.result = OK
+    assert renew_own(1.0) == OK
+    thread.join(2)
+    assert len(sent) == 2 and time.monotonic() - started < 1.5 and 4.0 <= sent[1] <= 5.0
+
+    own.result = FAIL
+    renew_own(1.0)
+    started = time.monotonic()
+    assert w._renew_attempt(run, 1.0) == OK
+    assert 0.4 <= time.monotonic() - started < 1.0 and sent[2] == MIN_REQUEST_TIMEOUT, \
+        "held back for all but the time a renewal needs, never past the attempt's own lease"
+
+
+def test_a_refused_report_is_tried_again_before_its_attempts_lease_lapses() -> None:
+    w, tries = worker(), []
+
+    class Coordination:
+        def create_namespaced_lease(self, namespace: str, body: dict, _request_timeout: float = 0) -> None:
+            tries.append(time.monotonic())
+            if len(tries) < 3:
+                raise refused(429, "30")  # the server asks for more than the lease has left
+
+    w.coordination = Coordination()
+    w._own_renewed.set()
+    run = running(w, KubeLease("jobs", "t-a1.w-1", "lid", api=w.coordination), ttl=4.0)
+    assert w._write_report(run, Report("success")) is True
+    gaps = [b - a for a, b in zip(tries, tries[1:])]
+    assert len(gaps) == 2 and all(gap >= GAP for gap in gaps) and sum(gaps) < 4 - LAST_TRY, \
+        f"not 30 s later: twice, GAP apart, in the 3.5 s its lease has left before its last chance: {gaps}"
+
+
+def test_a_worker_started_under_throttling_announces_itself_after_backing_off(monkeypatch) -> None:
+    w, tries = worker(), []
+
+    class Coordination:
+        def create_namespaced_lease(self, namespace: str, body: dict, _request_timeout: float = 0) -> None:
+            tries.append(time.monotonic())
+            if len(tries) < 3:
+                raise refused(429, "0.2")
+
+    w.coordination = Coordination()
+    monkeypatch.setattr(sys.modules[Worker.__module__], "Backoff", lambda: Backoff(first=0.01))
+    assert w._announce() is True and w._own_renewed.is_set()
+    assert len(tries) == 3 and all(b - a >= 0.2 for a, b in zip(tries, tries[1:])), "Retry-After honoured"
+
+    w, tries = worker(), []
+    w.coordination = Coordination()
+    w._stop.set()
+    assert w._announce() is False and tries == [], "told to stop first: never announced"

@@ -1,8 +1,9 @@
 """How a pull worker waits before it asks the API server again after a failure: exponentially
 longer each time, with jitter (a fleet throttled at once must not come back at once), and never
 sooner than the server's own `Retry-After` (API Priority and Fairness answers 429 with one; a 503
-may carry one too). Its own Lease is not paced by this: it is renewed on its own schedule
-(`lease.Schedule`), so throttling never makes a healthy worker look dead."""
+may carry one too), with jitter on top of it too: every client it refused is told the same. What
+must land before a lease lapses (its renewals, an attempt's report) waits for the server only as
+long as the lease can afford (`Backoff.until`)."""
 from __future__ import annotations
 
 import random
@@ -12,22 +13,36 @@ FIRST = 0.5
 """Seconds before the first retry (half to all of it, with jitter)."""
 MOST = 30.0
 """Seconds a retry never waits longer than (unless the server asks for more)."""
+GAP = 1.0
+"""Seconds between two tries of a write that must land in time, however close its last chance."""
 
 
 class Backoff:
-    """`wait(err)` after each failure, `reset()` after a success."""
+    """`wait(retry_after(err))` (or `until(...)`) after each failure, `reset()` after a success."""
 
     def __init__(self, first: float = FIRST, most: float = MOST, rng: Callable[[], float] = random.random) -> None:
         self.first, self.most, self.rng = first, most, rng
         self.failures = 0
 
-    def wait(self, err: BaseException | None = None) -> float:
+    def wait(self, asked: float | None = None) -> float:
         """Seconds to wait before the next try: in [d/2, d] for d = first × 2^failures (at most
-        `most`), or the server's Retry-After when that is longer."""
+        `most`), or, when the server `asked` (its Retry-After) for longer, in [asked, 1.5 × asked]."""
         ceiling = min(self.first * 2 ** min(self.failures, 32), self.most)
         self.failures += 1
         delay = ceiling * (0.5 + self.rng() / 2)
-        return max(delay, retry_after(err) or 0.0)
+        return max(delay, (asked or 0.0) * (1 + self.rng() / 2))
+
+    def until(self, now: float, asked: float | None, last: float) -> float:
+        """When to try again a write that must land by `last` (its lease's last chance): after
+        `wait(asked)`, but no later than a quarter to a half of the time left before `last` (and
+        no sooner than GAP), so it gets several more tries, not one or two, before its lease
+        lapses: a lapsed lease costs a rerun of the attempt, or a worker presumed dead, more than
+        a few requests sooner than the server asked. Less than GAP before `last`, or past it,
+        after `wait(asked)`: too late to hurry."""
+        wait, left = self.wait(asked), last - now
+        if left < GAP:
+            return now + wait
+        return now + min(wait, max(GAP, left * (1 + self.rng()) / 4))
 
     def reset(self) -> None:
         self.failures = 0

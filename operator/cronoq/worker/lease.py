@@ -7,7 +7,10 @@ Lease another attempt has taken over; the operator only watches renewTime change
 Self-fencing: when a newer attempt may already be running, this one must stop. That is the
 case at once when the Lease names another holder or is gone (404), and when no renewal has
 succeeded for a whole TTL (measured on the monotonic clock from when the last successful
-renewal was sent; the first is sent at start). A failed renewal is retried at the next tick.
+renewal was sent; the first is sent at start). A failed renewal is retried at the next tick; a
+keeper given a `Backoff` (a pull worker's) retries it sooner, after the backoff's jittered wait and
+not before the server's Retry-After as long as the lease can afford it, else after a part of the
+time left before the deadline: two refusals in a row at the ticks would otherwise lapse the lease.
 
 `Schedule` holds those decisions with the clock passed in; `LeaseKeeper` runs them in a loop
 (on a background thread for the SDK, in the foreground for the sidecar); `KubeLease` is the
@@ -22,9 +25,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from cronoq.pod_protocol import Owner, lease_body
+from cronoq.worker.backoff import Backoff, retry_after
 
 MIN_REQUEST_TIMEOUT = 0.5
 """Seconds a renewal request may always take, however close the deadline."""
+LAST_TRY = MIN_REQUEST_TIMEOUT
+"""Seconds before its lease lapses that a write is last sent (what a request may always take)."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +41,16 @@ class Renewal:
     lost: bool = False
     """The Lease names another holder or is gone: fence now, retrying cannot help."""
     detail: str = ""
+    retry_after: float | None = None
+    """Seconds the API server asked to wait before trying again (Retry-After of a 429 or 5xx)."""
 
     @classmethod
     def ok(cls) -> Renewal:
         return cls(True)
 
     @classmethod
-    def failed(cls, detail: str) -> Renewal:
-        return cls(False, False, detail)
+    def failed(cls, detail: str, retry_after: float | None = None) -> Renewal:
+        return cls(False, False, detail, retry_after)
 
     @classmethod
     def gone(cls, detail: str) -> Renewal:
@@ -91,13 +99,17 @@ class LeaseKeeper:
 
     `renew(timeout)` makes one renewal and returns a `Renewal` (it must not raise). `clock` is
     monotonic seconds; `wait(seconds)` (called with the keeper's lock held) defaults to waiting
-    on the keeper's condition, so that `stop()` and `renew_now()` wake it.
+    on the keeper's condition, so that `stop()` and `renew_now()` wake it. With a `backoff`, a
+    failed renewal is retried after the backoff's wait (at least the server's Retry-After) instead
+    of at the next tick, but sooner when the lease cannot afford to wait that long
+    (`Backoff.until`, with its last chance `LAST_TRY` seconds before the deadline).
     """
 
     def __init__(self, ttl: float, renew: Callable[[float], Renewal], *, clock: Callable[[], float] = time.monotonic,
-                 wait: Callable[[float], Any] | None = None) -> None:
+                 wait: Callable[[float], Any] | None = None, backoff: Backoff | None = None) -> None:
         self.ttl = ttl
         self._renew = renew
+        self._backoff = backoff
         self._clock = clock
         self._cond = threading.Condition()
         self._wait = wait or self._cond.wait
@@ -120,14 +132,16 @@ class LeaseKeeper:
                 self._cond.notify_all()
 
     def _loop(self, schedule: Schedule) -> str | None:
+        retry_at: float | None = None  # backing off after a failure: the next try, instead of the next tick
         while not self._stopping:
             now = self._clock()
             if schedule.expired(now):
                 why = f"no successful renewal for {self.ttl:g}s (the lease TTL)"
                 return why + (f"; last error: {self.last_error}" if self.last_error else "")
             ticket = self._requested
-            if not (schedule.due(now) or ticket > self._served):
-                self._wait(schedule.wait(now))
+            due = schedule.due(now) if retry_at is None else now >= retry_at
+            if not (due or ticket > self._served):
+                self._wait(schedule.wait(now) if retry_at is None else min(retry_at, schedule.deadline) - now)
                 continue
             timeout = schedule.request_timeout(now)
             self._cond.release()  # stop() and renew_now() must not wait for the API server
@@ -142,11 +156,23 @@ class LeaseKeeper:
                 schedule.renewed(now)
                 self.renewals += 1
                 self._renewed = ticket
+                retry_at = None
+                if self._backoff is not None:
+                    self._backoff.reset()
             else:
                 schedule.failed(now)
                 self.last_error = result.detail
+                if self._backoff is not None:
+                    retry_at = self._retry_at(schedule, result)
             self._cond.notify_all()
         return None
+
+    def _retry_at(self, schedule: Schedule, result: Renewal) -> float:
+        """When to try again after a failed renewal: after the backoff (at least the server's
+        Retry-After) as long as the lease can afford it, else sooner (`Backoff.until`)."""
+        assert self._backoff is not None
+        now = self._clock()
+        return self._backoff.until(now, result.retry_after, schedule.deadline - LAST_TRY)
 
     def stop(self) -> None:
         with self._cond:
@@ -226,7 +252,8 @@ class KubeLease:
             if err.status == 422:  # the holderIdentity test failed
                 return Renewal.gone(f"the Lease {self.namespace}/{self.name} is no longer held by {self.holder} "
                                     f"(another attempt took over)")
-            return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {err.status} {err.reason}")
+            return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {err.status} {err.reason}",
+                                  retry_after(err))
         except Exception as err:  # network, TLS, credentials: retried at the next tick
             return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {_cause(err)}")
         self._held = True
@@ -244,7 +271,8 @@ class KubeLease:
         except ApiException as err:
             if err.status == 409:  # created meanwhile (an earlier try whose answer was lost): renew it
                 return Renewal.failed("the Lease was created meanwhile; renewing it at the next tick")
-            return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {err.status} {err.reason}")
+            return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {err.status} {err.reason}",
+                                  retry_after(err))
         except Exception as err:
             return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {_cause(err)}")
         self._held = True

@@ -14,6 +14,13 @@ The operator decides and fences, the worker only runs and reports:
   renewed every TTL/3; while it lapses the operator hands it nothing, and the attempts it was
   running end as LeaseExpired and are retried. A worker that cannot renew it for a whole TTL
   (cut off from the API server) stops every handler and exits (code 3), as a pod's SDK fences;
+- throttled (429 from API Priority and Fairness, 5xx), every request it makes (its announcement
+  too) backs off with jitter and comes back no sooner than the server's Retry-After
+  (worker/backoff.py), but what must land before a lease lapses (a renewal, a report) waits only
+  as long as that lease can afford; and its own Lease goes first: while its renewal is being
+  refused, the worker's other requests (its attempts' renewals, its reports, its watch) hold
+  back, for they share its flow at the API server and are worth nothing once the worker is
+  presumed dead;
 - it watches its pool's Running Tasks and starts an attempt when the status names it as the
   attempt's worker (the status is written before: attempt numbers never repeat);
 - it heartbeats each attempt on the attempt's Lease (created at TTL/3, renewed every TTL/3) and
@@ -49,6 +56,7 @@ import traceback
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, NoReturn
 
 from cronoq.pod_protocol import (
@@ -58,7 +66,9 @@ from cronoq.pod_protocol.durations import parse as parse_duration
 from cronoq.pod_protocol import report
 from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.errors import Permanent, Retryable
-from cronoq.worker.lease import KubeLease, LeaseKeeper, api_client, renew_time
+from cronoq.worker.lease import (
+    LAST_TRY, MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Renewal, api_client, renew_time,
+)
 from cronoq.pod_protocol.report import Report
 from cronoq.worker.report import encode_output
 from cronoq.worker.runner import Context
@@ -126,6 +136,9 @@ class Running:
     claimed: bool = False
     """Someone reports it (its handler's thread, or a drain that gave up on it); only one may."""
     reported: threading.Event = field(default_factory=threading.Event)
+    alive_until: float = 0.0
+    """When the attempt's lease lapses as far as this worker knows (monotonic): a TTL after it was
+    handed over, or after its last successful renewal was sent. Its report must land before."""
 
 
 @dataclass
@@ -154,6 +167,8 @@ class Worker:
     settling: set[tuple[str, int]] = field(default_factory=set)
     """Attempts reported while draining whose outcome the operator has not yet been seen to record."""
     _lost: str | None = None
+    _own_renewed: threading.Event = field(default_factory=threading.Event)
+    """Clear while the worker's own Lease renewal is being refused: its other requests hold back."""
     _last_start: float = 0.0
     _pool_ttl: tuple[float, float] = (0.0, DEFAULT_LEASE_TTL)
     """(when read, the pool's leaseTTL in seconds)."""
@@ -170,10 +185,11 @@ class Worker:
     # ------------------------------------------------------------------ life
 
     def run(self) -> int:
-        self._announce()
+        if not self._announce():
+            return 0  # told to stop before the API server let it in
         own = KubeLease(self.namespace, self.name, self.name, api=self.coordination)
         own._held = True  # created just now: from here a missing Lease means it was taken from us
-        keeper = LeaseKeeper(self.ttl, own.renew)
+        keeper = LeaseKeeper(self.ttl, self._renew_own(own), backoff=Backoff())
         renewing = keeper.start(self._fence)
         watcher = threading.Thread(target=self._watch, name="cronoq-worker-watch", daemon=True)
         watcher.start()
@@ -255,11 +271,59 @@ class Worker:
             log.warning("could not say the worker drains: %s", err)
         self._stop.set()
 
-    def _announce(self) -> None:
-        body = worker_lease_body(self.namespace, self.name, self.pool, self.concurrency, self.ttl)
-        now = renew_time()
-        body["spec"].update(acquireTime=now, renewTime=now)
-        self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
+    def _announce(self) -> bool:
+        """Create the worker's Lease, backing off while the API server refuses or cannot be reached
+        (a fleet started under throttling must not die of its first 429). False if told to stop."""
+        from kubernetes.client.rest import ApiException
+
+        backoff = Backoff()
+        while not self._stop.is_set():
+            body = worker_lease_body(self.namespace, self.name, self.pool, self.concurrency, self.ttl)
+            now = renew_time()
+            body["spec"].update(acquireTime=now, renewTime=now)
+            try:
+                self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
+                break
+            except ApiException as err:
+                if err.status == 409 and backoff.failures:  # an earlier try landed; renewals check it is ours
+                    break
+                if err.status != 429 and err.status < 500:
+                    raise
+                problem: Exception = err
+            except Exception as err:  # noqa: BLE001 - network: try again
+                problem = err
+            wait = backoff.wait(retry_after(problem))
+            log.warning("announcing the worker failed (%s); again in %.1fs", _brief(problem), wait)
+            self._stop.wait(wait)
+        self._own_renewed.set()
+        return not self._stop.is_set()
+
+    def _renew_own(self, own: KubeLease) -> Callable[[float], Renewal]:
+        """The worker's own renewal, which tells the worker's other requests when to hold back."""
+        def renew(timeout: float) -> Renewal:
+            result = own.renew(timeout)
+            if result.renewed:
+                self._own_renewed.set()
+            else:
+                self._own_renewed.clear()
+            return result
+        return renew
+
+    def _own_first(self, budget: float) -> None:
+        """Hold a request back while the worker's own Lease renewal is being refused, for at most
+        `budget` seconds: its own Lease is what keeps every attempt it runs alive."""
+        if budget > 0:
+            self._own_renewed.wait(budget)
+
+    def _renew_attempt(self, run: Running, timeout: float) -> Renewal:
+        """An attempt's renewal, held back by `_own_first` for all but what the request needs."""
+        held = time.monotonic()
+        self._own_first(timeout - MIN_REQUEST_TIMEOUT)
+        sent = time.monotonic()
+        result = run.lease.renew(max(timeout - (sent - held), MIN_REQUEST_TIMEOUT))
+        if result.renewed:
+            run.alive_until = sent + run.context.lease_ttl
+        return result
 
     def _fence(self, why: str) -> None:
         self._lost = why
@@ -280,6 +344,7 @@ class Worker:
         selector = f"status.worker={self.name}"
         backoff = Backoff()
         while not self._done.is_set():
+            self._own_first(self.ttl)
             try:
                 try:
                     listing = self.custom.list_namespaced_custom_object(
@@ -291,7 +356,6 @@ class Worker:
                                 "watching every Running task of pool %s instead", self.pool)
                     selector = f"spec.pool={self.pool},status.phase=Running"
                     continue
-                backoff.reset()
                 items = listing.get("items", [])
                 for task in items:
                     self._on_task(task, deleted=False)
@@ -302,14 +366,16 @@ class Worker:
                     field_selector=selector, resource_version=version, timeout_seconds=60,
                     allow_watch_bookmarks=True, _request_timeout=75)
                 for event in stream:
+                    backoff.reset()  # watching again (a refused watch raises before its first event)
                     if self._done.is_set():
                         return
                     if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                         self._on_task(event["object"], deleted=event["type"] == "DELETED")
+                backoff.reset()
             except Exception as err:  # noqa: BLE001 - the watch is for ever; a gone version lists again
                 if not self._done.is_set():
-                    wait = backoff.wait(err)
-                    log.warning("watching tasks failed (%s); again in %.1fs", err, wait)
+                    wait = backoff.wait(retry_after(err))
+                    log.warning("watching tasks failed (%s); again in %.1fs", _brief(err), wait)
                     self._done.wait(wait)
 
     def _gone_from(self, listing: list[dict[str, Any]]) -> None:
@@ -360,10 +426,11 @@ class Worker:
                           payload=spec.get("payload"), lease_name=lease_name, lease_id=attempt.get("leaseId", ""), lease_ttl=ttl, worker=self.name)
         lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(meta["name"], meta["uid"], number),
                           ttl=ttl, worker=self.name, pool=self.pool, api=self.coordination)
-        keeper = LeaseKeeper(ttl, lease.renew) if ttl > 0 else None
+        keeper = (LeaseKeeper(ttl, lambda timeout: self._renew_attempt(run, timeout), backoff=Backoff())
+                  if ttl > 0 else None)
         aborted = threading.Event()
         context = replace(context, _keeper=keeper, _aborted=aborted)
-        run = Running(context, aborted, keeper, lease)
+        run = Running(context, aborted, keeper, lease, alive_until=_lapses_at(attempt, ttl))
         self.running[(meta["uid"], number)] = run
         handler = self._handler_for(meta.get("labels") or {})
         self.pool_runner.submit(self._attempt, run, handler)
@@ -466,8 +533,9 @@ class Worker:
 
         context, text = run.context, result.encode().decode()
         deadline = time.monotonic() + max(run.context.lease_ttl, self.ttl)
-        delay = 0.2
+        backoff = Backoff(first=0.2, most=5.0)
         while True:
+            self._own_first((min(deadline, run.alive_until) - time.monotonic()) / 2)
             try:
                 if not run.lease.held:
                     body = lease_body(self.namespace, context.lease_name, context.lease_id,
@@ -499,8 +567,11 @@ class Worker:
             if time.monotonic() >= deadline:
                 log.error("could not report attempt %d of %s: %s", context.attempt, context.name, problem)
                 return False
-            time.sleep(min(max(delay, retry_after(problem) or 0.0), max(deadline - time.monotonic(), 0.0)))
-            delay = min(delay * 2, 5.0)
+            now = time.monotonic()  # back off, as long as the attempt's lease can afford it
+            again = min(backoff.until(now, retry_after(problem), run.alive_until - LAST_TRY), deadline)
+            log.warning("reporting attempt %d of %s failed (%s); again in %.1fs", context.attempt, context.name,
+                        _brief(problem), again - now)
+            time.sleep(max(again - now, 0.0))
 
     # ------------------------------------------------------------------ helpers
 
@@ -535,6 +606,25 @@ class Worker:
             except Exception as err:  # noqa: BLE001 - keep what we knew
                 log.warning("could not read pool %s: %s", self.pool, err)
         return ttl
+
+
+def _lapses_at(attempt: Mapping[str, Any], ttl: float) -> float:
+    """When (monotonic) an attempt's lease lapses unless renewed: a TTL after the operator handed
+    it over (its `dispatchedAt`, on the operator's clock), which may be a while ago when this
+    worker's watch was backing off; a TTL from now when the record does not say."""
+    now = time.monotonic()
+    try:
+        handed = datetime.fromisoformat(str(attempt["dispatchedAt"]).replace("Z", "+00:00"))
+        ago = (datetime.now(timezone.utc) - handed).total_seconds()
+    except (KeyError, ValueError):
+        ago = 0.0
+    return now + ttl - min(max(ago, 0.0), ttl)
+
+
+def _brief(err: BaseException) -> str:
+    """An API error in a line (its status and reason), not its headers and body."""
+    status = getattr(err, "status", None)
+    return f"{status} {getattr(err, 'reason', '')}".strip() if status is not None else _describe(err)
 
 
 def _describe(err: BaseException) -> str:
