@@ -12,7 +12,8 @@ from cronoq.engine import keys
 from tests.unit.builders import make_task
 
 NOW = datetime.now(timezone.utc)
-"""The client judges on its own clock; every time below is far enough from it to be unambiguous."""
+"""The time the client judges at (passed in: a suite can run for half an hour after this module is
+imported, and a task that finished 59 minutes before NOW must still hold a key kept an hour)."""
 
 
 def task(name: str, created_ago: float, phase: str | None = None, *, attempt: int = 0, finished_ago: float | None = None,
@@ -44,7 +45,7 @@ class Tasks(Client):
 
 
 def holder(tasks: list[Task], retention: str = "1h") -> str | None:
-    found = Tasks(tasks, retention).holder_of("k")
+    found = Tasks(tasks, retention).holder_of("k", now=NOW)
     return found.metadata.name if found is not None else None
 
 
@@ -70,7 +71,7 @@ def test_a_finished_task_holds_its_key_for_the_pools_retention() -> None:
 
 def test_the_pool_is_read_only_when_a_finished_task_may_hold_the_key() -> None:
     client = Tasks([task("a", 10, "Running", attempt=1)])
-    client.holder_of("k")
+    client.holder_of("k", now=NOW)
     assert client.pools_read == 0
 
 

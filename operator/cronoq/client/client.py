@@ -228,11 +228,12 @@ class Client:
                 return None
             raise
 
-    def holder_of(self, key: str, pool: str = "default") -> Task | None:
+    def holder_of(self, key: str, pool: str = "default", *, now: datetime | None = None) -> Task | None:
         """The task that holds `key` in `pool`, as the operator judges it (`engine.keys.original`):
         the original a new task with the key would follow or end as a duplicate of; None when the
-        key is free. The pool is read only when a finished task may hold the key (its keyRetention)."""
-        now = datetime.now(timezone.utc)
+        key is free. The pool is read only when a finished task may hold the key (its keyRetention).
+        `now`: the time to judge at (default: this machine's clock)."""
+        now = now or datetime.now(timezone.utc)
         tasks = {t.metadata.name: t for t in self.list(key=key, pool=pool) if t.metadata.deletion_timestamp is None}
         holders = [keys.Holder.of(t, now) for t in tasks.values()]
         retention = DEFAULT_KEY_RETENTION
