@@ -145,3 +145,17 @@ def counter(name: str, **labels: str) -> float:
 
 QUOTA_REFUSAL = ('jobs.batch "a-a1" is forbidden: exceeded quota: tenant-jobs, requested: count/jobs.batch=1, '
                  'used: count/jobs.batch=5, limited: count/jobs.batch=5')
+
+
+class KeeperClock:
+    """Monotonic time that moves only when the keeper waits or a renewal takes time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0, "the keeper must not spin"
+        self.now += seconds

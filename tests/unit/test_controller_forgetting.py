@@ -52,20 +52,6 @@ def foreign_job(name: str) -> dict[str, Any]:
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
 
 
-async def quiet(world: World) -> None:
-    """Run the work queue until nothing is queued or being processed (timers of refused Jobs may wait)."""
-    queue = world.controller.queue
-    worker = asyncio.create_task(queue.run(1, world.controller.process))
-    try:
-        for _ in range(100_000):
-            await asyncio.sleep(0)
-            if len(queue) == 0 and not queue._processing:
-                return
-        raise AssertionError("the work queue never went quiet")
-    finally:
-        worker.cancel()
-
-
 def test_ten_thousand_tasks_created_finished_and_deleted_leave_nothing_behind() -> None:
     """Every tenth task's Job is rejected (422), every tenth refused by a quota (403, and deleted
     while refused), every tenth gets a late report; the rest just succeed."""
@@ -82,24 +68,24 @@ def test_ten_thousand_tasks_created_finished_and_deleted_leave_nothing_behind() 
                 elif i % 10 == 2:
                     writer.refuse[f"{name}-a1"] = Rejected(403, QUOTA_REFUSAL)
                 world.submit(name)
-            await quiet(world)
+            await world.settle()
             for i, name in enumerate(names):
                 if i % 10 not in (1, 2):
                     world.controller.intake.on_pod(None, pod(f"{name}-a1", name, 0))
-            await quiet(world)
+            await world.settle()
             late = [name for i, name in enumerate(names) if i % 10 == 3]
             for name in late:
                 assert writer.tasks[name]["status"]["phase"] == "Succeeded"
                 world.controller.intake.on_job(None, foreign_job(name))
                 world.controller.intake.on_job(None, foreign_job(name))  # a relist: counted once all the same
-            await quiet(world)
+            await world.settle()
             records = store.tasks.values()
             assert sum(bool(r.stale_counted) for r in records) == len(late)
             assert sum(bool(r.refused) for r in records) == BATCH // 10
             assert sum(bool(r.rejected) for r in records) == 0, "a rejected Job's task has failed: done with"
             for name in names:
                 world.controller.intake.on_task("DELETED", task(name))
-            await quiet(world)
+            await world.settle()
             left = mentions(world.controller, {s for n in names for s in (n, f"uid-{n}", f"{n}-a1", f"{n}-a2")})
             assert not left, f"forgotten tasks are still held: {sorted(left)[:10]}"
         assert counter("cronoq_stale_completions_total") - stale_before == TASKS // 10

@@ -16,6 +16,8 @@ from cronoq.worker.report import Report
 from cronoq.worker.runner import Context
 from cronoq.worker.serve import Running, Worker
 
+from tests.unit.fakes import KeeperClock as Clock
+
 OK, FAIL = Renewal.ok(), Renewal.failed("503 Service Unavailable")
 
 
@@ -48,18 +50,6 @@ def test_the_servers_retry_after_is_honoured_on_429_and_5xx_only() -> None:
 
 
 # --- Lease renewals: back off, but never past the lease's last chance ----------------------------------
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0, "the keeper must not spin"
-        self.now += seconds
-
 
 def keep(ttl: float, *answers: Renewal) -> tuple[str | None, list[float]]:
     """A keeper backing off with the lowest jitter, renewing from a script; (why it ended, sent at)."""

@@ -11,26 +11,13 @@ import pytest
 from cronoq.worker.lease import MIN_REQUEST_TIMEOUT, LeaseKeeper, Renewal, Schedule, renew_time
 
 from tests.support.waiting import wait_until
+from tests.unit.fakes import KeeperClock as Clock
 
 OK, LOST = Renewal.ok(), Renewal.gone("the Lease ns/l is gone")
 
 
 def FAIL(detail: str = "503 Service Unavailable") -> Renewal:
     return Renewal.failed(detail)
-
-
-class Clock:
-    """Monotonic time that moves only when the keeper waits or a renewal takes time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0, "the keeper must not spin"
-        self.now += seconds
 
 
 class Script:
