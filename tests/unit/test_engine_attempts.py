@@ -751,6 +751,19 @@ def test_attempt_times_are_the_operators_sightings_within_the_kubelets_seconds()
     assert (attempt.started_at, attempt.finished_at, attempt.duration_ms) == (at(100), at(101), 1000)
 
 
+def test_an_attempt_never_ends_before_it_started() -> None:
+    """A run of 100.15 → 100.6 (the kubelet: 100 → 100), its start seen in time and its end late
+    (a busy operator): the end's second, 100, is before the start's sighting. It is recorded as
+    ending when it started, never before (a negative run was written as 0 ms from an end earlier
+    than its start)."""
+    task = started(make_task().obj())
+    job = attempt_job("t", 1).exited(0, "ok", started=at(100), finished=at(100))
+    seen = replace(job, running_seen_at=at(100.15), ended_seen_at=at(101.1))
+    attempt = run(task, observe(seen, now=at(102))).status.attempts[-1]
+    assert attempt.started_at == at(100.15) and attempt.finished_at >= attempt.started_at
+    assert attempt.duration_ms == 0
+
+
 def test_an_attempt_never_starts_before_it_was_dispatched() -> None:
     """Seen late, the start is the kubelet's second, truncated: 100 for a container the operator
     dispatched at 100.5. Recorded as 100.5, so a dependent's start never precedes what it awaited."""

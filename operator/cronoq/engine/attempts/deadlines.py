@@ -146,6 +146,10 @@ def close(attempt: Attempt, verdict: Verdict, job: AttemptJob | None, now: datet
         # operator saw the container late) would put this start before what it waited for.
         started = max(started, attempt.dispatched_at)
     finished = (job.end_estimate if job else None) or now
+    if started is not None and finished < started:
+        # The end was seen too late to sharpen the kubelet's (truncated) second, the start in time:
+        # 100.15 → "100" would read as an end before the start. It ended after it started.
+        finished = started
     duration = int(max((finished - started).total_seconds(), 0) * 1000) if started else None
     return attempt.model_copy(update={
         "started_at": started, "finished_at": finished, "outcome": verdict.outcome, "exit_code": verdict.exit_code,
