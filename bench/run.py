@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             if "pull" in args.only:
                 row["pull"] = pull(ctx, n)
                 save()
-            for w in args.pull_sweep if n == args.sizes[0] else ():
+            for w in args.pull_sweep if n == args.sizes[0] and "pull" in args.only else ():
                 row.setdefault("pull_sweep", []).append(
                     pull(ctx, n, label=f"w{w}", workers=w, concurrency=max(args.pull_capacity // w, 1)))
                 save()
