@@ -70,6 +70,9 @@ def refused(result, *words: str) -> None:
 BAD = [
     ("priority too high", task(priority=10_000_000), ["spec.priority", "less than or equal to 1000000"]),
     ("priority too low", task(priority=-10_000_000), ["spec.priority", "greater than or equal to -1000000"]),
+    ("group not a label value", task(group="acme corp"), ["spec.group", "should match"]),
+    ("group too long", task(group="t" * 64), ["spec.group", "63"]),
+    ("group cap of 0", pool(groupConcurrency=0), ["spec.groupConcurrency", "greater than or equal to 1"]),
     ("no attempts", task(retry={"maxAttempts": 0}), ["spec.retry.maxAttempts"]),
     ("too many attempts", task(retry={"maxAttempts": 1000}), ["spec.retry.maxAttempts"]),
     ("shrinking backoff", task(retry={"multiplier": 0.5}), ["spec.retry.multiplier"]),
@@ -189,6 +192,7 @@ EDITS = [
     ("new dependency", {"dependsOn": [{"task": "a"}]}, "spec.dependsOn"),
     ("annotations", {"podMetadata": {"annotations": {"a": "c"}}}, "spec.podMetadata"),
     ("new timeout", {"timeout": "10m"}, "spec.timeout"),
+    ("group", {"group": "acme"}, "spec.group"),
 ]
 
 PUSH_BASE = http_task("push")

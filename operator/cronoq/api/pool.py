@@ -55,6 +55,10 @@ class TaskPoolSpec(Model):
 
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
+    group_concurrency: int | None = Field(None, ge=1, le=10_000)
+    """Most attempts one fairness group (a task's `group`; tasks without one form one group) runs at
+    once in the pool (1 to 10000). Unset: a group may use every slot. Whatever the cap, the pool
+    grants slots to groups of equal priority in turn."""
     delivery: Literal["Job", "Workers"] = "Job"
     """How the pool's attempts run: `Job` (default), each attempt a Job and its pod; `Workers`,
     each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),

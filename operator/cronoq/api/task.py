@@ -27,7 +27,7 @@ from cronoq.api.pool import LEASE_TTL_RANGE, JobRetention, LeaseTTL, StartTimeou
 from cronoq.pod_protocol import Terms
 
 from cronoq.api.common import (
-    API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
+    API_VERSION, Conditions, HTTPRequest, LabelValue, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
     TIMEOUT_RANGE, StatusCode, Timeout, Timestamp, rule, validations,
 )
 
@@ -169,6 +169,11 @@ class TaskSpec(PodSettings):
     key: str | None = Field(None, min_length=1, max_length=256)
     """Idempotency key: a task whose key matches a task of the same pool and namespace runs
     nothing and reports that task's outcome (see the pool's keyRetention)."""
+    group: LabelValue | None = Field(None, min_length=1)
+    """Fairness group, e.g. a tenant or customer id (a label value: up to 63 letters, digits, `-`,
+    `_`, `.`). Among queued tasks of one priority, the pool grants its slots to groups in turn, so
+    one group's backlog does not hold back another's; the pool's `groupConcurrency` caps what one
+    group runs at once. Unset: the task is in the pool's one unnamed group."""
     payload: Any = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
     """Any JSON value, handed to the container as the CRONOQ_PAYLOAD environment variable. At
     most 32 KiB of JSON; the operator fails a task with a larger payload (the API server cannot

@@ -25,7 +25,7 @@ from cronoq.client import (
     TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
-from cronoq.engine.admission import Candidate
+from cronoq.engine.admission import Candidate, Queue
 from cronoq.kube.refusal import server_message
 
 RESOURCE = "task.cronoq.io"
@@ -44,6 +44,8 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     s.add_argument("--pool", "-p", help="TaskPool (default: default)")
     s.add_argument("--priority", type=int, help="higher runs first (default 0)")
     s.add_argument("--key", "-k", help="idempotency key: a task holding it is returned instead of a new one")
+    s.add_argument("--group", help="fairness group (a tenant, a customer): groups of one priority take turns "
+                                   "for the pool's slots, and the pool's groupConcurrency caps each")
     s.add_argument("--payload", help="JSON handed to the container as CRONOQ_PAYLOAD")
     s.add_argument("--payload-file", help="file holding the JSON payload")
     s.add_argument("--attempt-timeout", help="each attempt's time limit (spec.timeout), e.g. 10m: "
@@ -329,6 +331,8 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["priority"] = args.priority
     if args.key:
         spec["key"] = args.key
+    if args.group:
+        spec["group"] = args.group
     if args.payload is not None and args.payload_file:
         raise UsageError("give --payload or --payload-file, not both")
     if args.payload is not None or args.payload_file:
@@ -677,18 +681,30 @@ def _why_queued(task: Task, client: Client) -> str:
     running = pool.status.running if pool.status else 0
     if running >= pool.spec.concurrency:
         return f"{place}; pool {name} is full: {running} running of {pool.spec.concurrency}"
+    cap = pool.spec.group_concurrency
+    if cap is not None:
+        group = task.spec.group or ""
+        mine = sum(1 for t in client.list(pool=name, phase="Running") if (t.spec.group or "") == group)
+        if mine >= cap:
+            named = f"group {group}" if group else "the tasks without a group"
+            return f"{place}; {named} has {mine} of {cap} running (pool {name}'s groupConcurrency)"
     return f"{place}; pool {name} runs {running} of {pool.spec.concurrency}: a slot is about to be granted"
 
 
 def _place(task: Task, queued: list[Task]) -> str:
     """`3rd of 7 in pool P's queue (ahead: a, b)`, in the operator's admission order: the
-    highest priority first, then the oldest submission, then the name."""
+    highest priority first, groups of one priority in turn, then the oldest submission, then the
+    name. Which group's turn it is the operator alone knows: with groups, the place is the one a
+    rotation starting now would give."""
     def candidate(t: Task) -> Candidate:
         submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
         return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
-                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc))
+                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc), t.spec.group)
 
-    order = sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)])
+    queue = Queue()
+    for c in sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)]):
+        queue.put(c)
+    order = [c for c in iter(queue.pop, None)]
     at = next(i for i, c in enumerate(order) if c.name == task.metadata.name)
     ahead = [c.name for c in order[:at]]
     shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")

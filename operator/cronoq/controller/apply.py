@@ -170,7 +170,8 @@ class Applier:
         if plan.wants_slot and task is not None:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
             submitted = (task.status.submitted_at if task.status else None) or entry.first_seen
-            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted), self.clock())
+            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted, task.spec.group),
+                            self.clock())
             self.queue.add(("pool", *pool_key))
         else:
             self.slots.unwant(pool_key, key)

@@ -37,7 +37,8 @@ class Intake:
         elif (record := self.store.put_task(raw, self.clock())) is not None:
             fresh = key in self.store.fresh.get((key[0], record.pool), ())  # weighed before its first reconcile
             if fresh and record.task is not None:  # (a fresh task is always a readable one)
-                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, record.first_seen),
+                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, record.first_seen,
+                                                                           record.task.spec.group),
                                 record.first_seen)
                 self.queue.add(("pool", key[0], record.pool))
             self.queue.add(("task", *key))

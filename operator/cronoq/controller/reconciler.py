@@ -165,7 +165,7 @@ class Controller:
             metrics.WORKERS.labels(namespace, name).set(len(room))
             metrics.WORKER_ROOM.labels(namespace, name).set(free)
             capacity = min(capacity, running + free)
-        for key in self.slots.admit(pool_key, capacity, self.clock.now()):
+        for key in self.slots.admit(pool_key, capacity, self.clock.now(), pool.spec.group_concurrency):
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
 
 

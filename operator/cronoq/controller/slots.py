@@ -8,7 +8,7 @@ stopped (`draining`), so `concurrency` also holds while a cancelled container sh
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 
 from cronoq.controller.store import Key, Store
@@ -71,14 +71,16 @@ class Slots:
         """Slots in use: running attempts, and aborted ones whose container may still run."""
         return len(self.store.running.get(pool, ())) + sum(1 for p in self.draining.values() if p == pool)
 
-    def admit(self, pool: Key, concurrency: int, now: datetime) -> list[Key]:
-        """Free drained slots, then grant the pool's free slots to its best waiting tasks; return
-        them, best first."""
+    def admit(self, pool: Key, concurrency: int, now: datetime, group_cap: int | None = None) -> list[Key]:
+        """Free drained slots, then grant the pool's free slots to its best waiting tasks, no group
+        beyond `group_cap` attempts at once (a pool's groupConcurrency); return them, best first."""
         self.release_drained(pool)
         waiting = self.waiting[pool]
         free = concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+        using = self.by_group(pool) if group_cap is not None and free > 0 else None
+        eligible = (lambda group: using[group] < group_cap) if using is not None else None
         granted: list[Key] = []
-        while free > 0 and (candidate := waiting.pop()) is not None:
+        while free > 0 and (candidate := waiting.pop(eligible)) is not None:
             key = candidate.key
             entry = self.store.tasks.get(key)
             if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
@@ -86,4 +88,19 @@ class Slots:
             self.grants[key] = pool
             granted.append(key)
             free -= 1
+            if using is not None:
+                using[candidate.group] += 1
         return granted
+
+    def by_group(self, pool: Key) -> Counter[str]:
+        """Slots in use per fairness group: running attempts, grants, aborted attempts still running.
+        O(concurrency): what runs, never what waits."""
+        holders = [*self.store.running.get(pool, ()), *(k for k, p in self.grants.items() if p == pool)]
+        holders += [(job[0], owner[1]) for job, p in self.draining.items()
+                    if p == pool and (owner := self.store.job_owner.get(job)) is not None]
+        using: Counter[str] = Counter()
+        for key in holders:
+            record = self.store.tasks.get(key)
+            if record is not None and record.task is not None:
+                using[record.task.spec.group or ""] += 1
+        return using
