@@ -17,6 +17,9 @@ TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by n
                 ["namespace", "pool", "status"], registry=REGISTRY)
 ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
                    "(success, retryable, permanent, cancelled).", ["namespace", "pool", "outcome"], registry=REGISTRY)
+ATTEMPTS_IGNORED = Counter("cronoq_attempts_ignored_total", "Attempts an Ignore retry rule left uncounted (they "
+                           "did not use up one of maxAttempts), by namespace and pool.", ["namespace", "pool"],
+                           registry=REGISTRY)
 STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs (or pull workers) of attempts that "
                             "were not current "
                             "(ignored: they change nothing).", registry=REGISTRY)
