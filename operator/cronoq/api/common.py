@@ -208,7 +208,7 @@ RULES_LIMIT: Final = 16
 RuleReason = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Z][A-Za-z0-9]*$")]
 RuleExitCode = Annotated[int, Field(ge=0, le=255)]
 RuleResponseCode = Annotated[int, Field(ge=100, le=599)]
-_SET: Final = {"x-kubernetes-list-type": "set"}
+_SET: Final[dict[str, Any]] = {"x-kubernetes-list-type": "set"}
 
 
 class RetryRule(Model):
