@@ -639,6 +639,9 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Finished", s.finished_at.isoformat()))
     if s and s.next_attempt_at:
         pairs.append(("Next attempt", s.next_attempt_at.isoformat()))
+    if s and s.ignored_attempts:
+        pairs.append(("Ignored attempts", f"{s.ignored_attempts} (retry rules said Ignore: not counted against "
+                                          "maxAttempts)"))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
