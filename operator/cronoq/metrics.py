@@ -79,5 +79,6 @@ def start_series(namespace: str, pool: str) -> None:
         TASKS.labels(namespace, pool, label(phase.value))
     for outcome in AttemptOutcome:
         ATTEMPTS.labels(namespace, pool, label(outcome.value))
+    ATTEMPTS_IGNORED.labels(namespace, pool)
     QUEUE_DEPTH.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)
