@@ -10,8 +10,8 @@ as ended before its Job is deleted, so nothing the operator does is lost if it d
 two steps.
 
 This module walks the phases; it asks `cleanup` what else was seen of the task, `deadlines`
-whether the open attempt ended, `workers` what a Workers pool changes, and `wording` what to say
-and whether it is said already. None of them calls back into it.
+whether the open attempt ended, `retryrules` what the retry rules make of its end, `workers` what
+a Workers pool changes, and `wording` what to say and whether it is said already. None of them calls back into it.
 """
 from __future__ import annotations
 
