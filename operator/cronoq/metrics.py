@@ -17,6 +17,9 @@ TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by n
                 ["namespace", "pool", "status"], registry=REGISTRY)
 ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
                    "(success, retryable, permanent, cancelled).", ["namespace", "pool", "outcome"], registry=REGISTRY)
+ATTEMPTS_IGNORED = Counter("cronoq_attempts_ignored_total", "Attempts an Ignore retry rule left uncounted (they "
+                           "did not use up one of maxAttempts), by namespace and pool.", ["namespace", "pool"],
+                           registry=REGISTRY)
 STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs (or pull workers) of attempts that "
                             "were not current "
                             "(ignored: they change nothing).", registry=REGISTRY)
@@ -76,5 +79,6 @@ def start_series(namespace: str, pool: str) -> None:
         TASKS.labels(namespace, pool, label(phase.value))
     for outcome in AttemptOutcome:
         ATTEMPTS.labels(namespace, pool, label(outcome.value))
+    ATTEMPTS_IGNORED.labels(namespace, pool)
     QUEUE_DEPTH.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)

@@ -260,3 +260,26 @@ def test_pool_and_schedule_take_the_common_flags_before_or_after_their_verb(argv
     args = parser().parse_args(argv)
     merge_group_flags(args)
     assert (args.namespace, args.context) == (namespace, context)
+
+
+def test_submit_retry_rules_become_the_tasks_rules_in_order(capsys):
+    from cronoq.cli.tasks import _manifest_from_flags
+    args = parser().parse_args(["submit", "t", "--image", "x", "--max-attempts", "2",
+                                "--retry-rule", "Ignore:reasons=Evicted,NodeLost",
+                                "--retry-rule", "Fail:reasons=HTTPStatus:responseCodes=500,501"])
+    args.trailing = None  # what main sets from the words after `--`
+    assert _manifest_from_flags(args)["spec"]["retry"] == {"maxAttempts": 2, "rules": [
+        {"action": "Ignore", "reasons": ["Evicted", "NodeLost"]},
+        {"action": "Fail", "reasons": ["HTTPStatus"], "responseCodes": [500, 501]}]}
+
+
+@pytest.mark.parametrize("rule, says", [
+    ("Ignore", "expected ACTION:FIELD=V,V"),
+    ("Ignore:codes=1", "FIELD one of reasons, exitCodes, responseCodes"),
+    ("Fail:exitCodes=three", "exitCodes are numbers"),
+    ("Skip:exitCodes=3", "retry.rules.0.action: Input should be 'Retry', 'Fail' or 'Ignore'"),
+    ("Fail:exitCodes=300", "retry.rules.0.exitCodes.0: Input should be less than or equal to 255"),
+])
+def test_bad_retry_rules_are_refused_offline(rule, says, capsys):
+    assert main(["submit", "t", "--image", "x", "--retry-rule", rule]) == 2
+    assert says in capsys.readouterr().err

@@ -6,7 +6,8 @@ and write one back with `.to_dict()`.
 """
 from cronoq.api.common import (
     API_VERSION, GROUP, VERSION, CABundle, Condition, ConditionStatus, EnvVar, HTTPHeader, HTTPMethod, HTTPRequest,
-    Jitter, KeyRef, ObjectMeta, PodMetadata, PodSettings, Resources, RetryOverride, RetryPolicy, Toleration, snake_case,
+    Jitter, KeyRef, ObjectMeta, PodMetadata, PodSettings, Resources, RetryOverride, RetryPolicy, RetryRule, RuleAction, Toleration,
+    snake_case,
 )
 from cronoq.api.durations import DurationError
 from cronoq.api.pool import PhaseCounts, PoolTemplate, TaskPool, TaskPoolSpec, TaskPoolStatus
@@ -21,6 +22,7 @@ __all__ = [
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
     "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "Resources", "RetryOverride", "RetryPolicy",
+    "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",
     "ConcurrencyPolicy", "TaskSchedule", "TaskScheduleSpec", "TaskScheduleStatus", "TaskTemplate",

@@ -290,6 +290,13 @@ class Attempt(Model):
     """Run time in milliseconds, from startedAt to finishedAt."""
     response_code: StatusCode | None = None
     """HTTP status code the endpoint answered with (push tasks only; unset when no answer came)."""
+    rule: str | None = Field(None, max_length=16, pattern=r"^(task|pool) rule [0-9]+$")
+    """The retry rule that decided what followed the attempt: `task rule 1` is the first of the
+    task's spec.retry.rules, `pool rule 2` the second of its pool's. Unset when no rule matched and
+    the defaults decided."""
+    ignored: bool | None = None
+    """True when an `Ignore` rule matched: the attempt did not use up one of maxAttempts (its
+    number is used all the same). Unset for every attempt that counted."""
 
 
 TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"
@@ -308,6 +315,9 @@ class TaskStatus(Model):
     """History of the newest attempts (at most 20 are kept), oldest first."""
     next_attempt_at: Timestamp | None = None
     """While Retrying: when the next attempt may start."""
+    ignored_attempts: int | None = Field(None, ge=1, le=100)
+    """How many attempts `Ignore` retry rules left uncounted; the task may run maxAttempts plus
+    this many. Unset while none was."""
     submitted_at: Timestamp | None = None
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
     finished_at: Timestamp | None = None

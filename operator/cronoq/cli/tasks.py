@@ -53,6 +53,10 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     # `--timeout` would say neither which limit it is: refused with a line naming both.
     s.add_argument("--timeout", dest="ambiguous_timeout", help=argparse.SUPPRESS)
     s.add_argument("--max-attempts", type=int, help="attempts, counting the first")
+    s.add_argument("--retry-rule", action="append", default=[], metavar="ACTION:FIELD=V,V[:FIELD=V]",
+                   help="a retry rule (repeatable, in order): Retry, Fail or Ignore the attempts whose reasons, "
+                        "exitCodes and responseCodes are among these, e.g. Ignore:reasons=Evicted,NodeLost or "
+                        "Fail:exitCodes=3")
     s.add_argument("--depends-on", action="append", default=[], metavar="TASK[:Success|Failure|Complete]",
                    help="wait for this task first (repeatable)")
     s.add_argument("--label", "-l", action="append", default=[], metavar="KEY=VALUE", help="task label (repeatable)")
@@ -182,7 +186,7 @@ def _check_input(args: argparse.Namespace) -> None:
                              "spec.timeout), --wait-timeout limits how long --wait waits")
         flags = any(getattr(args, f) for f in (
             "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
-            "max_attempts", "depends_on", "label", "pod_annotation", "name", "generate_name")) or args.trailing
+            "max_attempts", "retry_rule", "depends_on", "label", "pod_annotation", "name", "generate_name")) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
@@ -245,6 +249,29 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
             raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
         out[k] = v
     return out
+
+
+RULE_FIELDS = ("reasons", "exitCodes", "responseCodes")
+
+
+def _retry_rule(text: str) -> dict[str, Any]:
+    """`Ignore:reasons=Evicted,NodeLost` → {action: Ignore, reasons: [Evicted, NodeLost]}; the
+    model checks the rest (actions, bounds) with the manifest."""
+    action, *matches = text.split(":")
+    if not matches:
+        raise UsageError(f"--retry-rule {text!r}: expected ACTION:FIELD=V,V (e.g. Ignore:reasons=Evicted)")
+    rule: dict[str, Any] = {"action": action}
+    for match in matches:
+        field, sep, values = match.partition("=")
+        if field not in RULE_FIELDS or not sep or not values:
+            raise UsageError(f"--retry-rule {text!r}: {match!r} is not FIELD=V,V with FIELD one of "
+                             f"{', '.join(RULE_FIELDS)}")
+        items = values.split(",")
+        try:
+            rule[field] = items if field == "reasons" else [int(v) for v in items]
+        except ValueError:
+            raise UsageError(f"--retry-rule {text!r}: {field} are numbers") from None
+    return rule
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
@@ -348,6 +375,8 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["timeout"] = args.attempt_timeout
     if args.max_attempts is not None:
         spec["retry"] = {"maxAttempts": args.max_attempts}
+    if args.retry_rule:
+        spec.setdefault("retry", {})["rules"] = [_retry_rule(text) for text in args.retry_rule]
     if args.depends_on:
         edges = (d.partition(":") for d in args.depends_on)
         spec["dependsOn"] = [{"task": t, "on": on or "Success"} for t, _, on in edges]
@@ -643,6 +672,9 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Finished", s.finished_at.isoformat()))
     if s and s.next_attempt_at:
         pairs.append(("Next attempt", s.next_attempt_at.isoformat()))
+    if s and s.ignored_attempts:
+        pairs.append(("Ignored attempts", f"{s.ignored_attempts} (retry rules said Ignore: not counted against "
+                                          "maxAttempts)"))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:

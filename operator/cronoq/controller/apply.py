@@ -188,6 +188,8 @@ class Applier:
             metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
+            if attempt.ignored:
+                metrics.ATTEMPTS_IGNORED.labels(*pool_key).inc()
         status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
             metrics.TASKS.labels(*pool_key, metrics.label(status.phase.value)).inc()

@@ -15,6 +15,7 @@ from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.keys import KeyHolders
 from cronoq.engine.observed import AttemptJob
+from cronoq.engine.retryrules import Labelled, labelled
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
 
@@ -38,6 +39,8 @@ class Effective:
     job_retention: timedelta = DEFAULT_JOB_RETENTION
     workers: bool = False
     """The pool delivers to pull workers (`delivery: Workers`): no Job, no pod."""
+    rules: Labelled = ()
+    """Retry rules, the task's then the pool's (`retryrules`)."""
 
     @classmethod
     def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
@@ -49,7 +52,7 @@ class Effective:
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar,
                    job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
-                   workers=pool.delivery == "Workers")
+                   workers=pool.delivery == "Workers", rules=labelled(spec.retry, pool.retry))
 
     def terms(self) -> Terms:
         """The attempt record's fields that stamp these settings on a new attempt (`pod_protocol.Terms`),

@@ -39,6 +39,7 @@ BACKING_OFF = "BackingOff"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
+IGNORED_ATTEMPTS_EXHAUSTED = "IgnoredAttemptsExhausted"  # an Ignore rule matched once more than maxIgnoredAttempts
 INVALID_SPEC = "InvalidSpec"
 
 # Events.

@@ -10,8 +10,8 @@ as ended before its Job is deleted, so nothing the operator does is lost if it d
 two steps.
 
 This module walks the phases; it asks `cleanup` what else was seen of the task, `deadlines`
-whether the open attempt ended, `workers` what a Workers pool changes, and `wording` what to say
-and whether it is said already. None of them calls back into it.
+whether the open attempt ended, `retryrules` what the retry rules make of its end, `workers` what
+a Workers pool changes, and `wording` what to say and whether it is said already. None of them calls back into it.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
-from cronoq.engine import reasons, retention
+from cronoq.engine import reasons, retention, retryrules
 from cronoq.engine.attempts import deadlines, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
@@ -84,10 +84,13 @@ class _Draft:
         return self.plan(self.stamped(), **fields)
 
     def close(self, open_attempt: Attempt, verdict: Verdict, job: AttemptJob | None, *, abort: str | None = None,
-              told: Event | None = None) -> _Draft:
+              told: Event | None = None, rule: str | None = None, ignored: bool = False) -> _Draft:
         """The open attempt (the newest record) ended with `verdict`: recorded, told in an Event
-        (`told`, else the record's own account), and its Job `abort` stopped when the operator ended it."""
+        (`told`, else the record's own account), and its Job `abort` stopped when the operator ended it.
+        `rule` names the retry rule that decided, `ignored` says it did not count."""
         closed = deadlines.close(open_attempt, verdict, job, self.seen.now)
+        if rule is not None:
+            closed = closed.model_copy(update={"rule": rule, "ignored": ignored or None})
         told = told or Event(reasons.ATTEMPT_ENDED, wording.ended(closed),
                              warning=verdict.outcome is not AttemptOutcome.SUCCESS)
         return replace(self, records=(*self.records[:-1], closed), ended=(closed,),
@@ -104,6 +107,10 @@ class _Draft:
 
     def finish(self, phase: TaskPhase, reason: str, message: str, output: str | None = None) -> Plan:
         return self.plan(self.finished(phase, reason, message, output))
+
+    def last(self, settings: Effective) -> int:
+        """The number of the last attempt the task may run (maxAttempts plus those ignored)."""
+        return retryrules.last_attempt(settings.retry, self.status.ignored_attempts or 0)
 
 
 @dataclass(frozen=True)
@@ -197,9 +204,18 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
         if open_attempt.worker is not None:
             return Decided(draft.plan())  # its worker runs it: no Job to create, no pod to tell of
         return Decided(_goes_on(draft, open_attempt, job, settings))
-    draft = replace(draft.close(open_attempt, verdict, job, abort=job.name if judged.abort and job else None),
-                    requeue=None)
-    most = settings.retry.max_attempts
+    ruled = retryrules.judge(verdict, settings.rules)
+    verdict, ignored = ruled.verdict, draft.status.ignored_attempts or 0
+    ignore = ruled.ignored and ignored < settings.retry.max_ignored_attempts
+    draft = replace(draft.close(open_attempt, verdict, job, abort=job.name if judged.abort and job else None,
+                                rule=ruled.rule, ignored=ignore), requeue=None)
+    if ruled.ignored and not ignore:
+        return Decided(draft.finish(TaskPhase.DEAD_LETTERED, reasons.IGNORED_ATTEMPTS_EXHAUSTED,
+                                    wording.IGNORED_EXHAUSTED.format(n=n, reason=verdict.reason,
+                                                                     message=verdict.message, ignored=ignored)))
+    if ignore:
+        draft = replace(draft, status=draft.status.model_copy(update={"ignored_attempts": ignored + 1}))
+    most = draft.last(settings)
     if verdict.outcome is AttemptOutcome.SUCCESS:
         return Decided(draft.finish(TaskPhase.SUCCEEDED, reasons.SUCCEEDED, wording.SUCCEEDED.format(n=n),
                                     verdict.output))
@@ -213,7 +229,7 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     retrying = draft.status.model_copy(update={
         "phase": TaskPhase.RETRYING, "attempts": draft.records, "next_attempt_at": now + delay,
     })
-    draft = draft.say(retrying, reasons.BACKING_OFF, wording.BACKING_OFF.format(
+    draft = draft.say(retrying, reasons.BACKING_OFF, (wording.IGNORED if ignore else wording.BACKING_OFF).format(
         n=n, reason=verdict.reason, message=verdict.message, next=n + 1, most=most, delay=delay.total_seconds(),
         at=now + delay))
     return Retrying(replace(draft, requeue=max(delay.total_seconds(), 0.0)))
@@ -222,7 +238,7 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
 def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, settings: Effective) -> Plan:
     """The open attempt of a Job goes on: create its Job if it was recorded but not (yet)
     created, and say what changed about it (a refused Job, a pod held back or no longer)."""
-    seen, n, most = draft.seen, draft.n, settings.retry.max_attempts
+    seen, n, most = draft.seen, draft.n, draft.last(settings)
     if job is None and seen.job_rejected is None:
         # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
         if seen.job_refused is not None and wording.told(draft.status) != reasons.JOB_REFUSED:
@@ -252,7 +268,7 @@ def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, setti
 def _next(draft: _Draft, settings: Effective) -> Plan:
     """No attempt runs: start the next one when admitted, else wait (for a slot or a backoff)."""
     seen, now, n, status, task = draft.seen, draft.seen.now, draft.n, draft.status, draft.task
-    phase, most = status.phase, settings.retry.max_attempts
+    phase, most = status.phase, draft.last(settings)
     ready = phase in (None, TaskPhase.QUEUED, TaskPhase.BLOCKED) or (
         phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
 
@@ -306,7 +322,7 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
         "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],
         "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
     })
-    draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, settings.retry.max_attempts, served))
+    draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, draft.last(settings), served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
                          requeue_after=deadlines.served_deadline(settings, seen, now) if served else None)
 

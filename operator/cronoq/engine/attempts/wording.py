@@ -36,6 +36,10 @@ POD_HELD_BACK_DETAIL = (" {detail}; retried when its startTimeout ({start_timeou
 """What follows `POD_HELD_BACK`: the kubelet's words, which change without being news."""
 BACKING_OFF = ("attempt {n} failed ({reason}): {message}; attempt {next} of {most} after {delay:.1f}s "
                "(at {at:%H:%M:%SZ})")
+IGNORED = ("attempt {n} ended ({reason}) and does not count: {message}; attempt {next} of {most} after {delay:.1f}s "
+           "(at {at:%H:%M:%SZ})")
+IGNORED_EXHAUSTED = ("attempt {n} ended ({reason}): {message}; {ignored} attempts were ignored already "
+                     "(maxIgnoredAttempts), so this one ends the task")
 SUCCEEDED = "succeeded on attempt {n}"
 FAILED = "attempt {n} failed permanently ({reason}): {message}"
 EXHAUSTED = "all {n} attempts failed; last ({reason}): {message}"
