@@ -78,7 +78,10 @@ class Slots:
         waiting = self.waiting[pool]
         free = concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
         using = self.by_group(pool) if group_cap is not None and free > 0 else None
-        eligible = (lambda group: using[group] < group_cap) if using is not None else None
+        eligible = None
+        if using is not None and group_cap is not None:
+            cap = group_cap
+            eligible = lambda group: using[group] < cap  # noqa: E731
         granted: list[Key] = []
         while free > 0 and (candidate := waiting.pop(eligible)) is not None:
             key = candidate.key
