@@ -107,3 +107,27 @@ def test_after_its_time_it_queues_in_its_priority_class_by_its_start_time() -> N
     assert [queue.pop().name for _ in range(4)] == ["urgent", "earlier", "d", "late"]
     assert delay.in_line_from(make_task("plain").obj(), at(7)) == at(7)
     assert delay.in_line_from(task, at(70)) == at(70), "a retried or late-seen task keeps its own later time"
+
+
+def test_a_task_schedules_template_passes_the_start_delay_to_each_task_it_fires() -> None:
+    from cronoq.api import Task, TaskSchedule
+    from cronoq.engine import schedule as sched
+    s = TaskSchedule.model_validate({
+        "apiVersion": "cronoq.io/v1alpha1", "kind": "TaskSchedule",
+        "metadata": {"name": "nightly", "namespace": "ns", "uid": "u-1", "generation": 1},
+        "spec": {"every": "1h", "taskTemplate": {"spec": {"image": "busybox", "startDelay": "5m"}}}})
+    manifest = sched.task_manifest(s, T0)
+    assert manifest["spec"]["startDelay"] == "5m"
+    manifest["metadata"]["creationTimestamp"] = T0.isoformat()  # as the API server stamps it
+    assert delay.not_before(Task.model_validate(manifest)) == T0 + timedelta(minutes=5)
+
+
+def test_a_workers_pool_hands_a_delayed_task_to_a_worker_only_at_its_time() -> None:
+    from cronoq.api import TaskPoolSpec
+    workers = TaskPoolSpec.model_validate({"delivery": "Workers"})
+    task = make_task("d").unset("image").spec(notBefore=START.isoformat(), payload={"n": 1}).obj()
+    blocked = run(task, at(1), admit=True, pool=workers, worker_room={"w1": 1})
+    assert blocked.status.phase is TaskPhase.BLOCKED and blocked.status.worker is None
+    started = run(step(task, blocked), START, admit=True, pool=workers, worker_room={"w1": 1})
+    assert started.status.phase is TaskPhase.RUNNING and started.status.attempts[0].worker == "w1"
+    assert started.create_job is None, "a worker runs it: no Job"
