@@ -111,6 +111,27 @@ def test_a_delayed_task_waits_without_a_job_and_starts_at_its_time(cq, api, kind
     assert status["attempt"] == 1 and status["attempts"][0]["number"] == 1
 
 
+def test_a_pull_worker_is_handed_a_delayed_task_only_at_its_time(cq, api, kubeconfig, tmp_path):
+    from tests.support.workers import Workers, served_task, wait_worker
+
+    cq.pool(delivery="Workers", leaseTTL="3s")
+    workers = Workers(cq.namespace, kubeconfig, tmp_path)
+    try:
+        workers.start("w-one", concurrency=2)
+        wait_worker(api, cq.namespace, "w-one")
+        at = ahead(3)
+        served_task(cq, "d", {"echo": 1}, notBefore=spelled(at))
+        blocked_until(cq, "d", at)
+        status = cq.wait_phase("d", "Succeeded", timeout=60)
+    finally:
+        workers.stop()
+    (start,) = [line["t"] for line in workers.lines() if line["event"] == "start"]
+    late = start - at.timestamp()
+    print(f"\npull worker: handler started {late * 1000:+.0f} ms after notBefore")
+    assert late >= 0, f"the worker started it {-late:.3f}s before its notBefore"
+    assert status["attempts"][0]["worker"] == "w-one"
+
+
 def test_an_operator_restart_while_waiting_still_starts_it_at_its_time(own, api):
     own.operator.start()
     own.pool(concurrency=1)

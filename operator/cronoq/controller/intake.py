@@ -38,7 +38,8 @@ class Intake:
             fresh = key in self.store.fresh.get((key[0], record.pool), ())  # weighed before its first reconcile
             if fresh and record.task is not None and not delay.waiting(record.task, self.clock()):
                 # (a fresh task is always a readable one; a delayed one is weighed from its time on)
-                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, record.first_seen),
+                in_line = delay.in_line_from(record.task, record.first_seen)
+                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, in_line),
                                 record.first_seen)
                 self.queue.add(("pool", key[0], record.pool))
             self.queue.add(("task", *key))
