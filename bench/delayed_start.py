@@ -12,6 +12,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -46,7 +47,6 @@ def main() -> int:
     parser.add_argument("--spacing", type=float, default=0.5, help="seconds between the tasks' times (0: one time)")
     parser.add_argument("--plain", action="store_true",
                         help="for comparison: the same tasks without notBefore, all at once, measured from creation")
-    parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
     kubeconfig = os.environ.get("KUBECONFIG") or str(STATE / "kubeconfig")
     api = Api(kubeconfig)
@@ -54,7 +54,9 @@ def main() -> int:
     api.create("/api/v1/namespaces", {"metadata": {"name": ns}})
     api.create(pools_path(ns), {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": "p"},
                                 "spec": {"concurrency": args.tasks, "leaseTTL": "0s"}})
-    operator = Replica(kubeconfig, (ns,), Path(args.out) / f"operator-{ns}.log", source=str(REPO / "operator"),
+    log = Path(tempfile.mkdtemp(prefix="cronoq-delayed-")) / "operator.log"  # not a result: kept out of the repo
+    print(f"operator log: {log}")
+    operator = Replica(kubeconfig, (ns,), log, source=str(REPO / "operator"),
                        extra_args=("--no-leader-election",)).start()
     seen: dict[str, float] = {}
     listed = api.request("GET", jobs_path(ns))
