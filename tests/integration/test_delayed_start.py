@@ -8,6 +8,7 @@ machine's clock."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -194,3 +195,28 @@ def test_a_start_time_is_fixed_once_the_task_exists_and_a_schedule_may_carry_it(
     accepted = kubectl("create", "-f", "-", "-o", "json", input=json.dumps(schedule), check=False, namespace=namespace)
     assert accepted.returncode == 0, accepted.stderr
     assert json.loads(accepted.stdout)["spec"]["taskTemplate"]["spec"]["startDelay"] == "5m"
+
+
+def test_cronoq_submit_delay_and_describe_say_not_before(cq, kubeconfig):
+    """`cronoq submit --delay` as a user runs it (a subprocess), then `describe` says until when."""
+    import os
+    import subprocess
+    import sys
+
+    cq.pool()
+
+    def cronoq(*args: str) -> str:
+        result = subprocess.run([sys.executable, "-m", "cronoq", *args, "-n", cq.namespace, "--kubeconfig", kubeconfig],
+                                capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    cronoq("submit", "later", "--image", "example.invalid/task:1", "--delay", "1h")
+    task = cq.get("later")
+    assert task["spec"]["startDelay"] == "1h"
+    start = datetime.fromisoformat(task["metadata"]["creationTimestamp"].replace("Z", "+00:00")) + timedelta(hours=1)
+    cq.wait_status("later", lambda s: s.get("phase") == "Blocked", "Blocked")
+    described = cronoq("describe", "later")
+    assert re.search(rf"Not before: +{spelled(start)} \(in (59|60)m\)", described), described
+    assert f"not before {spelled(start)} (spec.startDelay 1h after its creation)" in described
+    assert not cq.jobs("later")
