@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
+from cronoq.api.delayed import ONE_START_TIME, StartDelay
 from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
 from cronoq.api.pool import LEASE_TTL_RANGE, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
@@ -142,7 +143,7 @@ def _spec_is_fixed(schema: dict[str, Any], model: type[BaseModel]) -> None:
     schema["x-kubernetes-validations"] = [
         rule("!oldSelf.cancel || self.cancel", "spec.cancel cannot go back to false once true",
              field_path=".cancel", reason="FieldValueForbidden"),
-        immutable, HTTP_OR_CONTAINER]
+        immutable, HTTP_OR_CONTAINER, ONE_START_TIME]
 
 
 CONTAINER_FIELDS = ("image", "command", "args", "template")
@@ -206,6 +207,13 @@ class TaskSpec(PodSettings):
     """Make this HTTP request instead of running a container: each attempt runs cronoq's push
     runner, and the answer decides the outcome. Excludes image, command, args and template; the
     pod settings (resources, nodeSelector, serviceAccountName, ...) still apply."""
+    not_before: Timestamp | None = None
+    """Do not start before this time (RFC 3339, e.g. `2026-12-06T14:00:00Z`): the task waits Blocked,
+    without a slot, and then queues in its priority class as if submitted at that time. A time
+    past starts it at once. Excludes startDelay."""
+    start_delay: StartDelay | None = None
+    """Do not start before this long after the task's creation (its creationTimestamp), e.g. `10m`
+    (0s to 720h); waits and queues as notBefore does. Excludes notBefore."""
     cancel: bool = False
     """Set to true to cancel the task: a running attempt is stopped and the task ends Cancelled.
     Cannot be set back to false."""
@@ -223,6 +231,12 @@ class TaskSpec(PodSettings):
         if self.http is not None and any(getattr(self, f) is not None for f in CONTAINER_FIELDS):
             raise ValueError("spec.http: a task gives either http or a container (image, command, args, template), "
                              "not both")
+        return self
+
+    @model_validator(mode="after")
+    def _one_start_time(self) -> TaskSpec:
+        if self.not_before is not None and self.start_delay is not None:
+            raise ValueError(ONE_START_TIME["message"])
         return self
 
 

@@ -25,6 +25,7 @@ from cronoq.client import (
     TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
+from cronoq.engine import delay
 from cronoq.engine.admission import Candidate, Queue
 from cronoq.kube.refusal import server_message
 
@@ -57,6 +58,9 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
                    help="a retry rule (repeatable, in order): Retry, Fail or Ignore the attempts whose reasons, "
                         "exitCodes and responseCodes are among these, e.g. Ignore:reasons=Evicted,NodeLost or "
                         "Fail:exitCodes=3")
+    s.add_argument("--delay", help="start no sooner than this long after creation (spec.startDelay), e.g. 10m")
+    s.add_argument("--not-before", metavar="TIME",
+                   help="start no sooner than this RFC 3339 time (spec.notBefore), e.g. 2026-12-06T14:00:00Z")
     s.add_argument("--depends-on", action="append", default=[], metavar="TASK[:Success|Failure|Complete]",
                    help="wait for this task first (repeatable)")
     s.add_argument("--label", "-l", action="append", default=[], metavar="KEY=VALUE", help="task label (repeatable)")
@@ -186,7 +190,8 @@ def _check_input(args: argparse.Namespace) -> None:
                              "spec.timeout), --wait-timeout limits how long --wait waits")
         flags = any(getattr(args, f) for f in (
             "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
-            "max_attempts", "retry_rule", "depends_on", "label", "pod_annotation", "name", "generate_name")) or args.trailing
+            "max_attempts", "retry_rule", "depends_on", "label", "pod_annotation", "name", "generate_name", "delay",
+            "not_before")) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
@@ -382,10 +387,33 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["dependsOn"] = [{"task": t, "on": on or "Success"} for t, _, on in edges]
     if args.pod_annotation:
         spec["podMetadata"] = {"annotations": _pairs(args.pod_annotation, "--pod-annotation")}
+    spec.update(_start_time(args.delay, args.not_before))
     metadata: dict[str, Any] = {"name": args.name} if args.name else {"generateName": args.generate_name or "task-"}
     if args.label:
         metadata["labels"] = _pairs(args.label, "--label")
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": metadata, "spec": spec}
+
+
+def _start_time(delay: str | None, not_before: str | None) -> dict[str, str]:
+    """`--delay` / `--not-before` as spec.startDelay / spec.notBefore, checked offline."""
+    if delay and not_before:
+        raise UsageError("submit: give --delay or --not-before, not both")
+    if delay:
+        try:
+            parse_duration(delay)
+        except DurationError as err:
+            raise UsageError(f"--delay: {err}") from None
+        return {"startDelay": delay}
+    if not_before:
+        try:
+            when = datetime.fromisoformat(not_before)
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            raise UsageError(f"--not-before {not_before}: not an RFC 3339 time with a zone "
+                             "(e.g. 2026-12-06T14:00:00Z)")
+        return {"notBefore": when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
+    return {}
 
 
 # ---------------------------------------------------------------------- get / list
@@ -675,6 +703,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     if s and s.ignored_attempts:
         pairs.append(("Ignored attempts", f"{s.ignored_attempts} (retry rules said Ignore: not counted against "
                                           "maxAttempts)"))
+    if (start := delay.not_before(task)) is not None:
+        pairs.append(("Not before", _not_before(start, s.attempt if s else 0)))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
@@ -695,6 +725,14 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         print("\nEvents:")
         render.show(out, render.events_table(events[-15:]))
     return EXIT_OK
+
+
+def _not_before(start: datetime, attempt: int) -> str:
+    """`describe`'s line for a delayed start: the time, and how far it is while it is ahead."""
+    text, now = delay.spelled(start), datetime.now(timezone.utc)
+    if attempt == 0 and start > now:
+        text += f" (in {render.age(now, start)})"
+    return text
 
 
 def _why_queued(task: Task, client: Client) -> str:

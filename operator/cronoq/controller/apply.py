@@ -25,7 +25,7 @@ from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
-from cronoq.engine import keys, reasons
+from cronoq.engine import delay, keys, reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import job_facts
@@ -170,7 +170,8 @@ class Applier:
         if plan.wants_slot and task is not None:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
             submitted = (task.status.submitted_at if task.status else None) or entry.first_seen
-            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted, task.spec.group),
+            in_line = delay.in_line_from(task, submitted)  # a delayed task queues from its start time
+            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, in_line, task.spec.group),
                             self.clock())
             self.queue.add(("pool", *pool_key))
         else:

@@ -52,6 +52,7 @@ WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
 DEPENDENCY_UNMET = "DependencyUnmet"
 DEPENDENCY_CYCLE = "DependencyCycle"
 WAITING_FOR_ORIGINAL = "WaitingForOriginal"
+WAITING_FOR_START_TIME = "WaitingForStartTime"  # spec.notBefore or spec.startDelay: not yet (engine/delay.py)
 DUPLICATE = "Duplicate"
 
 # A TaskPool's Ready condition.

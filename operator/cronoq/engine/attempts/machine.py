@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
-from cronoq.engine import reasons, retention, retryrules
+from cronoq.engine import delay, reasons, retention, retryrules
 from cronoq.engine.attempts import deadlines, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
@@ -37,12 +37,15 @@ HISTORY = ATTEMPTS_KEPT
 
 
 def is_ready(task: Task, now: datetime) -> bool:
-    """Waiting only for a pool slot: new, queued, or retrying with its backoff over."""
-    if task.spec.cancel:
+    """Waiting only for a pool slot: new or Blocked by its start time (that time come), queued, or
+    retrying with its backoff over."""
+    if task.spec.cancel or delay.waiting(task, now):
         return False
     status = task.status
     if status is None or status.phase in (None, TaskPhase.QUEUED):
         return True
+    if status.phase is TaskPhase.BLOCKED:  # only by its start time, now come (see engine.delay.QUIET)
+        return wording.told(status) == reasons.WAITING_FOR_START_TIME and status.attempt == 0
     return status.phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
 
 
@@ -185,6 +188,8 @@ def _gated(draft: _Draft) -> Plan:
         assert gate.phase is not None  # Gate.end always gives one
         new = draft.finished(gate.phase, gate.reason, gate.message, gate.output)
         return draft.plan(new.model_copy(update={"duplicate_of": gate.duplicate_of}))
+    if gate.until is not None:  # a delayed start: looked at again at its time, by a timer
+        draft = replace(draft, requeue=max((gate.until - seen.now).total_seconds(), 0.0))
     if wording.blocked_said(status, gate, draft.generation):
         return draft.plan()
     blocked = status.model_copy(update={"phase": TaskPhase.BLOCKED, "duplicate_of": gate.duplicate_of,
@@ -293,6 +298,9 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
             reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
+        if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
+            # Its start time just came: a slot granted now takes it to Running without a Queued write.
+            return draft.plan(wants_slot=True, requeue_after=(quiet - now).total_seconds())
         queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None,
                                            "submitted_at": status.submitted_at or seen.first_seen or now})
         return draft.say(queued, reason, message.format(pool=seen.pool_name)).written(wants_slot=True)
