@@ -303,6 +303,11 @@ class TaskStatus(Model):
     """History of the newest attempts (at most 20 are kept), oldest first."""
     next_attempt_at: Timestamp | None = None
     """While Retrying: when the next attempt may start."""
+    next_start_at: Timestamp | None = None
+    """While Queued for its pool's rate limit (reason RateLimited): when the pool's next start was
+    due as the task began to wait. While the pool stays rate-limited, starts follow every
+    1/startsPerSecond seconds after it (`cronoq describe` counts down to the next one); the
+    status is not rewritten for each."""
     submitted_at: Timestamp | None = None
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
     finished_at: Timestamp | None = None

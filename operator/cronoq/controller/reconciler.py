@@ -14,12 +14,14 @@ from datetime import timedelta
 from typing import Callable, Mapping
 
 from cronoq import metrics
+from cronoq.api import TaskPool
 from cronoq.controller.apply import Applier, JobRefused
 from cronoq.controller.clock import Clock, LoopClock
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
+from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store
 from cronoq.controller.term import Term
@@ -56,6 +58,7 @@ class Controller:
         self.store = Store()
         self.queue: WorkQueue[WorkKey] = WorkQueue(self.clock)
         self.slots = Slots(self.store)
+        self.rate_limits = RateLimits(self.clock)
         self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent)
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
@@ -142,7 +145,8 @@ class Controller:
         if record is None:
             self.store.forget(key)
             return
-        subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings)
+        subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings,
+                               self.rate_limits)
         plan = decide(subject, seen, self.rng)
         await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
 
@@ -165,8 +169,21 @@ class Controller:
             metrics.WORKERS.labels(namespace, name).set(len(room))
             metrics.WORKER_ROOM.labels(namespace, name).set(free)
             capacity = min(capacity, running + free)
-        for key in self.slots.admit(pool_key, capacity, self.clock.now()):
+        tokens = self.rate_limits.allowance(pool_key, pool)
+        granted = self.slots.admit(pool_key, capacity, self.clock.now(), most=tokens)
+        for key in granted:
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
+        if tokens is not None:
+            self.rate_limits.spend(pool_key, len(granted))
+            self._next_token(pool_key, pool, capacity)
+
+    def _next_token(self, pool_key: tuple[str, str], pool: TaskPool, capacity: int) -> None:
+        """A pool held back by its rate limit alone (tasks wait, a slot is free, no token) is
+        dispatched again when its next token is due: a timer, not a loop."""
+        if self.slots.waiting[pool_key] and self.slots.free(pool_key, capacity) > 0:
+            wait = self.rate_limits.wait(pool_key, pool)
+            if wait:
+                self.queue.add_after(("pool", *pool_key), wait, urgent=True)
 
 
 THROTTLED_MAX = 30.0

@@ -71,12 +71,18 @@ class Slots:
         """Slots in use: running attempts, and aborted ones whose container may still run."""
         return len(self.store.running.get(pool, ())) + sum(1 for p in self.draining.values() if p == pool)
 
-    def admit(self, pool: Key, concurrency: int, now: datetime) -> list[Key]:
-        """Free drained slots, then grant the pool's free slots to its best waiting tasks; return
-        them, best first."""
+    def free(self, pool: Key, concurrency: int) -> int:
+        """Slots neither running nor granted."""
+        return concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+
+    def admit(self, pool: Key, concurrency: int, now: datetime, most: int | None = None) -> list[Key]:
+        """Free drained slots, then grant the pool's free slots (`most` of them at most: its rate
+        limit's tokens) to its best waiting tasks; return them, best first."""
         self.release_drained(pool)
         waiting = self.waiting[pool]
-        free = concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+        free = self.free(pool, concurrency)
+        if most is not None:
+            free = min(free, most)
         granted: list[Key] = []
         while free > 0 and (candidate := waiting.pop()) is not None:
             key = candidate.key

@@ -53,21 +53,21 @@ class WorkQueue(Generic[K]):
         self._urgent += level == URGENT
         self._queue.put_nowait((level, next(self._order), key))
 
-    def add_after(self, key: K, seconds: float) -> None:
+    def add_after(self, key: K, seconds: float, urgent: bool = False) -> None:
         """Add `key` after `seconds`; an earlier pending timer for the key wins over a later one."""
         if seconds <= 0:
-            self.add(key)
+            self.add(key, urgent)
             return
         timer = self._timers.get(key)
         if timer is not None and timer.when() <= self._clock.monotonic() + seconds:
             return
         if timer is not None:
             timer.cancel()
-        self._timers[key] = self._clock.call_later(seconds, lambda: self._fire(key))
+        self._timers[key] = self._clock.call_later(seconds, lambda: self._fire(key, urgent))
 
-    def _fire(self, key: K) -> None:
+    def _fire(self, key: K, urgent: bool = False) -> None:
         self._timers.pop(key, None)
-        self.add(key)
+        self.add(key, urgent)
 
     def retry(self, key: K) -> tuple[float, int]:
         """Add `key` again after a delay that doubles with each failure in a row (like client-go's

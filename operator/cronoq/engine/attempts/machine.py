@@ -97,6 +97,7 @@ class _Draft:
         """The drafted status, finished in `phase` (with the newest records)."""
         status, now = self.status, self.seen.now
         update: dict[str, Any] = {"phase": phase, "attempts": self.records[-HISTORY:], "next_attempt_at": None,
+                                  "next_start_at": None,
                                   "finished_at": now, "submitted_at": status.submitted_at or self.seen.first_seen or now}
         if phase is TaskPhase.SUCCEEDED:
             update.update(output=output, output_available=output is not None)
@@ -275,9 +276,15 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
                            (reasons.POOL_NOT_FOUND, wording.POOL_NOT_FOUND))
         if seen.pool_found and settings.workers and seen.worker is None:
             reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
+        elif seen.next_start_at is not None and seen.pool is not None and seen.pool.rate_limit is not None:
+            limit = seen.pool.rate_limit
+            reason = reasons.RATE_LIMITED
+            message = wording.rate_limited(seen.pool_name, limit.starts_per_second, limit.burst, seen.next_start_at)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None,
+                                           "next_start_at": seen.next_start_at if reason == reasons.RATE_LIMITED
+                                           else None,
                                            "submitted_at": status.submitted_at or seen.first_seen or now})
         return draft.say(queued, reason, message.format(pool=seen.pool_name)).written(wants_slot=True)
 
@@ -304,7 +311,7 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     records = (*draft.records, attempt)
     running = status.model_copy(update={
         "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],
-        "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
+        "next_attempt_at": None, "next_start_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
     })
     draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, settings.retry.max_attempts, served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
