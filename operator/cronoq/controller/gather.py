@@ -55,6 +55,7 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
             and slots.free((namespace, record.pool), capacity(found.spec)) > 0:
         common["next_start_at"] = rate_limits.next_start_at((namespace, record.pool), found, now)
     return Live(task), Observation(admit=(namespace, record.name) in slots.grants, pool_name=task.spec.pool,
+                                   admitted_at=slots.granted_at.get((namespace, record.name)),
                                    job_rejected=record.rejected.get(attempt), job_refused=record.refused.get(attempt),
                                    **common)
 

@@ -53,21 +53,21 @@ class WorkQueue(Generic[K]):
         self._urgent += level == URGENT
         self._queue.put_nowait((level, next(self._order), key))
 
-    def add_after(self, key: K, seconds: float, urgent: bool = False) -> None:
+    def add_after(self, key: K, seconds: float) -> None:
         """Add `key` after `seconds`; an earlier pending timer for the key wins over a later one."""
         if seconds <= 0:
-            self.add(key, urgent)
+            self.add(key)
             return
         timer = self._timers.get(key)
         if timer is not None and timer.when() <= self._clock.monotonic() + seconds:
             return
         if timer is not None:
             timer.cancel()
-        self._timers[key] = self._clock.call_later(seconds, lambda: self._fire(key, urgent))
+        self._timers[key] = self._clock.call_later(seconds, lambda: self._fire(key))
 
-    def _fire(self, key: K, urgent: bool = False) -> None:
+    def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
-        self.add(key, urgent)
+        self.add(key)
 
     def retry(self, key: K) -> tuple[float, int]:
         """Add `key` again after a delay that doubles with each failure in a row (like client-go's

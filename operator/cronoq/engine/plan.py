@@ -124,6 +124,9 @@ class Observation:
     epoch: int = 0
     admit: bool = False
     """The pool has a slot for this task, and it is this task's turn."""
+    admitted_at: datetime | None = None
+    """When the pool granted it (the slot, and its rate limit's token): the attempt's dispatchedAt,
+    so that recorded starts keep the rate limit's spacing however long the reconcile waited."""
     pool_found: bool = True
     pool_name: str = "default"
     first_seen: datetime | None = None

@@ -306,7 +306,8 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     lease = lease_id(seen.epoch, number)
     attempt = Attempt(number=number, lease_id=lease, worker=served,
                       job=None if served else job_name(task.metadata.name or "", number),
-                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now,
+                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY,
+                      dispatched_at=min(seen.admitted_at or now, now),
                       **settings.terms())
     records = (*draft.records, attempt)
     running = status.model_copy(update={
