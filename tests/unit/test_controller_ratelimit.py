@@ -187,3 +187,19 @@ def test_a_pool_full_by_concurrency_says_waiting_for_a_slot_not_rate_limited() -
         assert waiting["phase"] == "Queued" and waiting["conditions"][0]["reason"] == "WaitingForSlot"
         assert "nextStartAt" not in waiting
     asyncio.run(scenario())
+
+
+def test_the_token_is_granted_when_due_even_with_every_worker_busy_and_the_start_is_recorded_at_it() -> None:
+    async def scenario() -> None:
+        world = limited(1)
+        for name in ("a", "b"):
+            world.submit(name)
+        await world.settle()
+        await world.clock.advance(1.0)  # the token's timer fires; no worker runs meanwhile (no settle)
+        assert (NS, "a") in world.controller.slots.grants, "granted by the timer, not by a queued dispatch"
+        await world.clock.advance(0.3)  # the reconcile comes late
+        await world.settle()
+        assert started(world, "a") == [1.0], "dispatchedAt is the grant's time, not the late reconcile's"
+        await run_until(world, running(world, "b"))
+        assert started(world, "b") == [2.0], "the next token is due 1/rate after the grant, not after the reconcile"
+    asyncio.run(scenario())
