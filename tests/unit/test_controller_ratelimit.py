@@ -5,13 +5,14 @@ at once, and a waiting task says so in one write, with the due time, not a count
 from __future__ import annotations
 
 import asyncio
+import copy
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
 import pytest
 
 from tests.unit.builders import T0
-from tests.unit.fakes import NS, World, counter, pod, pool
+from tests.unit.fakes import NS, World, counter, pod, pool, task
 
 
 def limited(rate: float, burst: int = 1, concurrency: int = 100, **spec: Any) -> World:
@@ -202,4 +203,27 @@ def test_the_token_is_granted_when_due_even_with_every_worker_busy_and_the_start
         assert started(world, "a") == [1.0], "dispatchedAt is the grant's time, not the late reconcile's"
         await run_until(world, running(world, "b"))
         assert started(world, "b") == [2.0], "the next token is due 1/rate after the grant, not after the reconcile"
+    asyncio.run(scenario())
+
+
+def test_a_workers_pool_hands_attempts_over_no_faster_than_its_tokens() -> None:
+    async def scenario() -> None:
+        from cronoq.engine.pools import WorkerTrust
+
+        world = World(4)
+        world.controller.store.worker_trust = WorkerTrust.GUARDED
+        world.controller.intake.on_pool(None, pool(4, delivery="Workers", rateLimit={"startsPerSecond": 2}))
+        world.controller.intake.on_worker_lease(None, {
+            "metadata": {"name": "w", "namespace": NS, "labels": {"cronoq.io/worker-pool": "p"},
+                         "annotations": {"cronoq.io/capacity": "4"}},
+            "spec": {"holderIdentity": "w", "leaseDurationSeconds": 30, "renewTime": T0.isoformat()}})
+        for name in ("a", "b", "c"):  # a payload, no pod fields
+            raw = task(name)
+            raw["spec"].pop("image")
+            world.writer.tasks[name] = copy.deepcopy(raw)
+            world.controller.intake.on_task(None, raw)
+        await run_until(world, running(world, "a", "b", "c"))
+        assert sorted(t for n in ("a", "b", "c") for t in started(world, n)) == [0.5, 1.0, 1.5]
+        assert {world.status(n)["worker"] for n in ("a", "b", "c")} == {"w"}
+        assert not [c for c in world.writer.calls if c[0] == "job"], "handed to the worker, no Job"
     asyncio.run(scenario())
