@@ -90,3 +90,18 @@ def test_a_new_leader_starts_with_an_empty_bucket(pair):
     times = start_times(cq, names)
     assert all(cq.status(n)["attempts"][0]["leaseId"] != f"e{warm['epoch']}-a1" for n in names), "started by b"
     assert most_in_a_second(times) <= 2, f"b spent a burst it never saved: {times}"
+
+
+def test_the_api_server_refuses_a_limit_out_of_bounds_naming_the_field(kubectl, namespace, crds):
+    import json
+
+    for limit, field in (({"startsPerSecond": 0}, "spec.rateLimit.startsPerSecond"),
+                         ({"startsPerSecond": 2000}, "spec.rateLimit.startsPerSecond"),
+                         ({"startsPerSecond": 1, "burst": 0}, "spec.rateLimit.burst"),
+                         ({"burst": 2}, "spec.rateLimit.startsPerSecond")):
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TaskPool", "metadata": {"name": "p"},
+                "spec": {"rateLimit": limit}}
+        result = kubectl("create", "-f", "-", input=json.dumps(body), check=False, namespace=namespace)
+        assert result.returncode != 0 and field in result.stderr, (limit, result.stderr)
+    explained = kubectl("explain", "taskpool.spec.rateLimit").stdout
+    assert "startsPerSecond" in explained and "burst" in explained and "token bucket" in explained

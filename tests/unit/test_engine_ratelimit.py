@@ -89,3 +89,15 @@ def test_the_api_bounds_the_limit() -> None:
                 {"burst": 2}):
         with pytest.raises(ValueError):
             TaskPool.model_validate({"metadata": {"name": "p"}, "spec": {"rateLimit": bad}})
+
+
+def test_the_pools_ready_condition_names_its_limit() -> None:
+    from cronoq.api import TaskPhase
+    from cronoq.engine.pools import pool_status
+
+    from tests.unit.builders import T0
+
+    limited = TaskPool.model_validate({"metadata": {"name": "p", "generation": 1},
+                                       "spec": {"concurrency": 3, "rateLimit": {"startsPerSecond": 2.5, "burst": 4}}})
+    (ready,) = pool_status(limited, {TaskPhase.QUEUED: 4}, 1, 4, T0).conditions
+    assert ready.message == "1 running of 3; 4 waiting; at most 2.5 starts/s (burst 4)"
