@@ -258,7 +258,8 @@ class Attempt(Model):
     """`First` for the first attempt, `Retry` for the others."""
     dispatched_at: Timestamp | None = None
     """When the operator granted the attempt its pool slot (and its rate limit's token), recorded
-    right before creating its Job (operator clock)."""
+    right before creating its Job; for a pull worker's attempt, when it was handed over (operator
+    clock)."""
     lease_ttl_ms: int | None = Field(None, ge=0, le=LEASE_TTL_MS[1], alias=Terms.LEASE_TTL_MS, json_schema_extra=validations(
         rule(f"self == 0 || self >= {LEASE_TTL_MS[0]}", f"{Terms.LEASE_TTL_MS} must be 0 (no heartbeats) or between "
              f"{LEASE_TTL_MS[0]} and {LEASE_TTL_MS[1]}")))

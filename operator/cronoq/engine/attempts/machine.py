@@ -307,7 +307,9 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     attempt = Attempt(number=number, lease_id=lease, worker=served,
                       job=None if served else job_name(task.metadata.name or "", number),
                       trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY,
-                      dispatched_at=min(seen.admitted_at or now, now),
+                      # A Job's: its grant (the rate limit's spacing); a worker's: its hand-over, which
+                      # its timeout and lease count from.
+                      dispatched_at=now if served else min(seen.admitted_at or now, now),
                       **settings.terms())
     records = (*draft.records, attempt)
     running = status.model_copy(update={
