@@ -104,4 +104,4 @@ def test_the_api_server_refuses_a_limit_out_of_bounds_naming_the_field(kubectl, 
         result = kubectl("create", "-f", "-", input=json.dumps(body), check=False, namespace=namespace)
         assert result.returncode != 0 and field in result.stderr, (limit, result.stderr)
     explained = kubectl("explain", "taskpool.spec.rateLimit").stdout
-    assert "startsPerSecond" in explained and "burst" in explained and "token bucket" in explained
+    assert "startsPerSecond" in explained and "burst" in explained and "how fast the pool starts" in explained

@@ -56,6 +56,13 @@ class RateLimit(Model):
     the pool, because only the leader starts attempts. A task waiting for a token stays Queued with
     reason RateLimited; priorities still decide which task gets the next one."""
 
+    # The schema's minimum alone lets a whole 0 through (the API server compares a whole number
+    # with the minimum truncated to one): this rule refuses it.
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        "double(self.startsPerSecond) >= 0.001",
+        "rateLimit.startsPerSecond must be at least 0.001 (one start every 1000 s); to stop starts, pause the pool",
+        field_path=".startsPerSecond")))
+
     starts_per_second: float = Field(ge=0.001, le=1000.0)
     """Attempts started per second, on average, over time (0.001 to 1000; may be fractional:
     0.5 is one start every 2 seconds)."""
