@@ -43,6 +43,9 @@ DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment
                              ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+RATE_LIMITED = Counter("cronoq_dispatch_rate_limited_total", "Waits for a pool's rate limit: counted when a ready "
+                       "task with a free slot is recorded as waiting for a token (reason RateLimited), once per wait, "
+                       "by namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
                         "(and keyRetention) passed.", registry=REGISTRY)
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
@@ -81,4 +84,5 @@ def start_series(namespace: str, pool: str) -> None:
         ATTEMPTS.labels(namespace, pool, label(outcome.value))
     ATTEMPTS_IGNORED.labels(namespace, pool)
     QUEUE_DEPTH.labels(namespace, pool)
+    RATE_LIMITED.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)

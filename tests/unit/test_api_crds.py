@@ -91,7 +91,9 @@ def test_printer_columns() -> None:
     task = columns(Task)
     assert [name for name, _, priority in task if priority == 0] == ["POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE"]
     assert ("STATUS", ".status.phase", 0) in task and ("MESSAGE", ".status.summary", 0) in task
-    assert [name for name, _, _ in columns(TaskPool)] == ["CONCURRENCY", "RUNNING", "QUEUED", "AGE"]
+    pool = columns(TaskPool)
+    assert [name for name, _, priority in pool if priority == 0] == ["CONCURRENCY", "RUNNING", "QUEUED", "AGE"]
+    assert ("RATE", ".spec.rateLimit.startsPerSecond", 1) in pool and ("BURST", ".spec.rateLimit.burst", 1) in pool
 
 
 def test_short_message_column_is_short() -> None:

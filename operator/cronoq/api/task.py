@@ -276,7 +276,9 @@ class Attempt(Model):
     trigger: AttemptTrigger = AttemptTrigger.FIRST
     """`First` for the first attempt, `Retry` for the others."""
     dispatched_at: Timestamp | None = None
-    """When the operator recorded the attempt, right before creating its Job (operator clock)."""
+    """When the operator granted the attempt its pool slot (and its rate limit's token), recorded
+    right before creating its Job; for a pull worker's attempt, when it was handed over (operator
+    clock)."""
     lease_ttl_ms: int | None = Field(None, ge=0, le=LEASE_TTL_MS[1], alias=Terms.LEASE_TTL_MS, json_schema_extra=validations(
         rule(f"self == 0 || self >= {LEASE_TTL_MS[0]}", f"{Terms.LEASE_TTL_MS} must be 0 (no heartbeats) or between "
              f"{LEASE_TTL_MS[0]} and {LEASE_TTL_MS[1]}")))
@@ -332,6 +334,11 @@ class TaskStatus(Model):
     ignored_attempts: int | None = Field(None, ge=1, le=100)
     """How many attempts `Ignore` retry rules left uncounted; the task may run maxAttempts plus
     this many. Unset while none was."""
+    next_start_at: Timestamp | None = None
+    """While Queued for its pool's rate limit (reason RateLimited): when the pool's next start was
+    due as the task began to wait. While the pool stays rate-limited, starts follow every
+    1/startsPerSecond seconds after it (`cronoq describe` counts down to the next one); the
+    status is not rewritten for each."""
     submitted_at: Timestamp | None = None
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
     finished_at: Timestamp | None = None

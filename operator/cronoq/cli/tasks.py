@@ -16,7 +16,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.config import ConfigException
 
-from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase
+from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskPool
 from cronoq.api.durations import parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
 from cronoq.cli import render
@@ -25,8 +25,9 @@ from cronoq.client import (
     TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
-from cronoq.engine import delay
+from cronoq.engine import delay, reasons
 from cronoq.engine.admission import Candidate, Queue
+from cronoq.engine.ratelimit import next_start
 from cronoq.kube.refusal import server_message
 
 RESOURCE = "task.cronoq.io"
@@ -748,6 +749,8 @@ def _why_queued(task: Task, client: Client) -> str:
                 f"`cronoq pool resume {name}` starts it again")
     if pool.spec.concurrency == 0:
         return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    if (limited := rate_limited(task, pool, datetime.now(timezone.utc))) is not None:
+        return f"{place}; {limited}"
     running = pool.status.running if pool.status else 0
     if running >= pool.spec.concurrency:
         return f"{place}; pool {name} is full: {running} running of {pool.spec.concurrency}"
@@ -759,6 +762,20 @@ def _why_queued(task: Task, client: Client) -> str:
             named = f"group {group}" if group else "the tasks without a group"
             return f"{place}; {named} has {mine} of {cap} running (pool {name}'s groupConcurrency)"
     return f"{place}; pool {name} runs {running} of {pool.spec.concurrency}: a slot is about to be granted"
+
+
+def rate_limited(task: Task, pool: TaskPool, now: datetime) -> str | None:
+    """`rate-limited: next start in 0.4 s (pool P starts at most 2 attempts/s, burst 1)`, for a
+    task waiting for its pool's rate limit (None otherwise). The status holds the due time the
+    operator wrote once; later starts follow every 1/rate seconds while the pool stays limited."""
+    limit, s = pool.spec.rate_limit, task.status
+    reason = next((c.reason for c in s.conditions if c.type == "Running"), None) if s else None
+    if limit is None or s is None or s.next_start_at is None or reason != reasons.RATE_LIMITED:
+        return None
+    epoch = s.next_start_at
+    due = next_start(0.0, limit.starts_per_second, (now - epoch).total_seconds())
+    return (f"rate-limited: next start in {max(due - (now - epoch).total_seconds(), 0.0):.1f} s "
+            f"(pool {pool.metadata.name} starts at most {limit.starts_per_second:g} attempts/s, burst {limit.burst})")
 
 
 def _place(task: Task, queued: list[Task]) -> str:

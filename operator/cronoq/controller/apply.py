@@ -52,6 +52,11 @@ def refusal_of(message: str) -> str:
     return f"ResourceQuota {quota.group(1)} refused it ({message})" if quota else message
 
 
+def _told(status: TaskStatus | None) -> str | None:
+    """The reason a status gives (its Running condition's)."""
+    return next((c.reason for c in status.conditions if c.type == "Running"), None) if status else None
+
+
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
                  term: Term, *, clock: Callable[[], datetime], skew: Callable[[], timedelta],
@@ -83,6 +88,8 @@ class Applier:
                 return
             record = landed
             if task is not None:
+                if _told(plan.status) == reasons.RATE_LIMITED != _told(task.status):
+                    metrics.RATE_LIMITED.labels(*pool_key).inc()
                 task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
         if plan.deletion is not None:
             self.expiry.schedule(key, record.uid, plan.deletion.at)

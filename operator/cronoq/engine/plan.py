@@ -127,6 +127,9 @@ class Observation:
     epoch: int = 0
     admit: bool = False
     """The pool has a slot for this task, and it is this task's turn."""
+    admitted_at: datetime | None = None
+    """When the pool granted it (the slot, and its rate limit's token): the attempt's dispatchedAt,
+    so that recorded starts keep the rate limit's spacing however long the reconcile waited."""
     pool_found: bool = True
     pool_name: str = "default"
     first_seen: datetime | None = None
@@ -143,6 +146,9 @@ class Observation:
     `engine.decide` picks it from `worker_room`)."""
     worker_room: Mapping[str, int] | None = None
     """A Workers pool, no attempt open: its live workers → how many more attempts each may take."""
+    next_start_at: datetime | None = None
+    """The pool has a free slot but its rate limit no token: when the next one is due (None: no
+    limit, a token is there, or no slot is free)."""
     worker_alive_until: datetime | None = None
     """A Workers pool: until when the open attempt's worker is alive by its Lease, as last seen
     (None: its Lease is gone, or was never seen)."""

@@ -33,6 +33,7 @@ INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's docu
 # Why a task is where it is (conditions and the task's message).
 WAITING_FOR_SLOT = "WaitingForSlot"
 WAITING_FOR_WORKER = "WaitingForWorker"  # a Workers pool with no live worker with room
+RATE_LIMITED = "RateLimited"     # a free slot, but the pool's rateLimit has no token yet
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"
 BACKING_OFF = "BackingOff"

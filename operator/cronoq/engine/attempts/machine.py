@@ -103,6 +103,7 @@ class _Draft:
         """The drafted status, finished in `phase` (with the newest records)."""
         status, now = self.status, self.seen.now
         update: dict[str, Any] = {"phase": phase, "attempts": self.records[-HISTORY:], "next_attempt_at": None,
+                                  "next_start_at": None,
                                   "finished_at": now, "submitted_at": status.submitted_at or self.seen.first_seen or now}
         if phase is TaskPhase.SUCCEEDED:
             update.update(output=output, output_available=output is not None)
@@ -296,12 +297,18 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
                            (reasons.POOL_NOT_FOUND, wording.POOL_NOT_FOUND))
         if seen.pool_found and settings.workers and seen.worker is None:
             reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
+        elif seen.next_start_at is not None and seen.pool is not None and seen.pool.rate_limit is not None:
+            limit = seen.pool.rate_limit
+            reason = reasons.RATE_LIMITED
+            message = wording.rate_limited(seen.pool_name, limit.starts_per_second, limit.burst, seen.next_start_at)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
             # Its start time just came: a slot granted now takes it to Running without a Queued write.
             return draft.plan(wants_slot=True, requeue_after=(quiet - now).total_seconds())
         queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None,
+                                           "next_start_at": seen.next_start_at if reason == reasons.RATE_LIMITED
+                                           else None,
                                            "submitted_at": status.submitted_at or seen.first_seen or now})
         return draft.say(queued, reason, message.format(pool=seen.pool_name)).written(wants_slot=True)
 
@@ -323,12 +330,15 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     lease = lease_id(seen.epoch, number)
     attempt = Attempt(number=number, lease_id=lease, worker=served,
                       job=None if served else job_name(task.metadata.name or "", number),
-                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now,
+                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY,
+                      # A Job's: its grant (the rate limit's spacing); a worker's: its hand-over, which
+                      # its timeout and lease count from.
+                      dispatched_at=now if served else min(seen.admitted_at or now, now),
                       **settings.terms())
     records = (*draft.records, attempt)
     running = status.model_copy(update={
         "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],
-        "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
+        "next_attempt_at": None, "next_start_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
     })
     draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, draft.last(settings), served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
