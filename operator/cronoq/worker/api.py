@@ -64,7 +64,7 @@ class WorkerApi:
         url = self.configuration.host + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
-        response = self.pool.request(method, url, body=None if body is None else orjson.dumps(body),
+        response: urllib3.BaseHTTPResponse = self.pool.request(method, url, body=None if body is None else orjson.dumps(body),
                                      headers=self._headers(content_type), timeout=_timeout(timeout),
                                      preload_content=not stream, retries=False)
         if not 200 <= response.status <= 299:
@@ -145,7 +145,7 @@ class WorkerApi:
 
 
 def _event(line: bytes) -> dict[str, Any]:
-    event = orjson.loads(line)
+    event: dict[str, Any] = orjson.loads(line)
     if event.get("type") == "ERROR":
         status = event.get("object") or {}
         raise ApiException(status=int(status.get("code") or 500), reason=str(status.get("reason") or "watch error"),
