@@ -86,6 +86,12 @@ class TaskPoolSpec(Model):
     each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),
     with no Job and no pod per attempt. A worker announces itself with its own Lease; the
     operator still admits, fences, times out and retries every attempt."""
+    events: Literal["All", "Warnings"] | None = None
+    """Events posted on the pool's tasks: `All` (an AttemptEnded Event for every attempt, succeeded
+    ones too) or `Warnings` (only Warning Events: attempts that failed, timed out or were lost, late
+    reports). Unset: the operator's default (`--events`; shipped: All in Job pools, Warnings in
+    Workers pools, where a stream of small tasks would pay an Event write per success for what the
+    status' attempt history already says). The operator's `--events=warnings` caps every pool."""
     paused: bool = False
     """True: the pool starts no new attempts (its queued tasks wait) while those running go on;
     `concurrency` is kept, so setting it back to false resumes at the same limit

@@ -66,8 +66,18 @@ class Applier:
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
         self.served_warnings_only = served_warnings_only
-        """`--events=auto` (the default): the same, in Workers pools only: a stream of small tasks
-        would pay an Event write per success, a quarter of its writes."""
+        """`--events=auto` (the default): the same, in Workers pools only, unless a pool's `events`
+        says otherwise: a stream of small tasks would pay an Event write per success, a quarter of
+        its writes."""
+
+    def quiet(self, pool: TaskPool | None) -> bool:
+        """Only Warning Events on this pool's tasks: `--events=warnings` caps every pool; else the
+        pool's `events` says; unset, `--events=auto` makes Workers pools quiet (`all`: none)."""
+        if self.warnings_only:
+            return True
+        if pool is not None and pool.spec.events is not None:
+            return pool.spec.events == "Warnings"
+        return self.served_warnings_only and pool is not None and pool.spec.delivery == "Workers"
 
     async def apply(self, record: TaskRecord, task: Task | None, plan: Plan, now: datetime) -> None:
         """One reconcile's plan: its status first; nothing else unless that write landed. `task` is
@@ -153,7 +163,7 @@ class Applier:
                 refused = err
         for job_name in plan.delete_jobs:
             await self.writer.delete_job(namespace, job_name)
-        quiet = self.warnings_only or (self.served_warnings_only and pool is not None and pool.spec.delivery == "Workers")
+        quiet = self.quiet(pool)
         for event in plan.events:
             if quiet and not event.warning:
                 continue
