@@ -285,7 +285,9 @@ def test_fairness_groups_take_turns_and_a_group_runs_no_more_than_its_cap(cq, ku
     wait_until(lambda: all(cq.status(n).get("phase") == "Succeeded" for n in names), timeout=120,
                what="every task Succeeded")
     watcher.close()
-    assert watcher.order[:3] == ["a0", "b0", "b1"], watcher.order
+    # a0 and b0 are granted together (their pods may appear in either order); bolt's second runs
+    # while acme's first still does, before acme's second.
+    assert set(watcher.order[:2]) == {"a0", "b0"} and watcher.order[2] == "b1", watcher.order
     # At most one attempt of a group at once: the attempts' own times, as the operator recorded them.
     for group, prefix in (("acme", "a"), ("bolt", "b")):
         spans = sorted((ts(a["startedAt"]), ts(a["finishedAt"]))
