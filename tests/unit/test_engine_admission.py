@@ -161,6 +161,10 @@ class Rotation:
         self.turn = 0
 
     def put(self, candidate: Candidate) -> None:
+        old = self.waiting.get(candidate.key)
+        if old is not None and old.group == candidate.group:  # the same, or re-ranked: its group keeps its turn
+            self.waiting[candidate.key] = candidate
+            return
         self.discard(candidate.key)
         if not any(c.group == candidate.group for c in self.waiting.values()):
             self.served[candidate.group] = self.turn
@@ -206,3 +210,15 @@ def test_the_queue_gives_the_rotation_s_order_through_re_ranks_removals_and_grou
     while (candidate := queue.pop()) is not None:
         assert candidate == model.pop(lambda g: True)
     assert not model.waiting
+
+
+def test_a_task_wanted_again_keeps_its_groups_turn() -> None:
+    """Every reconcile of a waiting task wants its slot again: that must not send its group, with
+    this one task waiting, to the back of the rotation (nor a priority change within its group)."""
+    queue = Queue()
+    queue.put(Candidate.of("ns", "n0", 0, at(5)))
+    queue.put(Candidate.of("ns", "a0", 0, at(0), "a"))
+    assert queue.pop().name == "a0"  # a's turn taken; "" waits with the older turn
+    queue.put(Candidate.of("ns", "a1", 0, at(1), "a"))
+    queue.put(Candidate.of("ns", "n0", 0, at(5)))  # wanted again, unchanged
+    assert queue.pop().name == "n0"
