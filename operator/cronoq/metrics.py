@@ -40,6 +40,11 @@ DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment
                              ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+DEADLINES = Counter("cronoq_deadlines_total", "Tasks ended by a time limit of their own, by namespace, pool and "
+                    "kind: start (its startDeadline passed before it started), total (its deadline passed), retry "
+                    "(its retry policy's maxRetryDuration left no room for a retry).", ["namespace", "pool", "kind"],
+                    registry=REGISTRY)
+DEADLINE_KINDS = ("start", "total", "retry")
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
                         "(and keyRetention) passed.", registry=REGISTRY)
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
@@ -76,5 +81,7 @@ def start_series(namespace: str, pool: str) -> None:
         TASKS.labels(namespace, pool, label(phase.value))
     for outcome in AttemptOutcome:
         ATTEMPTS.labels(namespace, pool, label(outcome.value))
+    for kind in DEADLINE_KINDS:
+        DEADLINES.labels(namespace, pool, kind)
     QUEUE_DEPTH.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)
