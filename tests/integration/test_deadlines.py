@@ -8,8 +8,11 @@ from __future__ import annotations
 import signal
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from tests.support.podwatch import PodWatch
 from tests.support.waiting import wait_until
+from tests.support.workers import Workers, served_task, wait_worker
 
 
 def ts(value: str) -> datetime:
@@ -87,3 +90,46 @@ def test_a_deadline_that_passes_while_the_operator_is_down_ends_the_task_when_it
     assert finished_reason(status) == "DeadlineExceeded"
     assert status["attempts"][0]["reason"] == "DeadlineExceeded"
     assert [j.metadata.name for j in own.jobs("orphan")] in ([], ["orphan-a1"])  # deleted, or going
+
+
+@pytest.fixture
+def workers(cq, kubeconfig, tmp_path):
+    w = Workers(cq.namespace, kubeconfig, tmp_path)
+    yield w
+    w.stop()
+
+
+def test_the_deadline_aborts_a_pull_workers_handler(cq, api, workers):
+    cq.pool(delivery="Workers", leaseTTL="3s", retry={"maxAttempts": 3, "initialBackoff": "0s"})
+    workers.start("w-late")
+    wait_worker(api, cq.namespace, "w-late")
+    task = served_task(cq, "slow", {"sleep": 30}, labels={"cronoq.io/handler": "async"}, deadline="3s")
+
+    status = cq.wait_phase("slow", "Failed", timeout=30)
+
+    assert finished_reason(status) == "DeadlineExceeded" and status["attempt"] == 1
+    assert ts(status["finishedAt"]) >= ts(task["metadata"]["creationTimestamp"]) + timedelta(seconds=3)
+    wait_until(lambda: any(line["event"] == "end" and line["task"] == "slow" for line in workers.lines()),
+               timeout=30, what="the handler ended")
+    (end,) = [line for line in workers.lines() if line["event"] == "end" and line["task"] == "slow"]
+    assert end["how"] == "cancelled", end
+
+
+def test_describe_shows_the_limits_as_times_the_pools_default_included(cq, kubeconfig):
+    from cronoq.client import Client
+    from tests.integration.test_cli import Cli
+
+    cq.pool(concurrency=0, startDeadline="1h")       # nothing starts: the task waits with its limits
+    cli = Cli(cq.namespace, kubeconfig)
+    cli.ok("submit", "report", "--image", "example.invalid/task:1", "--deadline", "2h", "--max-retry-duration", "30m")
+    client = Client(namespace=cq.namespace, kubeconfig=kubeconfig)
+    other = client.submit("other", image="example.invalid/task:1", start_deadline=timedelta(minutes=1, seconds=30),
+                          deadline="3h")
+    assert (other.spec.start_deadline, other.spec.deadline) == (timedelta(seconds=90), timedelta(hours=3))
+    cq.wait_phase("report", "Queued")
+
+    described = cli.ok("describe", "report").stdout
+    created = ts(cq.get("report")["metadata"]["creationTimestamp"])
+    assert f"start by {created + timedelta(hours=1):%H:%M:%SZ} (startDeadline 1h)" in described, described
+    assert f"deadline {created + timedelta(hours=2):%H:%M:%SZ} (2h from submission)" in described, described
+    assert cq.get("report")["spec"]["retry"] == {"maxRetryDuration": "30m"}

@@ -276,3 +276,12 @@ def test_a_status_written_before_first_attempt_at_reads_the_first_records_dispat
     old = task.status.model_copy(update={"first_attempt_at": None})
     assert task_deadlines.first_attempt_at(old) == at(2)
     assert task_deadlines.retry_until(old, settings(task)) == at(12)
+
+
+def test_a_push_tasks_attempt_is_aborted_at_the_deadline_like_any_job() -> None:
+    task = make_task().unset("image").spec(http={"url": "https://hooks.example.com/x"}, deadline="20s",
+                                           leaseTTL="0s").obj()
+    task = running(task)
+    plan = run(task, observe(attempt_job("t", 1).running(at(1), seen=at(1)).obj(), now=at(20)))
+    assert plan.status.phase is TaskPhase.FAILED and finished_reason(plan) == reasons.DEADLINE_EXCEEDED
+    assert plan.delete_jobs == ("t-a1",)

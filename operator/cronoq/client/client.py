@@ -162,11 +162,14 @@ class Client:
                payload: Any = None, pool: str = "default", priority: int = 0, key: str | None = None,
                retry: Mapping[str, Any] | None = None, timeout: str | timedelta | None = None,
                depends_on: Iterable[str | Mapping[str, str]] = (), labels: Mapping[str, str] | None = None,
-               annotations: Mapping[str, str] | None = None, spec: Mapping[str, Any] | None = None) -> Task:
+               annotations: Mapping[str, str] | None = None, spec: Mapping[str, Any] | None = None,
+               start_deadline: str | timedelta | None = None, deadline: str | timedelta | None = None) -> Task:
         """Create a Task and return it. With a `key`, a task of the same pool already holding it
         (unfinished, or finished within the pool's keyRetention) is returned instead, and nothing
         is created. Without `name`, the API server picks one from `generate_name` (default `task-`).
-        `spec` adds any other TaskSpec fields (camelCase, e.g. `podMetadata`, `resources`)."""
+        `spec` adds any other TaskSpec fields (camelCase, e.g. `podMetadata`, `resources`).
+        `start_deadline` and `deadline` (from submission) are the task's own time limits; the retry
+        budget in time is `retry={"maxRetryDuration": "30m"}`."""
         body_spec: dict[str, Any] = dict(spec or {})
         fields = {"image": image, "command": command, "args": args, "template": template, "key": key,
                   "retry": dict(retry) if retry else None}
@@ -181,6 +184,9 @@ class Client:
                                 else list(env))
         if timeout is not None:
             body_spec["timeout"] = timeout if isinstance(timeout, str) else format_duration(timeout)
+        for field, limit in (("startDeadline", start_deadline), ("deadline", deadline)):
+            if limit is not None:
+                body_spec[field] = limit if isinstance(limit, str) else format_duration(limit)
         if depends_on:
             body_spec["dependsOn"] = [_edge(d) for d in depends_on]
         metadata: dict[str, Any] = {"name": name} if name else {"generateName": generate_name or "task-"}
