@@ -285,3 +285,11 @@ def test_a_push_tasks_attempt_is_aborted_at_the_deadline_like_any_job() -> None:
     plan = run(task, observe(attempt_job("t", 1).running(at(1), seen=at(1)).obj(), now=at(20)))
     assert plan.status.phase is TaskPhase.FAILED and finished_reason(plan) == reasons.DEADLINE_EXCEEDED
     assert plan.delete_jobs == ("t-a1",)
+
+
+def test_an_attempt_running_past_the_retry_budget_runs_on_and_is_not_woken_in_a_loop() -> None:
+    task = running(make_task().spec(leaseTTL="0s").retry(maxAttempts=3, maxRetryDuration="10s").obj())
+    plan = run(task, observe(attempt_job("t", 1).running(at(1), seen=at(1)).obj(), now=at(60)))
+    assert plan.status is None and plan.requeue_after is None, "the budget bounds retries, not the attempt running"
+    ended = run(task, observe(attempt_job("t", 1).exited(1, started=at(1), finished=at(61)), now=at(61)))
+    assert finished_reason(ended) == reasons.RETRY_DURATION_EXHAUSTED

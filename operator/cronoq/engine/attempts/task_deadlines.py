@@ -141,12 +141,13 @@ def no_room(task: Task, status: TaskStatus, settings: Effective, first_seen: dat
 def next_look(task: Task, status: TaskStatus, settings: Effective, now: datetime,
               first_seen: datetime | None) -> float | None:
     """Seconds until the task's next limit passes (None: it has none ahead): the reconcile is
-    queued again then, so nothing polls."""
+    queued again then, so nothing polls. A limit already passed is not ahead: the retry budget
+    passes while an attempt runs, and is judged when that attempt ends."""
     limits = [end_by(task, settings, first_seen), retry_until(status, settings)]
     if status.attempt == 0:
         limits.append(start_by(task, settings, first_seen))
-    ahead = [(at - now).total_seconds() for at in limits if at is not None]
-    return max(min(ahead), 0.0) if ahead else None
+    ahead = [(at - now).total_seconds() for at in limits if at is not None and at > now]
+    return min(ahead) if ahead else None
 
 
 def _clock(at: datetime | None) -> str:
