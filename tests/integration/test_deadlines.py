@@ -39,6 +39,8 @@ def test_a_task_that_cannot_start_in_time_ends_at_its_start_deadline_without_a_j
     assert "startDeadline of 3s" in status["message"]
     created = ts(late["metadata"]["creationTimestamp"])
     assert ts(status["finishedAt"]) >= created + timedelta(seconds=3), "not before its start deadline"
+    late = ts(status["finishedAt"]) - ts(status["submittedAt"]) - timedelta(seconds=3)
+    print(f"startDeadline 3s: ended {late.total_seconds() * 1000:.0f} ms after submittedAt + 3s")
     assert cq.jobs("late") == [], "it never ran"
     assert cq.status("hog")["phase"] == "Running"
     wait_until(lambda: cq.operator.metric("cronoq_deadlines_total", namespace=cq.namespace, pool="default",
@@ -64,6 +66,8 @@ def test_the_deadline_aborts_the_running_attempt_and_a_success_dependent_is_not_
     assert (attempt["outcome"], attempt["reason"]) == ("Retryable", "DeadlineExceeded")
     assert "attempt 1 was aborted" in status["message"]
     assert ts(status["finishedAt"]) >= ts(long["metadata"]["creationTimestamp"]) + timedelta(seconds=4)
+    late = ts(status["finishedAt"]) - ts(status["submittedAt"]) - timedelta(seconds=4)
+    print(f"deadline 4s: attempt aborted {late.total_seconds() * 1000:.0f} ms after submittedAt + 4s")
     assert cq.wait_phase("after", "Skipped")["attempt"] == 0
     assert cq.jobs("after") == []
     assert cq.wait_phase("cleanup", "Succeeded")["output"] == "cleaned"
