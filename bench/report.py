@@ -177,6 +177,17 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"| {p['name']} | {p['waiting_before']} | {p['finished_before']} | {_s(p['dispatch_seconds'])} |")
         out.append("")
 
+    fair = r.get("fairness")
+    if fair:
+        g = fair["grouped"]
+        out += [f"## Fair shares: tenant A's {g['a_tasks']} Tasks, then tenant B's {g['b_tasks']}, on a pool of "
+                f"concurrency {g['concurrency']}", "",
+                "| run | B's last task finished after B was submitted | A drained in |", "|---|---|---|"]
+        for label, run in (("groups (A and B name their group)", g), ("no groups", fair["ungrouped"]),
+                           ("B alone on an empty pool", fair["alone"])):
+            out.append(f"| {label} | {_s(run['b_last_finished_seconds'])} | {_s(run['a_drained_seconds'])} |")
+        out.append("")
+
     fo = r.get("failover")
     if fo:
         out += ["## Failover", ""]

@@ -36,6 +36,7 @@ from bench import report  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
+from bench.fairness import fairness  # noqa: E402
 from bench.idle import idle  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
@@ -47,7 +48,7 @@ from bench.versus import Peers, argo, kueue, kueue_probe  # noqa: E402
 OLDEST = "c2b48ea"
 """The oldest operator revision the bench runs (status.worker, `--events=auto`, `--trust-worker-leases`)."""
 SCENARIOS = ("baseline", "cronoq", "pull", "pull-lean", "kueue", "argo", "paced", "lean", "backlog", "kueue-backlog", "soak", "idle",
-             "failover")
+             "failover", "fairness")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             if "pull" in args.only:
                 row["pull"] = pull(ctx, n)
                 save()
-            for w in args.pull_sweep if n == args.sizes[0] else ():
+            for w in args.pull_sweep if n == args.sizes[0] and "pull" in args.only else ():
                 row.setdefault("pull_sweep", []).append(
                     pull(ctx, n, label=f"w{w}", workers=w, concurrency=max(args.pull_capacity // w, 1)))
                 save()
@@ -236,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                 save()
         if "lean" in args.only:
             results["lean"] = cronoq(ctx, args.lean, label="lean", operator_args=("--events=warnings",), leaseTTL="0s")
+            save()
+        if "fairness" in args.only:
+            results["fairness"] = fairness(ctx, args.backlog)
             save()
         if "kueue-backlog" in args.only:
             results["kueue_backlog"] = kueue_probe(ctx, bins, args.backlog)

@@ -17,6 +17,9 @@ TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by n
                 ["namespace", "pool", "status"], registry=REGISTRY)
 ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
                    "(success, retryable, permanent, cancelled).", ["namespace", "pool", "outcome"], registry=REGISTRY)
+ATTEMPTS_IGNORED = Counter("cronoq_attempts_ignored_total", "Attempts an Ignore retry rule left uncounted (they "
+                           "did not use up one of maxAttempts), by namespace and pool.", ["namespace", "pool"],
+                           registry=REGISTRY)
 STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs (or pull workers) of attempts that "
                             "were not current "
                             "(ignored: they change nothing).", registry=REGISTRY)
@@ -45,6 +48,9 @@ DEADLINES = Counter("cronoq_deadlines_total", "Tasks ended by a time limit of th
                     "(its retry policy's maxRetryDuration left no room for a retry).", ["namespace", "pool", "kind"],
                     registry=REGISTRY)
 DEADLINE_KINDS = ("start", "total", "retry")
+RATE_LIMITED = Counter("cronoq_dispatch_rate_limited_total", "Waits for a pool's rate limit: counted when a ready "
+                       "task with a free slot is recorded as waiting for a token (reason RateLimited), once per wait, "
+                       "by namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
                         "(and keyRetention) passed.", registry=REGISTRY)
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
@@ -83,5 +89,7 @@ def start_series(namespace: str, pool: str) -> None:
         ATTEMPTS.labels(namespace, pool, label(outcome.value))
     for kind in DEADLINE_KINDS:
         DEADLINES.labels(namespace, pool, kind)
+    ATTEMPTS_IGNORED.labels(namespace, pool)
     QUEUE_DEPTH.labels(namespace, pool)
+    RATE_LIMITED.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)

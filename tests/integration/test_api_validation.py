@@ -70,6 +70,9 @@ def refused(result, *words: str) -> None:
 BAD = [
     ("priority too high", task(priority=10_000_000), ["spec.priority", "less than or equal to 1000000"]),
     ("priority too low", task(priority=-10_000_000), ["spec.priority", "greater than or equal to -1000000"]),
+    ("group not a label value", task(group="acme corp"), ["spec.group", "should match"]),
+    ("group too long", task(group="t" * 64), ["spec.group", "63"]),
+    ("group cap of 0", pool(groupConcurrency=0), ["spec.groupConcurrency", "greater than or equal to 1"]),
     ("no attempts", task(retry={"maxAttempts": 0}), ["spec.retry.maxAttempts"]),
     ("too many attempts", task(retry={"maxAttempts": 1000}), ["spec.retry.maxAttempts"]),
     ("shrinking backoff", task(retry={"multiplier": 0.5}), ["spec.retry.multiplier"]),
@@ -141,6 +144,19 @@ BAD = [
     ("http success code 600", http_task(successCodes=[600]), ["spec.http.successCodes[0]"]),
     ("pool template http and image", pool(template={"image": "busybox:1.36", "http": HOOK}),
      ["spec.template.http", "either http or a container"]),
+    ("retry rule matching nothing", task(retry={"rules": [{"action": "Ignore", "reasons": []}]}),
+     ["spec.retry.rules[0]", "at least one of reasons, exitCodes or responseCodes"]),
+    ("retry rule unknown action", task(retry={"rules": [{"action": "Skip", "exitCodes": [1]}]}),
+     ["spec.retry.rules[0].action", "Unsupported value"]),
+    ("retry rule exit code 256", pool(retry={"rules": [{"action": "Fail", "exitCodes": [256]}]}),
+     ["spec.retry.rules[0].exitCodes[0]"]),
+    ("retry rule response code 99", pool(retry={"rules": [{"action": "Retry", "responseCodes": [99]}]}),
+     ["spec.retry.rules[0].responseCodes[0]"]),
+    ("retry rule reason not CamelCase", task(retry={"rules": [{"action": "Ignore", "reasons": ["evicted"]}]}),
+     ["spec.retry.rules[0].reasons[0]"]),
+    ("17 retry rules", pool(retry={"rules": [{"action": "Retry", "exitCodes": [n]} for n in range(1, 18)]}),
+     ["spec.retry.rules", "at most 16"]),
+    ("maxIgnoredAttempts over 100", task(retry={"maxIgnoredAttempts": 101}), ["spec.retry.maxIgnoredAttempts"]),
 ]
 
 
@@ -195,6 +211,7 @@ EDITS = [
     ("new dependency", {"dependsOn": [{"task": "a"}]}, "spec.dependsOn"),
     ("annotations", {"podMetadata": {"annotations": {"a": "c"}}}, "spec.podMetadata"),
     ("new timeout", {"timeout": "10m"}, "spec.timeout"),
+    ("group", {"group": "acme"}, "spec.group"),
 ]
 
 PUSH_BASE = http_task("push")
@@ -339,3 +356,10 @@ def test_kubectl_explain_shows_the_descriptions(kubectl) -> None:
     assert "1 disables retries" in out
     pool_out = kubectl("explain", "taskpool.spec.leaseTTL").stdout
     assert "0s turns heartbeats off" in " ".join(pool_out.split())
+
+
+def test_kubectl_explain_describes_the_retry_rules(kubectl) -> None:
+    out = " ".join(kubectl("explain", "taskpool.spec.retry.rules").stdout.split())
+    for words in ("the task's before its pool's", "Ignore", "maxIgnoredAttempts", "responseCodes", "0 to 255"):
+        assert words in out, words
+    assert "uncounted" in " ".join(kubectl("explain", "task.spec.retry.maxIgnoredAttempts").stdout.split())

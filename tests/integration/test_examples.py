@@ -17,6 +17,7 @@ EXPECTED = {
     "urgent": ("Succeeded", 1), "report-a": ("Succeeded", 1), "report-b": ("Succeeded", 1),
     "backfill": ("Succeeded", 1),
     "order-webhook": ("Succeeded", 2),
+    "import-batch": ("Failed", 1),
 }
 
 
@@ -38,6 +39,7 @@ def test_every_example_runs_to_its_documented_end(cq, kubectl):
 
     assert {n: (s["phase"], s.get("attempt", 0)) for n, s in statuses.items()} == EXPECTED
     assert statuses["hello-world"]["output"] == "hello, world"
+    assert statuses["import-batch"]["attempts"][0]["rule"] == "task rule 2"
     assert statuses["welcome-email-2"]["duplicateOf"] == "welcome-email-1"
     push = statuses["order-webhook"]
     assert [(a["reason"], a.get("responseCode")) for a in push["attempts"]] == [("HTTPStatus", 503), ("Completed", 200)]

@@ -256,3 +256,38 @@ def test_one_kubectl_command_lists_the_tasks_of_a_phase(cq, kubectl):
     out = kubectl("get", "tasks", "--field-selector=status.phase=DeadLettered", "-o", "name", namespace=cq.namespace)
     assert out.stdout.split() == ["task.cronoq.io/dead"]
     assert all(cq.status(n)["phase"] in TERMINAL for n in ("ok", "dead"))
+
+
+def test_fairness_groups_take_turns_and_a_group_runs_no_more_than_its_cap(cq, kubeconfig):
+    """Issue 39: tenant acme's backlog of 6 is queued before bolt's 2; with groups taking turns and
+    groupConcurrency 1, bolt's first task starts second, not after acme's sixth, both of bolt's
+    start while acme's first (6 s) still runs, and never two of one group run at once (their
+    recorded times); `describe` says why acme's second waits."""
+    from tests.integration.test_cli import Cli
+
+    cq.pool(concurrency=0, groupConcurrency=1)  # closed while the tasks arrive, so all wait together
+    for i in range(6):
+        cq.task(f"a{i}", group="acme", delay="6s" if i == 0 else "500ms")
+        time.sleep(0.02)
+    for i in range(2):
+        cq.task(f"b{i}", group="bolt", delay="500ms")
+    names = [f"a{i}" for i in range(6)] + ["b0", "b1"]
+    wait_until(lambda: all(cq.status(n).get("phase") == "Queued" for n in names), timeout=30,
+               what="every task Queued")
+    watcher = RunningWatcher(cq)
+    cq.custom.patch_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "taskpools", "default",
+                                             {"spec": {"concurrency": 3}})
+    cli = Cli(cq.namespace, str(kubeconfig))
+    wait_until(lambda: cq.status("a0").get("phase") == "Running", timeout=30, what="acme's first task running")
+    described = cli.ok("describe", "a1").stdout
+    assert "group acme has 1 of 1 running (pool default's groupConcurrency)" in described, described
+
+    wait_until(lambda: all(cq.status(n).get("phase") == "Succeeded" for n in names), timeout=120,
+               what="every task Succeeded")
+    watcher.close()
+    assert watcher.order[:3] == ["a0", "b0", "b1"], watcher.order
+    # At most one attempt of a group at once: the attempts' own times, as the operator recorded them.
+    for group, prefix in (("acme", "a"), ("bolt", "b")):
+        spans = sorted((ts(a["startedAt"]), ts(a["finishedAt"]))
+                       for n in names if n.startswith(prefix) for a in cq.status(n)["attempts"])
+        assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), (group, spans)

@@ -91,7 +91,9 @@ def test_printer_columns() -> None:
     task = columns(Task)
     assert [name for name, _, priority in task if priority == 0] == ["POOL", "STATUS", "ATTEMPT", "AGE", "MESSAGE"]
     assert ("STATUS", ".status.phase", 0) in task and ("MESSAGE", ".status.summary", 0) in task
-    assert [name for name, _, _ in columns(TaskPool)] == ["CONCURRENCY", "RUNNING", "QUEUED", "AGE"]
+    pool = columns(TaskPool)
+    assert [name for name, _, priority in pool if priority == 0] == ["CONCURRENCY", "RUNNING", "QUEUED", "AGE"]
+    assert ("RATE", ".spec.rateLimit.startsPerSecond", 1) in pool and ("BURST", ".spec.rateLimit.burst", 1) in pool
 
 
 def test_short_message_column_is_short() -> None:
@@ -104,7 +106,7 @@ def test_defaults_in_the_crd_are_the_models() -> None:
     retry = pool["properties"]["retry"]["properties"]
     assert {k: v.get("default") for k, v in retry.items()} == {
         "maxAttempts": 3, "initialBackoff": "1s", "multiplier": 2.0, "maxBackoff": "1m", "jitter": "full",
-        "permanentExitCodes": None, "maxRetryDuration": None}
+        "permanentExitCodes": None, "maxRetryDuration": None, "rules": None, "maxIgnoredAttempts": 10}
     assert pool["default"] == {} and pool["properties"]["retry"]["default"] == {}
     assert pool["properties"]["leaseTTL"]["default"] == "30s"
     assert pool["properties"]["keyRetention"]["default"] == "1h"

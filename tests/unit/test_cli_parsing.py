@@ -223,6 +223,18 @@ def test_a_queued_task_knows_its_place_in_admission_order():
     assert _place(tasks[3], tasks) == "4th of 6 in pool p's queue (ahead: urgent, first, a)"
 
 
+def test_a_queued_task_of_a_group_counts_its_place_in_the_groups_rotation():
+    from cronoq.cli.tasks import _place
+
+    def queued(name: str, minute: int, group: str):
+        return make_task(name).spec(pool="p", group=group).status(
+            {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=minute)).isoformat()}).obj()
+
+    tasks = [queued(f"a{i}", i, "acme") for i in range(5)] + [queued("b0", 30, "bolt")]
+    assert _place(tasks[-1], tasks) == "2nd of 6 in pool p's queue (ahead: a0)"
+    assert _place(tasks[2], tasks) == "4th of 6 in pool p's queue (ahead: a0, b0, a1)"
+
+
 def test_custom_columns_read_as_kubectl_reads_them():
     from cronoq.cli.render import custom_columns, custom_row
 
@@ -265,3 +277,26 @@ def test_submit_refuses_a_bad_deadline_offline(flag, capsys):
     assert main(["submit", "t", "--image", "x", flag, "1d"]) == 2
     err = capsys.readouterr().err
     assert "'1d' is not a duration" in err and "no cluster" not in err
+
+
+def test_submit_retry_rules_become_the_tasks_rules_in_order(capsys):
+    from cronoq.cli.tasks import _manifest_from_flags
+    args = parser().parse_args(["submit", "t", "--image", "x", "--max-attempts", "2",
+                                "--retry-rule", "Ignore:reasons=Evicted,NodeLost",
+                                "--retry-rule", "Fail:reasons=HTTPStatus:responseCodes=500,501"])
+    args.trailing = None  # what main sets from the words after `--`
+    assert _manifest_from_flags(args)["spec"]["retry"] == {"maxAttempts": 2, "rules": [
+        {"action": "Ignore", "reasons": ["Evicted", "NodeLost"]},
+        {"action": "Fail", "reasons": ["HTTPStatus"], "responseCodes": [500, 501]}]}
+
+
+@pytest.mark.parametrize("rule, says", [
+    ("Ignore", "expected ACTION:FIELD=V,V"),
+    ("Ignore:codes=1", "FIELD one of reasons, exitCodes, responseCodes"),
+    ("Fail:exitCodes=three", "exitCodes are numbers"),
+    ("Skip:exitCodes=3", "retry.rules.0.action: Input should be 'Retry', 'Fail' or 'Ignore'"),
+    ("Fail:exitCodes=300", "retry.rules.0.exitCodes.0: Input should be less than or equal to 255"),
+])
+def test_bad_retry_rules_are_refused_offline(rule, says, capsys):
+    assert main(["submit", "t", "--image", "x", "--retry-rule", rule]) == 2
+    assert says in capsys.readouterr().err

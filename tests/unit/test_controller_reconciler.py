@@ -244,14 +244,40 @@ def test_a_throttled_request_comes_back_when_the_server_says_not_after_minutes()
 
 
 def test_events_auto_posts_every_event_in_job_pools_and_only_warnings_in_workers_pools() -> None:
-    """Issue 42: a served attempt that succeeds costs no Event write by default; one that fails does."""
+    """Issue 42: a served attempt that succeeds costs no Event write by default; one that fails does.
+    A Workers pool whose `events` is All gets the succeeded attempt's Event back."""
+    assert served_events() == [("b", "AttemptEnded", "Warning")]
+    assert served_events(pool_events="All") == [("a", "AttemptEnded", "Normal"), ("b", "AttemptEnded", "Warning")]
+
+
+def test_a_pools_events_field_overrides_the_operators_default_but_not_its_warnings_cap() -> None:
+    from cronoq.api import TaskPool
+
+    def quiet(flag: str, delivery: str, events: str | None) -> bool:
+        applier = World().controller.applier
+        applier.warnings_only, applier.served_warnings_only = flag == "warnings", flag == "auto"
+        spec = {"concurrency": 1, "delivery": delivery, **({"events": events} if events else {})}
+        return applier.quiet(TaskPool.model_validate({**pool(), "spec": spec}))
+
+    table = {(flag, delivery, events): quiet(flag, delivery, events)
+             for flag in ("auto", "all", "warnings") for delivery in ("Job", "Workers")
+             for events in (None, "All", "Warnings")}
+    assert {k for k, v in table.items() if v} == {
+        ("auto", "Workers", None), ("auto", "Job", "Warnings"), ("auto", "Workers", "Warnings"),
+        ("all", "Job", "Warnings"), ("all", "Workers", "Warnings"),
+        *(("warnings", d, e) for d in ("Job", "Workers") for e in (None, "All", "Warnings"))}
+
+
+def served_events(pool_events: str | None = None) -> list[tuple[str, str, str]]:
+    """Two served attempts, one succeeding and one failing, under `--events=auto`: the Events posted."""
     from cronoq.engine.pools import WorkerTrust
 
     async def scenario() -> list[tuple[str, str, str]]:
         world = World(concurrency=2)
         world.controller.applier.served_warnings_only = True  # as `--events=auto` sets it
         world.controller.store.worker_trust = WorkerTrust.GUARDED
-        world.controller.intake.on_pool(None, pool(2, delivery="Workers"))
+        spec = {"delivery": "Workers", **({"events": pool_events} if pool_events else {})}
+        world.controller.intake.on_pool(None, pool(2, **spec))
         world.controller.intake.on_worker_lease(None, {
             "metadata": {"name": "w", "namespace": NS, "labels": {"cronoq.io/worker-pool": "p"},
                          "annotations": {"cronoq.io/capacity": "2"}},
@@ -275,4 +301,4 @@ def test_events_auto_posts_every_event_in_job_pools_and_only_warnings_in_workers
         await world.settle()
         assert world.status("a")["phase"] == "Succeeded" and "worker" not in world.status("a")
         return sorted(world.writer.events)
-    assert asyncio.run(scenario()) == [("b", "AttemptEnded", "Warning")]
+    return asyncio.run(scenario())

@@ -109,3 +109,100 @@ def test_a_priority_raise_moves_a_task_to_the_front() -> None:
         queue.put(Candidate.of("ns", f"q{i}", i, at(i)))
     queue.put(Candidate.of("ns", "q3", 20, at(3)))
     assert [queue.pop().name for _ in range(3)] == ["q3", "q9", "q8"]
+
+
+# --- fairness groups (issue 39): groups of one priority take turns -------------------------------
+
+def test_groups_of_one_priority_take_turns() -> None:
+    """Tenant a's backlog came first; b's two tasks do not wait behind all of it."""
+    queue = [Candidate.of("ns", f"a{i}", 0, at(i), "a") for i in range(6)]
+    queue += [Candidate.of("ns", f"b{i}", 0, at(100 + i), "b") for i in range(2)]
+    assert names(admitted(queue)) == ["a0", "b0", "a1", "b1", "a2", "a3", "a4", "a5"]
+
+
+def test_a_group_that_comes_later_joins_the_back_of_the_rotation() -> None:
+    queue = Queue()
+    for i in range(4):
+        queue.put(Candidate.of("ns", f"a{i}", 0, at(i), "a"))
+        queue.put(Candidate.of("ns", f"b{i}", 0, at(i), "b"))
+    assert [queue.pop().name for _ in range(3)] == ["a0", "b0", "a1"]
+    queue.put(Candidate.of("ns", "c0", 0, at(-50), "c"))  # older than all, but new to the rotation
+    assert [queue.pop().name for _ in range(4)] == ["b1", "c0", "a2", "b2"]
+
+
+def test_priority_outranks_whose_turn_it_is() -> None:
+    queue = [Candidate.of("ns", "a0", 0, at(0), "a"), Candidate.of("ns", "b0", 5, at(1), "b"),
+             Candidate.of("ns", "b1", 5, at(2), "b")]
+    assert names(admitted(queue)) == ["b0", "b1", "a0"]
+
+
+def test_a_group_passed_over_keeps_its_turn() -> None:
+    """A group at its pool's groupConcurrency is passed over, not sent to the back."""
+    queue = Queue()
+    for name, group, when in (("a0", "a", 0), ("a1", "a", 1), ("b0", "b", 2), ("b1", "b", 3)):
+        queue.put(Candidate.of("ns", name, 0, at(when), group))
+    assert queue.pop(lambda g: g != "a").name == "b0"
+    assert queue.pop(lambda g: g != "a").name == "b1"
+    assert queue.pop(lambda g: g != "a") is None
+    assert [queue.pop().name for _ in range(2)] == ["a0", "a1"]
+
+
+def test_tasks_without_a_group_are_one_group() -> None:
+    queue = [Candidate.of("ns", f"n{i}", 0, at(i)) for i in range(3)] + [Candidate.of("ns", "g0", 0, at(9), "g")]
+    assert names(admitted(queue)) == ["n0", "g0", "n1", "n2"]
+
+
+class Rotation:
+    """The rule, written as plainly as it reads (a scan of every waiting task per pop)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[tuple[str, str], Candidate] = {}
+        self.served: dict[str, int] = {}
+        self.turn = 0
+
+    def put(self, candidate: Candidate) -> None:
+        self.discard(candidate.key)
+        if not any(c.group == candidate.group for c in self.waiting.values()):
+            self.served[candidate.group] = self.turn
+        self.waiting[candidate.key] = candidate
+
+    def discard(self, key: tuple[str, str]) -> None:
+        gone = self.waiting.pop(key, None)
+        if gone is not None and not any(c.group == gone.group for c in self.waiting.values()):
+            del self.served[gone.group]
+
+    def pop(self, eligible) -> Candidate | None:
+        best = {}
+        for c in self.waiting.values():
+            if eligible(c.group) and (c.group not in best or c < best[c.group]):
+                best[c.group] = c
+        if not best:
+            return None
+        group, c = min(best.items(), key=lambda gc: (gc[1].sort_key[0], self.served[gc[0]], gc[1].sort_key[1:]))
+        self.discard(c.key)
+        self.turn += 1
+        if any(o.group == group for o in self.waiting.values()):
+            self.served[group] = self.turn
+        return c
+
+
+@given(st.lists(st.tuples(st.sampled_from(["put", "put", "put", "discard", "pop", "pop"]), st.integers(0, 12),
+                          st.integers(-2, 2), st.integers(0, 5), st.sampled_from(["", "a", "b", "c"]),
+                          st.sets(st.sampled_from(["", "a", "b", "c"]))), max_size=120))
+def test_the_queue_gives_the_rotation_s_order_through_re_ranks_removals_and_groups_passed_over(steps) -> None:
+    queue, model = Queue(), Rotation()
+    for op, n, priority, when, group, capped in steps:
+        key = ("ns", f"t{n}")
+        if op == "put":
+            candidate = Candidate.of(*key, priority, at(when), group)
+            queue.put(candidate)
+            model.put(candidate)
+        elif op == "discard":
+            queue.discard(key)
+            model.discard(key)
+        else:
+            assert queue.pop(lambda g: g not in capped) == model.pop(lambda g: g not in capped)
+        assert len(queue) == len(model.waiting) and set(queue) == set(model.waiting)
+    while (candidate := queue.pop()) is not None:
+        assert candidate == model.pop(lambda g: True)
+    assert not model.waiting

@@ -54,6 +54,7 @@ class Receiver:
                     "/big": (200, {}, b"x" * 10_000),
                     "/missing": (404, {}, b"no such hook"),
                     "/broken": (500, {}, b"database down"),
+                    "/conflict": (409, {}, b"version conflict"),
                     "/busy": (429, {"Retry-After": "3"}, b"slow down"),
                     "/busy-no-hint": (429, {}, b""),
                     "/later": (503, {"Retry-After": "Wed, 02 Dec 2026 21:02:00 GMT"}, b""),

@@ -6,10 +6,11 @@ and write one back with `.to_dict()`.
 """
 from cronoq.api.common import (
     API_VERSION, GROUP, VERSION, CABundle, Condition, ConditionStatus, EnvVar, HTTPHeader, HTTPMethod, HTTPRequest,
-    Jitter, KeyRef, ObjectMeta, PodMetadata, PodSettings, Resources, RetryOverride, RetryPolicy, Toleration, snake_case,
+    Jitter, KeyRef, ObjectMeta, PodMetadata, PodSettings, Resources, RetryOverride, RetryPolicy, RetryRule, RuleAction, Toleration,
+    snake_case,
 )
 from cronoq.api.durations import DurationError
-from cronoq.api.pool import PhaseCounts, PoolTemplate, TaskPool, TaskPoolSpec, TaskPoolStatus
+from cronoq.api.pool import PhaseCounts, PoolTemplate, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
     TERMINAL_PHASES, Attempt, AttemptOutcome, AttemptTrigger, Dependency, Edge, PodTemplate, Task, TaskPhase,
@@ -20,7 +21,8 @@ __all__ = [
     "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Condition",
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
     "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts",
-    "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "Resources", "RetryOverride", "RetryPolicy",
+    "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "RateLimit", "Resources", "RetryOverride",
+    "RetryPolicy", "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",
     "ConcurrencyPolicy", "TaskSchedule", "TaskScheduleSpec", "TaskScheduleStatus", "TaskTemplate",

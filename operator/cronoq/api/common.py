@@ -198,6 +198,60 @@ def _check_unique(codes: tuple[int, ...] | None) -> None:
         raise ValueError(f"permanentExitCodes has duplicates: {list(codes)}")
 
 
+class RuleAction(StrEnum):
+    """What a retry rule does with the attempt it matches."""
+
+    RETRY = "Retry"
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+RULES_LIMIT: Final = 16
+RuleReason = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Z][A-Za-z0-9]*$")]
+RuleExitCode = Annotated[int, Field(ge=0, le=255)]
+RuleResponseCode = Annotated[int, Field(ge=100, le=599)]
+_SET: Final[dict[str, Any]] = {"x-kubernetes-list-type": "set"}
+
+
+class RetryRule(Model):
+    """One retry rule: when an attempt that did not succeed matches, `action` decides what
+    follows instead of the defaults. Every list given must match (reason, exit code and response
+    code); within a list, any one value does. Rules are consulted in order, the task's before its
+    pool's, and the first that matches wins; when none does, the defaults decide (permanentExitCodes,
+    then DESIGN §3)."""
+
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        "(has(self.reasons) ? size(self.reasons) : 0) + (has(self.exitCodes) ? size(self.exitCodes) : 0) + "
+        "(has(self.responseCodes) ? size(self.responseCodes) : 0) > 0",
+        "a retry rule must match on at least one of reasons, exitCodes or responseCodes")))
+
+    action: RuleAction
+    """`Retry` (retry with backoff, using up an attempt; `DeadLettered` when they are used up),
+    `Fail` (the task fails now, `Failed`, even with attempts left) or `Ignore` (run it again
+    without using up an attempt: the next attempt still gets a new number; at most
+    `maxIgnoredAttempts` are ignored)."""
+    reasons: tuple[RuleReason, ...] = Field((), max_length=16, json_schema_extra=_SET)
+    """Attempt reasons that match (at most 16), as the attempt record spells them: e.g. `Evicted`,
+    `NodeLost`, `Preempted`, `PodDeleted`, `OOMKilled`, `Timeout`, `LeaseExpired`, `StartTimeout`,
+    `ExitCode`, `HTTPStatus`, `NetworkError`, `Retryable`, `Permanent`."""
+    exit_codes: tuple[RuleExitCode, ...] = Field((), max_length=32, json_schema_extra=_SET)
+    """Exit codes of the task container that match (0 to 255, at most 32). An attempt without an
+    exit code (a lost pod, a timeout) does not match."""
+    response_codes: tuple[RuleResponseCode, ...] = Field((), max_length=32, json_schema_extra=_SET)
+    """HTTP status codes a push task's endpoint answered with that match (100 to 599, at most 32),
+    e.g. `409` to retry a conflict, `500` to fail at once. An attempt without an answer does not match."""
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> RetryRule:
+        if not (self.reasons or self.exit_codes or self.response_codes):
+            raise ValueError("a retry rule must match on at least one of reasons, exitCodes or responseCodes")
+        return self
+
+
+RetryRules = Annotated[tuple[RetryRule, ...], Field(max_length=RULES_LIMIT)]
+MaxIgnored = Annotated[int, Field(ge=0, le=100)]
+
+
 class RetryPolicy(Model):
     """How a failed attempt is retried. The delay before attempt n (n ≥ 2) is
     min(initialBackoff × multiplier^(n−2), maxBackoff), randomised by `jitter`."""
@@ -222,6 +276,14 @@ class RetryPolicy(Model):
     first attempt: no attempt starts after it, and a retry whose backoff would end after it ends
     the task at once (DeadLettered, reason RetryDurationExhausted). With maxAttempts, the first
     budget used up ends the task. Unset: none."""
+    rules: RetryRules = ()
+    """Ordered rules that decide what follows a failed attempt by its reason, exit code or
+    response code: retry, fail now, or ignore it (at most 16). A task's own rules are consulted
+    first, then these; the first that matches wins; when none does, the defaults decide."""
+    max_ignored_attempts: MaxIgnored = 10
+    """Most attempts an `Ignore` rule may leave uncounted (0 to 100). The next attempt it would
+    ignore ends the task `DeadLettered` (reason IgnoredAttemptsExhausted), so a node that keeps
+    dying cannot keep a task running forever. Default 10."""
 
     @model_validator(mode="after")
     def _consistent(self) -> RetryPolicy:
@@ -233,11 +295,12 @@ class RetryPolicy(Model):
         """This policy with the fields `override` sets replaced. When the mix would put
         initialBackoff above maxBackoff, the value the task set wins: a task's initialBackoff
         above the pool's cap lifts the cap, a task's maxBackoff below the pool's initial delay
-        lowers the initial delay."""
+        lowers the initial delay. The task's `rules` are not merged here: they come before the
+        pool's (`cronoq.engine.retryrules`)."""
         if override is None:
             return self
         changes = {name: value for name in type(override).model_fields
-                   if (value := getattr(override, name)) is not None}
+                   if (value := getattr(override, name)) is not None and name != "rules"}  # added to, not replaced
         initial = changes.get("initial_backoff", self.initial_backoff)
         most = changes.get("max_backoff", self.max_backoff)
         if initial > most:
@@ -269,6 +332,11 @@ class RetryOverride(Model):
     max_retry_duration: RetryDuration | None = None
     """Retry budget in time from the first attempt's dispatch, e.g. `1h` (1s to 8760h; 0s: none,
     whatever the pool says). Unset: the pool's."""
+    rules: RetryRules | None = None
+    """The task's own retry rules (at most 16), consulted before its pool's: the first that
+    matches, of the task's then the pool's, decides."""
+    max_ignored_attempts: MaxIgnored | None = None
+    """Most attempts an `Ignore` rule may leave uncounted (0 to 100). Unset: the pool's."""
 
     @model_validator(mode="after")
     def _consistent(self) -> RetryOverride:

@@ -185,6 +185,9 @@ COLUMNS: dict[type[Resource], list[dict[str, Any]]] = {
         _column("Running", ".status.running", "integer", "Attempts running now."),
         _column("Queued", ".status.queued", "integer", "Tasks waiting for a slot."),
         _AGE,
+        _column("Rate", ".spec.rateLimit.startsPerSecond", "number", "Attempts started per second at most.",
+                priority=1),
+        _column("Burst", ".spec.rateLimit.burst", "integer", "Attempts that may start at once.", priority=1),
     ],
     TaskSchedule: [
         _column("Schedule", ".status.schedule", "string", "Cron expression, or every <interval>."),

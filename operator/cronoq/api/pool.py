@@ -52,20 +52,56 @@ class PoolTemplate(PodSettings):
         return self
 
 
+class RateLimit(Model):
+    """A token bucket on attempt starts: `burst` tokens at most, refilled at `startsPerSecond`;
+    each attempt started (a first attempt or a retry, Job or pull worker) takes one. Exact across
+    the pool, because only the leader starts attempts. A task waiting for a token stays Queued with
+    reason RateLimited; priorities still decide which task gets the next one."""
+
+    # The schema's minimum alone lets a whole 0 through (the API server compares a whole number
+    # with the minimum truncated to one): this rule refuses it.
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        "double(self.startsPerSecond) >= 0.001",
+        "rateLimit.startsPerSecond must be at least 0.001 (one start every 1000 s); to stop starts, pause the pool",
+        field_path=".startsPerSecond")))
+
+    starts_per_second: float = Field(ge=0.001, le=1000.0)
+    """Attempts started per second, on average, over time (0.001 to 1000; may be fractional:
+    0.5 is one start every 2 seconds)."""
+    burst: int = Field(1, ge=1, le=1000)
+    """Most attempts that may start at once after the pool has been idle (1 to 1000). In any
+    window of t seconds at most burst + startsPerSecond × t attempts start. Default 1: starts
+    evenly spaced."""
+
+
 class TaskPoolSpec(Model):
     """How many attempts the pool runs at once and the defaults its tasks inherit."""
 
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
+    group_concurrency: int | None = Field(None, ge=1, le=10_000)
+    """Most attempts one fairness group (a task's `group`; tasks without one form one group) runs at
+    once in the pool (1 to 10000). Unset: a group may use every slot. Whatever the cap, the pool
+    grants slots to groups of equal priority in turn."""
     delivery: Literal["Job", "Workers"] = "Job"
     """How the pool's attempts run: `Job` (default), each attempt a Job and its pod; `Workers`,
     each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),
     with no Job and no pod per attempt. A worker announces itself with its own Lease; the
     operator still admits, fences, times out and retries every attempt."""
+    events: Literal["All", "Warnings"] | None = None
+    """Events posted on the pool's tasks: `All` (an AttemptEnded Event for every attempt, succeeded
+    ones too) or `Warnings` (only Warning Events: attempts that failed, timed out or were lost, late
+    reports). Unset: the operator's default (`--events`; shipped: All in Job pools, Warnings in
+    Workers pools, where a stream of small tasks would pay an Event write per success for what the
+    status' attempt history already says). The operator's `--events=warnings` caps every pool."""
     paused: bool = False
     """True: the pool starts no new attempts (its queued tasks wait) while those running go on;
     `concurrency` is kept, so setting it back to false resumes at the same limit
     (`cronoq pool pause|resume`). Default false."""
+    rate_limit: RateLimit | None = None
+    """Limit on how fast the pool starts attempts (retries included), beside `concurrency`. A
+    change applies at once; the tokens start empty when the operator (or a new leader) starts,
+    when the limit is first set and when the pool is created, never full. Unset: no limit."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy, json_schema_extra={"default": {}})
     """Retry policy of the pool's tasks; a task's own `retry` fields win."""
     timeout: Timeout | None = None

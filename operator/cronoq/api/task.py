@@ -21,13 +21,14 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
+from cronoq.api.delayed import ONE_START_TIME, StartDelay
 from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
 from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
 
 from cronoq.api.common import (
-    API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
+    API_VERSION, Conditions, HTTPRequest, LabelValue, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
     TIMEOUT_RANGE, StatusCode, Timeout, Timestamp, rule, validations,
 )
 
@@ -142,7 +143,7 @@ def _spec_is_fixed(schema: dict[str, Any], model: type[BaseModel]) -> None:
     schema["x-kubernetes-validations"] = [
         rule("!oldSelf.cancel || self.cancel", "spec.cancel cannot go back to false once true",
              field_path=".cancel", reason="FieldValueForbidden"),
-        immutable, HTTP_OR_CONTAINER]
+        immutable, HTTP_OR_CONTAINER, ONE_START_TIME]
 
 
 CONTAINER_FIELDS = ("image", "command", "args", "template")
@@ -169,6 +170,11 @@ class TaskSpec(PodSettings):
     key: str | None = Field(None, min_length=1, max_length=256)
     """Idempotency key: a task whose key matches a task of the same pool and namespace runs
     nothing and reports that task's outcome (see the pool's keyRetention)."""
+    group: LabelValue | None = Field(None, min_length=1)
+    """Fairness group, e.g. a tenant or customer id (a label value: up to 63 letters, digits, `-`,
+    `_`, `.`). Among queued tasks of one priority, the pool grants its slots to groups in turn, so
+    one group's backlog does not hold back another's; the pool's `groupConcurrency` caps what one
+    group runs at once. Unset: the task is in the pool's one unnamed group."""
     payload: Any = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
     """Any JSON value, handed to the container as the CRONOQ_PAYLOAD environment variable. At
     most 32 KiB of JSON; the operator fails a task with a larger payload (the API server cannot
@@ -211,6 +217,13 @@ class TaskSpec(PodSettings):
     """Make this HTTP request instead of running a container: each attempt runs cronoq's push
     runner, and the answer decides the outcome. Excludes image, command, args and template; the
     pod settings (resources, nodeSelector, serviceAccountName, ...) still apply."""
+    not_before: Timestamp | None = None
+    """Do not start before this time (RFC 3339, e.g. `2026-12-06T14:00:00Z`): the task waits Blocked,
+    without a slot, and then queues in its priority class as if submitted at that time. A time
+    past starts it at once. Excludes startDelay."""
+    start_delay: StartDelay | None = None
+    """Do not start before this long after the task's creation (its creationTimestamp), e.g. `10m`
+    (0s to 720h); waits and queues as notBefore does. Excludes notBefore."""
     cancel: bool = False
     """Set to true to cancel the task: a running attempt is stopped and the task ends Cancelled.
     Cannot be set back to false."""
@@ -228,6 +241,12 @@ class TaskSpec(PodSettings):
         if self.http is not None and any(getattr(self, f) is not None for f in CONTAINER_FIELDS):
             raise ValueError("spec.http: a task gives either http or a container (image, command, args, template), "
                              "not both")
+        return self
+
+    @model_validator(mode="after")
+    def _one_start_time(self) -> TaskSpec:
+        if self.not_before is not None and self.start_delay is not None:
+            raise ValueError(ONE_START_TIME["message"])
         return self
 
 
@@ -267,7 +286,9 @@ class Attempt(Model):
     trigger: AttemptTrigger = AttemptTrigger.FIRST
     """`First` for the first attempt, `Retry` for the others."""
     dispatched_at: Timestamp | None = None
-    """When the operator recorded the attempt, right before creating its Job (operator clock)."""
+    """When the operator granted the attempt its pool slot (and its rate limit's token), recorded
+    right before creating its Job; for a pull worker's attempt, when it was handed over (operator
+    clock)."""
     lease_ttl_ms: int | None = Field(None, ge=0, le=LEASE_TTL_MS[1], alias=Terms.LEASE_TTL_MS, json_schema_extra=validations(
         rule(f"self == 0 || self >= {LEASE_TTL_MS[0]}", f"{Terms.LEASE_TTL_MS} must be 0 (no heartbeats) or between "
              f"{LEASE_TTL_MS[0]} and {LEASE_TTL_MS[1]}")))
@@ -295,6 +316,13 @@ class Attempt(Model):
     """Run time in milliseconds, from startedAt to finishedAt."""
     response_code: StatusCode | None = None
     """HTTP status code the endpoint answered with (push tasks only; unset when no answer came)."""
+    rule: str | None = Field(None, max_length=16, pattern=r"^(task|pool) rule [0-9]+$")
+    """The retry rule that decided what followed the attempt: `task rule 1` is the first of the
+    task's spec.retry.rules, `pool rule 2` the second of its pool's. Unset when no rule matched and
+    the defaults decided."""
+    ignored: bool | None = None
+    """True when an `Ignore` rule matched: the attempt did not use up one of maxAttempts (its
+    number is used all the same). Unset for every attempt that counted."""
 
 
 TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"
@@ -313,6 +341,14 @@ class TaskStatus(Model):
     """History of the newest attempts (at most 20 are kept), oldest first."""
     next_attempt_at: Timestamp | None = None
     """While Retrying: when the next attempt may start."""
+    ignored_attempts: int | None = Field(None, ge=1, le=100)
+    """How many attempts `Ignore` retry rules left uncounted; the task may run maxAttempts plus
+    this many. Unset while none was."""
+    next_start_at: Timestamp | None = None
+    """While Queued for its pool's rate limit (reason RateLimited): when the pool's next start was
+    due as the task began to wait. While the pool stays rate-limited, starts follow every
+    1/startsPerSecond seconds after it (`cronoq describe` counts down to the next one); the
+    status is not rewritten for each."""
     submitted_at: Timestamp | None = None
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
     first_attempt_at: Timestamp | None = None

@@ -16,7 +16,7 @@ from cronoq.cli import EXIT_OK, EXIT_TIMEOUT, render
 from cronoq.client import Client
 
 RESOURCE = "taskpool.cronoq.io"
-COLUMNS = ["NAME", "CONCURRENCY", "PAUSED", "RUNNING", "QUEUED", "AGE"]
+COLUMNS = ["NAME", "CONCURRENCY", "PAUSED", "RATE LIMIT", "RUNNING", "QUEUED", "AGE"]
 
 
 def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -28,7 +28,8 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                       "no attempt runs).")
     group_flags(pool)
     verbs = pool.add_subparsers(dest="pool_command", metavar="VERB", parser_class=Parser, required=True)
-    ls = verbs.add_parser("list", parents=[common], help="the pools, with concurrency, paused, running, queued")
+    ls = verbs.add_parser("list", parents=[common],
+                          help="the pools, with concurrency, paused, rate limit, running, queued")
     ls.add_argument("--all-namespaces", "-A", action="store_true", help="pools of every namespace")
     ls.add_argument("-o", "--output", choices=["json", "yaml", "name"])
     ls.add_argument("--no-headers", action="store_true", help="the table without its header line")
@@ -64,9 +65,15 @@ def _row(pool: TaskPool, namespaces: bool) -> list[Text]:
     s = pool.status
     cells = [render.cell(pool.metadata.name or ""), render.cell(pool.spec.concurrency),
              render.cell("true" if pool.spec.paused else "false", style="yellow" if pool.spec.paused else ""),
-             render.cell(s.running if s else 0), render.cell(s.queued if s else 0),
+             render.cell(rate_limit(pool) or "-"), render.cell(s.running if s else 0), render.cell(s.queued if s else 0),
              render.cell(render.age(pool.metadata.creation_timestamp))]
     return [render.cell(pool.metadata.namespace or ""), *cells] if namespaces else cells
+
+
+def rate_limit(pool: TaskPool) -> str | None:
+    """`2/s, burst 5`: the pool's limit on attempt starts (None: it has none)."""
+    limit = pool.spec.rate_limit
+    return None if limit is None else f"{limit.starts_per_second:g}/s, burst {limit.burst}"
 
 
 def pool_status(args: argparse.Namespace, client: Client) -> int:
@@ -78,6 +85,7 @@ def pool_status(args: argparse.Namespace, client: Client) -> int:
     pairs: list[tuple[str, object]] = [
         ("Name", pool.metadata.name), ("Namespace", pool.metadata.namespace),
         ("Concurrency", pool.spec.concurrency), ("Paused", "true" if pool.spec.paused else "false"),
+        ("Rate limit", rate_limit(pool) or "none"),
         ("Running", s.running if s else 0), ("Queued", s.queued if s else 0),
     ]
     if s and s.counts:

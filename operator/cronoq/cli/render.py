@@ -202,9 +202,17 @@ def attempts_table(task: Task) -> Table:
                       cell(f"worker {a.worker}" if a.worker else f"Job {a.job}" if a.job else "-"),
                       cell(a.started_at.strftime("%Y-%m-%d %H:%M:%S") if a.started_at else "-"),
                       cell(duration(a.duration_ms)), outcome,
-                      cell("-" if a.exit_code is None else a.exit_code), cell(a.reason or "-"),
+                      cell("-" if a.exit_code is None else a.exit_code), cell(_reason(a)),
                       cell((a.message or "").strip() or "-"))
     return table
+
+
+def _reason(attempt: Any) -> str:
+    """The attempt's reason, with the retry rule that decided and whether the attempt counted."""
+    said = attempt.reason or "-"
+    if attempt.rule:
+        said += f" ({attempt.rule}{', not counted' if attempt.ignored else ''})"
+    return said
 
 
 def events_table(events: list[Any]) -> Table:

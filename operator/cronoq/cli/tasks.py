@@ -16,7 +16,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.config import ConfigException
 
-from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskStatus
+from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskPool, TaskStatus
 from cronoq.api.durations import format as format_duration, parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
 from cronoq.cli import render
@@ -25,9 +25,11 @@ from cronoq.client import (
     TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
-from cronoq.engine.admission import Candidate
+from cronoq.engine import delay, reasons
+from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Effective
+from cronoq.engine.ratelimit import next_start
 from cronoq.kube.refusal import server_message
 
 RESOURCE = "task.cronoq.io"
@@ -46,6 +48,8 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     s.add_argument("--pool", "-p", help="TaskPool (default: default)")
     s.add_argument("--priority", type=int, help="higher runs first (default 0)")
     s.add_argument("--key", "-k", help="idempotency key: a task holding it is returned instead of a new one")
+    s.add_argument("--group", help="fairness group (a tenant, a customer): groups of one priority take turns "
+                                   "for the pool's slots, and the pool's groupConcurrency caps each")
     s.add_argument("--payload", help="JSON handed to the container as CRONOQ_PAYLOAD")
     s.add_argument("--payload-file", help="file holding the JSON payload")
     s.add_argument("--attempt-timeout", help="each attempt's time limit (spec.timeout), e.g. 10m: "
@@ -59,6 +63,13 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
                                       "a running attempt is stopped then and the task fails")
     s.add_argument("--max-retry-duration", help="no retry starts this long after the first attempt "
                                                 "(spec.retry.maxRetryDuration), e.g. 30m")
+    s.add_argument("--retry-rule", action="append", default=[], metavar="ACTION:FIELD=V,V[:FIELD=V]",
+                   help="a retry rule (repeatable, in order): Retry, Fail or Ignore the attempts whose reasons, "
+                        "exitCodes and responseCodes are among these, e.g. Ignore:reasons=Evicted,NodeLost or "
+                        "Fail:exitCodes=3")
+    s.add_argument("--delay", help="start no sooner than this long after creation (spec.startDelay), e.g. 10m")
+    s.add_argument("--not-before", metavar="TIME",
+                   help="start no sooner than this RFC 3339 time (spec.notBefore), e.g. 2026-12-06T14:00:00Z")
     s.add_argument("--depends-on", action="append", default=[], metavar="TASK[:Success|Failure|Complete]",
                    help="wait for this task first (repeatable)")
     s.add_argument("--label", "-l", action="append", default=[], metavar="KEY=VALUE", help="task label (repeatable)")
@@ -188,8 +199,8 @@ def _check_input(args: argparse.Namespace) -> None:
                              "spec.timeout), --wait-timeout limits how long --wait waits")
         flags = any(getattr(args, f) for f in (
             "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
-            "max_attempts", "depends_on", "label", "pod_annotation", "name", "generate_name", "start_deadline",
-            "deadline", "max_retry_duration")) or args.trailing
+            "max_attempts", "retry_rule", "depends_on", "label", "pod_annotation", "name", "generate_name", "delay",
+            "not_before", "start_deadline", "deadline", "max_retry_duration")) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
@@ -252,6 +263,29 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
             raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
         out[k] = v
     return out
+
+
+RULE_FIELDS = ("reasons", "exitCodes", "responseCodes")
+
+
+def _retry_rule(text: str) -> dict[str, Any]:
+    """`Ignore:reasons=Evicted,NodeLost` → {action: Ignore, reasons: [Evicted, NodeLost]}; the
+    model checks the rest (actions, bounds) with the manifest."""
+    action, *matches = text.split(":")
+    if not matches:
+        raise UsageError(f"--retry-rule {text!r}: expected ACTION:FIELD=V,V (e.g. Ignore:reasons=Evicted)")
+    rule: dict[str, Any] = {"action": action}
+    for match in matches:
+        field, sep, values = match.partition("=")
+        if field not in RULE_FIELDS or not sep or not values:
+            raise UsageError(f"--retry-rule {text!r}: {match!r} is not FIELD=V,V with FIELD one of "
+                             f"{', '.join(RULE_FIELDS)}")
+        items = values.split(",")
+        try:
+            rule[field] = items if field == "reasons" else [int(v) for v in items]
+        except ValueError:
+            raise UsageError(f"--retry-rule {text!r}: {field} are numbers") from None
+    return rule
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
@@ -338,6 +372,8 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["priority"] = args.priority
     if args.key:
         spec["key"] = args.key
+    if args.group:
+        spec["group"] = args.group
     if args.payload is not None and args.payload_file:
         raise UsageError("give --payload or --payload-file, not both")
     if args.payload is not None or args.payload_file:
@@ -359,15 +395,40 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["startDeadline"] = args.start_deadline
     if args.deadline:
         spec["deadline"] = args.deadline
+    if args.retry_rule:
+        spec.setdefault("retry", {})["rules"] = [_retry_rule(text) for text in args.retry_rule]
     if args.depends_on:
         edges = (d.partition(":") for d in args.depends_on)
         spec["dependsOn"] = [{"task": t, "on": on or "Success"} for t, _, on in edges]
     if args.pod_annotation:
         spec["podMetadata"] = {"annotations": _pairs(args.pod_annotation, "--pod-annotation")}
+    spec.update(_start_time(args.delay, args.not_before))
     metadata: dict[str, Any] = {"name": args.name} if args.name else {"generateName": args.generate_name or "task-"}
     if args.label:
         metadata["labels"] = _pairs(args.label, "--label")
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": metadata, "spec": spec}
+
+
+def _start_time(delay: str | None, not_before: str | None) -> dict[str, str]:
+    """`--delay` / `--not-before` as spec.startDelay / spec.notBefore, checked offline."""
+    if delay and not_before:
+        raise UsageError("submit: give --delay or --not-before, not both")
+    if delay:
+        try:
+            parse_duration(delay)
+        except DurationError as err:
+            raise UsageError(f"--delay: {err}") from None
+        return {"startDelay": delay}
+    if not_before:
+        try:
+            when = datetime.fromisoformat(not_before)
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            raise UsageError(f"--not-before {not_before}: not an RFC 3339 time with a zone "
+                             "(e.g. 2026-12-06T14:00:00Z)")
+        return {"notBefore": when.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")}
+    return {}
 
 
 # ---------------------------------------------------------------------- get / list
@@ -654,6 +715,11 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Finished", s.finished_at.isoformat()))
     if s and s.next_attempt_at:
         pairs.append(("Next attempt", s.next_attempt_at.isoformat()))
+    if s and s.ignored_attempts:
+        pairs.append(("Ignored attempts", f"{s.ignored_attempts} (retry rules said Ignore: not counted against "
+                                          "maxAttempts)"))
+    if (start := delay.not_before(task)) is not None:
+        pairs.append(("Not before", _not_before(start, s.attempt if s else 0)))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
@@ -694,6 +760,14 @@ def _limits(task: Task, client: Client) -> str:
     return "; ".join(said)
 
 
+def _not_before(start: datetime, attempt: int) -> str:
+    """`describe`'s line for a delayed start: the time, and how far it is while it is ahead."""
+    text, now = delay.spelled(start), datetime.now(timezone.utc)
+    if attempt == 0 and start > now:
+        text += f" (in {render.age(now, start)})"
+    return text
+
+
 def _why_queued(task: Task, client: Client) -> str:
     """Why a queued task has no slot, and where it stands: read from its pool and the pool's
     queued tasks (a GET and a LIST, no write)."""
@@ -707,21 +781,49 @@ def _why_queued(task: Task, client: Client) -> str:
                 f"`cronoq pool resume {name}` starts it again")
     if pool.spec.concurrency == 0:
         return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    if (limited := rate_limited(task, pool, datetime.now(timezone.utc))) is not None:
+        return f"{place}; {limited}"
     running = pool.status.running if pool.status else 0
     if running >= pool.spec.concurrency:
         return f"{place}; pool {name} is full: {running} running of {pool.spec.concurrency}"
+    cap = pool.spec.group_concurrency
+    if cap is not None:
+        group = task.spec.group or ""
+        mine = sum(1 for t in client.list(pool=name, phase="Running") if (t.spec.group or "") == group)
+        if mine >= cap:
+            named = f"group {group}" if group else "the tasks without a group"
+            return f"{place}; {named} has {mine} of {cap} running (pool {name}'s groupConcurrency)"
     return f"{place}; pool {name} runs {running} of {pool.spec.concurrency}: a slot is about to be granted"
+
+
+def rate_limited(task: Task, pool: TaskPool, now: datetime) -> str | None:
+    """`rate-limited: next start in 0.4 s (pool P starts at most 2 attempts/s, burst 1)`, for a
+    task waiting for its pool's rate limit (None otherwise). The status holds the due time the
+    operator wrote once; later starts follow every 1/rate seconds while the pool stays limited."""
+    limit, s = pool.spec.rate_limit, task.status
+    reason = next((c.reason for c in s.conditions if c.type == "Running"), None) if s else None
+    if limit is None or s is None or s.next_start_at is None or reason != reasons.RATE_LIMITED:
+        return None
+    epoch = s.next_start_at
+    due = next_start(0.0, limit.starts_per_second, (now - epoch).total_seconds())
+    return (f"rate-limited: next start in {max(due - (now - epoch).total_seconds(), 0.0):.1f} s "
+            f"(pool {pool.metadata.name} starts at most {limit.starts_per_second:g} attempts/s, burst {limit.burst})")
 
 
 def _place(task: Task, queued: list[Task]) -> str:
     """`3rd of 7 in pool P's queue (ahead: a, b)`, in the operator's admission order: the
-    highest priority first, then the oldest submission, then the name."""
+    highest priority first, groups of one priority in turn, then the oldest submission, then the
+    name. Which group's turn it is the operator alone knows: with groups, the place is the one a
+    rotation starting now would give."""
     def candidate(t: Task) -> Candidate:
         submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
         return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
-                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc))
+                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc), t.spec.group)
 
-    order = sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)])
+    queue = Queue()
+    for c in sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)]):
+        queue.put(c)
+    order = [c for c in iter(queue.pop, None)]
     at = next(i for i, c in enumerate(order) if c.name == task.metadata.name)
     ahead = [c.name for c in order[:at]]
     shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")

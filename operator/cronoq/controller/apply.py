@@ -25,7 +25,7 @@ from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
-from cronoq.engine import keys, reasons
+from cronoq.engine import delay, keys, reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
@@ -53,6 +53,11 @@ def refusal_of(message: str) -> str:
     return f"ResourceQuota {quota.group(1)} refused it ({message})" if quota else message
 
 
+def _told(status: TaskStatus | None) -> str | None:
+    """The reason a status gives (its Running condition's)."""
+    return next((c.reason for c in status.conditions if c.type == "Running"), None) if status else None
+
+
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
                  term: Term, *, clock: Callable[[], datetime], skew: Callable[[], timedelta],
@@ -62,8 +67,18 @@ class Applier:
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
         self.served_warnings_only = served_warnings_only
-        """`--events=auto` (the default): the same, in Workers pools only: a stream of small tasks
-        would pay an Event write per success, a quarter of its writes."""
+        """`--events=auto` (the default): the same, in Workers pools only, unless a pool's `events`
+        says otherwise: a stream of small tasks would pay an Event write per success, a quarter of
+        its writes."""
+
+    def quiet(self, pool: TaskPool | None) -> bool:
+        """Only Warning Events on this pool's tasks: `--events=warnings` caps every pool; else the
+        pool's `events` says; unset, `--events=auto` makes Workers pools quiet (`all`: none)."""
+        if self.warnings_only:
+            return True
+        if pool is not None and pool.spec.events is not None:
+            return pool.spec.events == "Warnings"
+        return self.served_warnings_only and pool is not None and pool.spec.delivery == "Workers"
 
     async def apply(self, record: TaskRecord, task: Task | None, plan: Plan, now: datetime) -> None:
         """One reconcile's plan: its status first; nothing else unless that write landed. `task` is
@@ -84,6 +99,8 @@ class Applier:
                 return
             record = landed
             if task is not None:
+                if _told(plan.status) == reasons.RATE_LIMITED != _told(task.status):
+                    metrics.RATE_LIMITED.labels(*pool_key).inc()
                 task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
         if plan.deletion is not None:
             self.expiry.schedule(key, record.uid, plan.deletion.at)
@@ -147,7 +164,7 @@ class Applier:
                 refused = err
         for job_name in plan.delete_jobs:
             await self.writer.delete_job(namespace, job_name)
-        quiet = self.warnings_only or (self.served_warnings_only and pool is not None and pool.spec.delivery == "Workers")
+        quiet = self.quiet(pool)
         for event in plan.events:
             if quiet and not event.warning:
                 continue
@@ -171,7 +188,9 @@ class Applier:
         if plan.wants_slot and task is not None:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
             submitted = (task.status.submitted_at if task.status else None) or entry.first_seen
-            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, submitted), self.clock())
+            in_line = delay.in_line_from(task, submitted)  # a delayed task queues from its start time
+            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, in_line, task.spec.group),
+                            self.clock())
             self.queue.add(("pool", *pool_key))
         else:
             self.slots.unwant(pool_key, key)
@@ -188,6 +207,8 @@ class Applier:
             metrics.ATTEMPTS.labels(*pool_key, metrics.label(attempt.outcome.value)).inc()
             if attempt.reason == reasons.LEASE_EXPIRED:
                 metrics.LEASE_EXPIRATIONS.inc()
+            if attempt.ignored:
+                metrics.ATTEMPTS_IGNORED.labels(*pool_key).inc()
         status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
             metrics.TASKS.labels(*pool_key, metrics.label(status.phase.value)).inc()

@@ -9,9 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from cronoq.api import Task, TaskPoolSpec, TaskStatus
+from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store, TaskRecord
 from cronoq.engine import dependencies, keys
+from cronoq.engine.admission import capacity
 from cronoq.engine.decide import Live, Subject, Unreadable
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.plan import Observation
@@ -26,7 +28,7 @@ class JobSettings:
 
 
 def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch: int,
-           jobs: JobSettings) -> tuple[Subject, Observation]:
+           jobs: JobSettings, rate_limits: RateLimits | None = None) -> tuple[Subject, Observation]:
     """The task as the decision sees it, and what it reads around it."""
     namespace = record.namespace
     found = store.pools.get((namespace, record.pool))
@@ -49,7 +51,11 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
         common["worker_room"] = store.worker_room((namespace, record.pool), now)
     if attempt == 0:
         common.update(_gating(store, record, task, pool, now))
+    if rate_limits is not None and found is not None and found.spec.rate_limit is not None \
+            and slots.free((namespace, record.pool), capacity(found.spec)) > 0:
+        common["next_start_at"] = rate_limits.next_start_at((namespace, record.pool), found, now)
     return Live(task), Observation(admit=(namespace, record.name) in slots.grants, pool_name=task.spec.pool,
+                                   admitted_at=slots.granted_at.get((namespace, record.name)),
                                    job_rejected=record.rejected.get(attempt), job_refused=record.refused.get(attempt),
                                    **common)
 

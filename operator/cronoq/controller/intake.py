@@ -13,7 +13,7 @@ from cronoq.api import TaskPool
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import WorkKey, WorkQueue
-from cronoq.engine import naming
+from cronoq.engine import delay, naming
 from cronoq.engine.admission import Candidate
 from cronoq.kube.observe import job_facts, pod_facts, served_facts, worker_facts
 
@@ -36,8 +36,11 @@ class Intake:
                 self.queue.add(("pool", key[0], gone.pool))
         elif (record := self.store.put_task(raw, self.clock())) is not None:
             fresh = key in self.store.fresh.get((key[0], record.pool), ())  # weighed before its first reconcile
-            if fresh and record.task is not None:  # (a fresh task is always a readable one)
-                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, record.first_seen),
+            if fresh and record.task is not None and not delay.waiting(record.task, self.clock()):
+                # (a fresh task is always a readable one; a delayed one is weighed from its time on)
+                in_line = delay.in_line_from(record.task, record.first_seen)
+                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, in_line,
+                                                                           record.task.spec.group),
                                 record.first_seen)
                 self.queue.add(("pool", key[0], record.pool))
             self.queue.add(("task", *key))

@@ -14,12 +14,14 @@ from datetime import timedelta
 from typing import Callable, Mapping
 
 from cronoq import metrics
+from cronoq.api import TaskPool
 from cronoq.controller.apply import Applier, JobRefused
-from cronoq.controller.clock import Clock, LoopClock
+from cronoq.controller.clock import Clock, LoopClock, Timer
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
+from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store
 from cronoq.controller.term import Term
@@ -56,6 +58,9 @@ class Controller:
         self.store = Store()
         self.queue: WorkQueue[WorkKey] = WorkQueue(self.clock)
         self.slots = Slots(self.store)
+        self.rate_limits = RateLimits(self.clock)
+        self._token_timers: dict[tuple[str, str], Timer] = {}
+        """Pool key → the timer of its rate limit's next token."""
         self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent)
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
@@ -142,7 +147,8 @@ class Controller:
         if record is None:
             self.store.forget(key)
             return
-        subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings)
+        subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings,
+                               self.rate_limits)
         plan = decide(subject, seen, self.rng)
         await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
 
@@ -150,6 +156,10 @@ class Controller:
 
     async def dispatch(self, namespace: str, name: str) -> None:
         """Grant free slots of the pool to its waiting tasks, best first."""
+        self.grant(namespace, name)
+
+    def grant(self, namespace: str, name: str) -> None:
+        """`dispatch`, without an await: also run straight from the timer of a pool's next token."""
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         self.slots.release_drained(pool_key)
@@ -165,8 +175,39 @@ class Controller:
             metrics.WORKERS.labels(namespace, name).set(len(room))
             metrics.WORKER_ROOM.labels(namespace, name).set(free)
             capacity = min(capacity, running + free)
-        for key in self.slots.admit(pool_key, capacity, self.clock.now()):
+        tokens = self.rate_limits.allowance(pool_key, pool)
+        granted = self.slots.admit(pool_key, capacity, self.clock.now(), most=tokens,
+                                   group_cap=pool.spec.group_concurrency)
+        for key in granted:
             self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
+        if tokens is not None:
+            self.rate_limits.spend(pool_key, len(granted))
+            self._next_token(pool_key, pool, capacity)
+
+    def _next_token(self, pool_key: tuple[str, str], pool: TaskPool, capacity: int) -> None:
+        """A pool held back by its rate limit alone (tasks wait, a slot is free, no token) grants
+        again when its next token is due: a timer, not a loop. The timer grants at once, not
+        through the work queue, whose workers may all be waiting on the API server then: a token
+        granted late is time the bucket cannot give back (full at `burst`, it stops filling)."""
+        if not (self.slots.waiting[pool_key] and self.slots.free(pool_key, capacity) > 0):
+            return
+        wait = self.rate_limits.wait(pool_key, pool)
+        timer = self._token_timers.get(pool_key)
+        if not wait or (timer is not None and timer.when() <= self.clock.monotonic() + wait):
+            return
+        if timer is not None:
+            timer.cancel()
+        self._token_timers[pool_key] = self.clock.call_later(wait, lambda: self._token_due(pool_key))
+
+    def _token_due(self, pool_key: tuple[str, str]) -> None:
+        self._token_timers.pop(pool_key, None)
+        if not self.term.acting:
+            return
+        try:
+            self.grant(*pool_key)
+        except Exception:  # noqa: BLE001 - the work queue's dispatch retries it with backoff
+            log.exception("granting the next token of pool %s/%s failed; dispatching it again", *pool_key)
+            self.queue.add(("pool", *pool_key), urgent=True)
 
 
 THROTTLED_MAX = 30.0

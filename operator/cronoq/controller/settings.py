@@ -68,8 +68,9 @@ class Options:
                        "again", metavar="N")
     events: Events = flag(
         "auto", "Events posted on Tasks: all (every attempt's end, succeeded ones too), warnings (only Warning "
-                "Events: attempts that failed, timed out or were lost, late reports), or auto: all in Job pools, "
-                "warnings in Workers pools (a succeeded served attempt is in the status)", choices=get_args(Events))
+                "Events: attempts that failed, timed out or were lost, late reports, whatever a pool says), or "
+                "auto: all in Job pools, warnings in Workers pools (a succeeded served attempt is in the status); "
+                "a pool's spec.events overrides all and auto", choices=get_args(Events))
     leader_election: bool = flag(True, "compete for a Lease so that only one replica acts")
     lease_namespace: str | None = flag(None, "namespace of the leader Lease", default_text="$POD_NAMESPACE, else default")
     lease_name: str = flag("cronoq-leader", "name of the leader Lease")

@@ -8,7 +8,7 @@ stopped (`draining`), so `concurrency` also holds while a cancelled container sh
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 
 from cronoq.controller.store import Key, Store
@@ -21,6 +21,8 @@ class Slots:
         self.store = store
         self.grants: dict[Key, Key] = {}
         """Tasks admitted to a slot and not yet Running: task key → pool key."""
+        self.granted_at: dict[Key, datetime] = {}
+        """Task key → when it was granted its slot (its attempt's dispatchedAt)."""
         self.waiting: dict[Key, Queue] = defaultdict(Queue)
         """Pool key → its ready tasks waiting for a slot, in admission order (new tasks enter as
         soon as they are seen, before their first reconcile, so a burst is ordered as a whole)."""
@@ -39,6 +41,7 @@ class Slots:
 
     def take_grant(self, key: Key) -> bool:
         """The task's reconcile used (or passed on) its grant."""
+        self.granted_at.pop(key, None)
         return self.grants.pop(key, None) is not None
 
     def forget(self, key: Key) -> Key | None:
@@ -46,6 +49,7 @@ class Slots:
         for waiting in self.waiting.values():
             waiting.discard(key)
         self.ready_since.pop(key, None)
+        self.granted_at.pop(key, None)
         return self.grants.pop(key, None)
 
     def abort(self, namespace: str, job: str, pool: Key) -> None:
@@ -71,19 +75,48 @@ class Slots:
         """Slots in use: running attempts, and aborted ones whose container may still run."""
         return len(self.store.running.get(pool, ())) + sum(1 for p in self.draining.values() if p == pool)
 
-    def admit(self, pool: Key, concurrency: int, now: datetime) -> list[Key]:
-        """Free drained slots, then grant the pool's free slots to its best waiting tasks; return
-        them, best first."""
+    def free(self, pool: Key, concurrency: int) -> int:
+        """Slots neither running nor granted."""
+        return concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+
+    def admit(self, pool: Key, concurrency: int, now: datetime, most: int | None = None,
+              group_cap: int | None = None) -> list[Key]:
+        """Free drained slots, then grant the pool's free slots (`most` of them at most: its rate
+        limit's tokens) to its best waiting tasks, no group beyond `group_cap` attempts at once (a
+        pool's groupConcurrency); return them, best first."""
         self.release_drained(pool)
         waiting = self.waiting[pool]
-        free = concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+        free = self.free(pool, concurrency)
+        if most is not None:
+            free = min(free, most)
+        using = self.by_group(pool) if group_cap is not None and free > 0 else None
+        eligible = None
+        if using is not None and group_cap is not None:
+            cap = group_cap
+            eligible = lambda group: using[group] < cap  # noqa: E731
         granted: list[Key] = []
-        while free > 0 and (candidate := waiting.pop()) is not None:
+        while free > 0 and (candidate := waiting.pop(eligible)) is not None:
             key = candidate.key
             entry = self.store.tasks.get(key)
             if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
                 continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
             self.grants[key] = pool
+            self.granted_at[key] = now
             granted.append(key)
             free -= 1
+            if using is not None:
+                using[candidate.group] += 1
         return granted
+
+    def by_group(self, pool: Key) -> Counter[str]:
+        """Slots in use per fairness group: running attempts, grants, aborted attempts still running.
+        O(concurrency): what runs, never what waits."""
+        holders = [*self.store.running.get(pool, ()), *(k for k, p in self.grants.items() if p == pool)]
+        holders += [(job[0], owner[1]) for job, p in self.draining.items()
+                    if p == pool and (owner := self.store.job_owner.get(job)) is not None]
+        using: Counter[str] = Counter()
+        for key in holders:
+            record = self.store.tasks.get(key)
+            if record is not None and record.task is not None:
+                using[record.task.spec.group or ""] += 1
+        return using

@@ -1,66 +1,148 @@
 """Which ready tasks of a pool get a slot (DESIGN §5): while running attempts < concurrency,
-the highest `priority` first, then the oldest `submittedAt`, then the name (a stable tie-break).
+the highest `priority` first; among tasks of one priority, fairness groups (a task's `group`)
+take turns; within a group, the oldest `submittedAt` first, then the name (a stable tie-break).
 A retried task keeps its submission time, so it keeps its place among its priority.
 
-The order is `Candidate`'s and the pool's `Queue` keeps it; how many slots are free is counted
-where the slots are kept (controller/slots.py), which pops the queue while one is."""
+The order is the pool's `Queue`'s; how many slots are free, and which groups are at the pool's
+`groupConcurrency`, are counted where the slots are kept (controller/slots.py), which pops the
+queue while a slot is free."""
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cronoq.api import TaskPoolSpec
 
 
 @dataclass(frozen=True, order=True)
 class Candidate:
-    """A task waiting for a slot, ordered so that the first in sort order is admitted first."""
+    """A task waiting for a slot, ordered within its group so that the first in sort order is
+    admitted first."""
 
     sort_key: tuple[int, datetime, str, str]
     """(-priority, submitted_at, namespace, name)."""
     namespace: str
     name: str
+    group: str = ""
+    """Its fairness group; "" for tasks that name none (they share one group)."""
 
     @classmethod
-    def of(cls, namespace: str, name: str, priority: int, submitted_at: datetime) -> Candidate:
-        return cls((-priority, submitted_at, namespace, name), namespace, name)
+    def of(cls, namespace: str, name: str, priority: int, submitted_at: datetime, group: str | None = None) -> Candidate:
+        return cls((-priority, submitted_at, namespace, name), namespace, name, group or "")
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
 
 
+Rank = tuple[int, int, datetime, str, str]
+"""A group's place: (-priority of its best task, the turn it was last served at, that task's
+submission, namespace, name)."""
+
+
 class Queue:
-    """A pool's waiting tasks in admission order. Adding, re-ranking (a priority change) and
-    taking the best are O(log n), so granting slots behind a backlog of thousands stays cheap.
-    A re-ranked or removed task's old heap entry stays behind and is skipped when it surfaces."""
+    """A pool's waiting tasks in admission order: a heap per fairness group, and a heap of groups
+    ranked by their best task's priority, then by whose turn it is (the group served longest ago;
+    a group new to the queue counts as served at the latest turn, so it joins the back of the
+    rotation, not its front). With one group (no task names one) this is plain priority order.
+
+    Adding, re-ranking (a priority change), removing and taking the best are O(log n) however long
+    the backlog: entries left behind by a re-rank or removal are skipped when they surface, and a
+    group's entry whose best task went is ranked again then."""
 
     def __init__(self) -> None:
-        self._heap: list[Candidate] = []
         self._current: dict[tuple[str, str], Candidate] = {}
+        self._groups: dict[str, list[Candidate]] = {}
+        self._sizes: dict[str, int] = {}
+        self._served: dict[str, int] = {}
+        """Group → the turn it was last served at (or joined the queue at)."""
+        self._turn = 0
+        self._order: list[tuple[Rank, str]] = []
+        self._ranked: dict[str, Rank] = {}
+        """Group → the rank of its one live entry in `_order`."""
 
     def put(self, candidate: Candidate) -> None:
-        if self._current.get(candidate.key) == candidate:
+        old = self._current.get(candidate.key)
+        if old == candidate:
             return
+        if old is not None and old.group != candidate.group:
+            self.discard(old.key)
+            old = None
+        group = candidate.group
         self._current[candidate.key] = candidate
-        heapq.heappush(self._heap, candidate)
+        if old is None:
+            self._sizes[group] = self._sizes.get(group, 0) + 1
+        self._served.setdefault(group, self._turn)
+        heap = self._groups.setdefault(group, [])
+        heapq.heappush(heap, candidate)
+        if len(heap) > 2 * self._sizes[group] + 64:  # mostly entries left behind: rebuild
+            heap[:] = [c for c in heap if self._current.get(c.key) == c]
+            heapq.heapify(heap)
+        self._rerank(group)
 
     def discard(self, key: tuple[str, str]) -> None:
-        self._current.pop(key, None)
+        old = self._current.pop(key, None)
+        if old is not None:
+            self._sizes[old.group] -= 1
+            if not self._sizes[old.group]:
+                self._forget(old.group)
 
-    def pop(self) -> Candidate | None:
-        """Remove and return the task to admit next, or None when none waits."""
-        while self._heap:
-            candidate = heapq.heappop(self._heap)
-            if self._current.get(candidate.key) == candidate:
+    def pop(self, eligible: Callable[[str], bool] | None = None) -> Candidate | None:
+        """Remove and return the task to admit next, from a group `eligible` allows (all, when
+        None), or None when none waits there."""
+        passed: list[tuple[Rank, str]] = []
+        try:
+            while self._order:
+                rank, group = heapq.heappop(self._order)
+                if self._ranked.get(group) != rank:
+                    continue  # left behind by a newer entry of its group
+                del self._ranked[group]
+                if self._rank(group) != rank:  # its best task went or was re-ranked: rank it again
+                    self._rerank(group)
+                    continue
+                if eligible is not None and not eligible(group):
+                    passed.append((rank, group))
+                    continue
+                candidate = heapq.heappop(self._groups[group])
                 del self._current[candidate.key]
-                if len(self._heap) > 2 * len(self._current) + 64:  # mostly stale entries: rebuild
-                    self._heap = list(self._current.values())
-                    heapq.heapify(self._heap)
+                self._sizes[group] -= 1
+                self._turn += 1
+                self._served[group] = self._turn
+                self._rerank(group)
+                if len(self._order) > 2 * len(self._ranked) + 64:
+                    self._order = [(r, g) for g, r in self._ranked.items()]
+                    heapq.heapify(self._order)
                 return candidate
-        return None
+            return None
+        finally:
+            for rank, group in passed:
+                self._ranked[group] = rank
+                heapq.heappush(self._order, (rank, group))
+
+    def _rank(self, group: str) -> Rank | None:
+        """The group's place now, its heap's left-behind head entries dropped; None (and the group
+        forgotten) when none of its tasks waits."""
+        heap = self._groups.get(group)
+        while heap and self._current.get(heap[0].key) != heap[0]:
+            heapq.heappop(heap)
+        if not heap:
+            self._forget(group)
+            return None
+        priority, submitted, namespace, name = heap[0].sort_key
+        return (priority, self._served[group], submitted, namespace, name)
+
+    def _forget(self, group: str) -> None:
+        """No task of the group waits: when one comes, the group joins the back of the rotation."""
+        for held in (self._groups, self._sizes, self._served, self._ranked):
+            held.pop(group, None)
+
+    def _rerank(self, group: str) -> None:
+        rank = self._rank(group)
+        if rank is not None and self._ranked.get(group) != rank:
+            self._ranked[group] = rank
+            heapq.heappush(self._order, (rank, group))
 
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self._current

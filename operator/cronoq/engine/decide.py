@@ -2,7 +2,7 @@
 `Subject` and the `Observation` around it) and returns the one `Plan` the controller carries out.
 It picks the decision the subject needs (a live task's next step, a finished task's settling, an
 unreadable task's refusal), works out the gate of a task that has not started (its key's holders,
-then its dependencies), and builds the Job a plan creates, so the controller asks nothing more of
+then its dependencies, then its start time), and builds the Job a plan creates, so the controller asks nothing more of
 the engine between gathering and applying.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from typing import Union
 
 from cronoq.api import Task, TaskPhase, TaskStatus
-from cronoq.engine import dependencies, keys
+from cronoq.engine import delay, dependencies, keys
 from cronoq.engine.attempts import is_ready, reconcile, refusal, settle
-from cronoq.engine.gate import RUN, Gate
+from cronoq.engine.gate import Gate
 from cronoq.engine.jobs import build_job
 from cronoq.engine.plan import Deletion, Effective, Observation, Plan
 from cronoq.engine.pools import roomiest
@@ -121,7 +121,7 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
 
 
 def _gate(task: Task, seen: Observation) -> Gate | str:
-    """What the task's key, then its dependencies, say about its first attempt; the name of its
+    """What the task's key, then its dependencies, then its start time say about its first attempt; the name of its
     finished original when that one's full record must be read first."""
     held, now = seen.holders, seen.now
     if task.spec.key and held is not None:
@@ -135,6 +135,7 @@ def _gate(task: Task, seen: Observation) -> Gate | str:
         if verdict.verdict != "run":
             return verdict
     if task.spec.depends_on:
-        return dependencies.gate(task.metadata.name or "", task.spec.depends_on, seen.dependencies or {},
-                                 seen.cycle)
-    return RUN
+        after = dependencies.gate(task.metadata.name or "", task.spec.depends_on, seen.dependencies or {}, seen.cycle)
+        if after.verdict != "run":
+            return after
+    return delay.gate(task, now)

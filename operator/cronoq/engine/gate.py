@@ -1,8 +1,9 @@
-"""What may keep a task from its first attempt: its dependencies (`dependencies`) and an
-idempotency key matching another task (`keys`). Both answer with a Gate."""
+"""What may keep a task from its first attempt: an idempotency key matching another task (`keys`),
+its dependencies (`dependencies`) and a start time not come yet (`delay`). Each answers with a Gate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from cronoq.api import TaskPhase
@@ -19,14 +20,16 @@ class Gate:
     phase: TaskPhase | None = None
     output: str | None = None
     duplicate_of: str | None = None
+    until: datetime | None = None
+    """A wait that ends by itself at this time (a delayed start): the task is looked at again then."""
 
     @classmethod
     def run(cls) -> Gate:
         return cls("run")
 
     @classmethod
-    def wait(cls, reason: str, message: str, duplicate_of: str | None = None) -> Gate:
-        return cls("wait", reason, message, duplicate_of=duplicate_of)
+    def wait(cls, reason: str, message: str, duplicate_of: str | None = None, until: datetime | None = None) -> Gate:
+        return cls("wait", reason, message, duplicate_of=duplicate_of, until=until)
 
     @classmethod
     def end(cls, phase: TaskPhase, reason: str, message: str, output: str | None = None,

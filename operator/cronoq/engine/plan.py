@@ -15,6 +15,7 @@ from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.keys import KeyHolders
 from cronoq.engine.observed import AttemptJob
+from cronoq.engine.retryrules import Labelled, labelled
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
 
@@ -42,6 +43,8 @@ class Effective:
     """The task's startDeadline, else its pool's (None: none; `attempts.task_deadlines`)."""
     deadline: timedelta | None = None
     """The task's deadline, else its pool's (None: none)."""
+    rules: Labelled = ()
+    """Retry rules, the task's then the pool's (`retryrules`)."""
 
     @classmethod
     def of(cls, task: Task, pool: TaskPoolSpec | None) -> Effective:
@@ -53,7 +56,7 @@ class Effective:
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar,
                    job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
-                   workers=pool.delivery == "Workers",
+                   workers=pool.delivery == "Workers", rules=labelled(spec.retry, pool.retry),
                    start_deadline=_own_else(spec.start_deadline, pool.start_deadline),
                    deadline=_own_else(spec.deadline, pool.deadline))
 
@@ -136,6 +139,9 @@ class Observation:
     epoch: int = 0
     admit: bool = False
     """The pool has a slot for this task, and it is this task's turn."""
+    admitted_at: datetime | None = None
+    """When the pool granted it (the slot, and its rate limit's token): the attempt's dispatchedAt,
+    so that recorded starts keep the rate limit's spacing however long the reconcile waited."""
     pool_found: bool = True
     pool_name: str = "default"
     first_seen: datetime | None = None
@@ -152,6 +158,9 @@ class Observation:
     `engine.decide` picks it from `worker_room`)."""
     worker_room: Mapping[str, int] | None = None
     """A Workers pool, no attempt open: its live workers → how many more attempts each may take."""
+    next_start_at: datetime | None = None
+    """The pool has a free slot but its rate limit no token: when the next one is due (None: no
+    limit, a token is there, or no slot is free)."""
     worker_alive_until: datetime | None = None
     """A Workers pool: until when the open attempt's worker is alive by its Lease, as last seen
     (None: its Lease is gone, or was never seen)."""

@@ -56,8 +56,10 @@ def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, q
     else:
         trusted = ("; worker Leases trusted without the lease guard (--trust-worker-leases)"
                    if trust is WorkerTrust.TRUSTED else "")
+        limit = pool.spec.rate_limit
+        limited = (f"; at most {limit.starts_per_second:g} starts/s (burst {limit.burst})" if limit else "")
         conditions = set_condition(list(old.conditions), "Ready", True, reasons.ADMITTING,
-                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting{trusted}", now,
-                                   generation)
+                                   f"{running} running of {pool.spec.concurrency}; {queued} waiting{limited}{trusted}",
+                                   now, generation)
     return TaskPoolStatus(counts=counts, running=running, queued=queued, conditions=tuple(conditions),
                           observed_generation=generation)

@@ -33,6 +33,7 @@ INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's docu
 # Why a task is where it is (conditions and the task's message).
 WAITING_FOR_SLOT = "WaitingForSlot"
 WAITING_FOR_WORKER = "WaitingForWorker"  # a Workers pool with no live worker with room
+RATE_LIMITED = "RateLimited"     # a free slot, but the pool's rateLimit has no token yet
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"
 BACKING_OFF = "BackingOff"
@@ -42,6 +43,7 @@ ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
 START_DEADLINE_EXCEEDED = "StartDeadlineExceeded"    # not started within its startDeadline: ended without running
 DEADLINE_EXCEEDED = "DeadlineExceeded"               # its deadline passed: the running attempt aborted, too
 RETRY_DURATION_EXHAUSTED = "RetryDurationExhausted"  # its retry policy's maxRetryDuration left no room for a retry
+IGNORED_ATTEMPTS_EXHAUSTED = "IgnoredAttemptsExhausted"  # an Ignore rule matched once more than maxIgnoredAttempts
 INVALID_SPEC = "InvalidSpec"
 
 # Events.
@@ -54,6 +56,7 @@ WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
 DEPENDENCY_UNMET = "DependencyUnmet"
 DEPENDENCY_CYCLE = "DependencyCycle"
 WAITING_FOR_ORIGINAL = "WaitingForOriginal"
+WAITING_FOR_START_TIME = "WaitingForStartTime"  # spec.notBefore or spec.startDelay: not yet (engine/delay.py)
 DUPLICATE = "Duplicate"
 
 # A TaskPool's Ready condition.

@@ -28,6 +28,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 JSON = "application/json"
+TOKEN_FRESH = 10.0
+"""Seconds a bearer token is used before the configuration is asked for it again. Asking runs the
+credentials' refresh hook (the kubeconfig loader's sets the whole configuration again, proxies
+read from the environment included): per request that was 6% of the operator's CPU in a pull
+burst (bench/README.md, "Figures behind the code"). A rotated token is read within TOKEN_FRESH,
+at once after a 401."""
 
 Answered = Callable[[float, float, str | None], None]
 """Told (sent, received, Date header) of an answer: the clock-skew estimate's samples."""
@@ -44,15 +50,24 @@ class ApiSession:
         self.api = api
         """Its configuration says where the API server is and how to authenticate."""
         self._session: aiohttp.ClientSession | None = None
+        self._token: str | None = None
+        self._token_read: float | None = None
 
     def headers(self, content_type: str = JSON) -> dict[str, str]:
-        conf = self.api.configuration
         headers = {"Accept": JSON, "Content-Type": content_type, "User-Agent": self.api.user_agent,
                    "Accept-Encoding": "identity"}
-        token = conf.get_api_key_with_prefix("BearerToken", alias="authorization")  # re-read when it rotates
+        token = self.token()
         if token:
             headers["Authorization"] = token
         return headers
+
+    def token(self) -> str | None:
+        """The Authorization header's value, asked of the configuration again every TOKEN_FRESH seconds."""
+        now = time.monotonic()
+        if self._token_read is None or now - self._token_read >= TOKEN_FRESH:
+            self._token = self.api.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+            self._token_read = now
+        return self._token
 
     def session(self) -> aiohttp.ClientSession:
         """The session, made on first use in the running loop."""
@@ -84,6 +99,8 @@ class ApiSession:
             if answered is not None:
                 answered(sent, time.time(), response.headers.get("Date"))
             if not 200 <= response.status <= 299:
+                if response.status == 401:  # the token may have rotated: read it again next time
+                    self._token_read = None
                 answer = await response.read()
                 err = ApiException(status=response.status, reason=response.reason,
                                    body=answer.decode("utf-8", "replace"))

@@ -175,11 +175,11 @@ class Worker:
 
     def __post_init__(self) -> None:
         if self.coordination is None or self.custom is None:
-            from kubernetes import client
+            from cronoq.worker.api import WorkerApi
 
-            api = api_client(self.kubeconfig)
-            self.coordination = self.coordination or client.CoordinationV1Api(api)
-            self.custom = self.custom or client.CustomObjectsApi(api)
+            api = WorkerApi(api_client(self.kubeconfig))  # plain JSON over the client's pool (worker/api.py)
+            self.coordination = self.coordination or api
+            self.custom = self.custom or api
         self.pool_runner = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cronoq-handler")
 
     # ------------------------------------------------------------------ life
@@ -335,44 +335,47 @@ class Worker:
         """List, then watch, the Tasks whose open attempt is handed to this worker (`status.worker`,
         a selectable field: each worker hears of its own attempts only, so a pool's cost per task
         does not grow with its workers). A task whose attempt ended, or that went, leaves the
-        selection and arrives as DELETED; list again whenever the watch breaks, and abort what
+        selection and arrives as DELETED. A watch that ends at its time is resumed from the last
+        version it delivered (bookmarks included); list again only when it breaks, and abort what
         the listing no longer holds. Against a CRD older than that field, the pool's Running
         Tasks are watched instead."""
-        from kubernetes import watch
         from kubernetes.client.rest import ApiException
 
         selector = f"status.worker={self.name}"
         backoff = Backoff()
+        version: str | None = None
         while not self._done.is_set():
             self._own_first(self.ttl)
             try:
-                try:
-                    listing = self.custom.list_namespaced_custom_object(
-                        GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
-                except ApiException as err:
-                    if err.status != 400 or selector.startswith("spec.pool="):
-                        raise
-                    log.warning("the Task CRD has no selectable status.worker (install the CRDs of this release): "
-                                "watching every Running task of pool %s instead", self.pool)
-                    selector = f"spec.pool={self.pool},status.phase=Running"
-                    continue
-                items = listing.get("items", [])
-                for task in items:
-                    self._on_task(task, deleted=False)
-                self._gone_from(items)
-                version = listing["metadata"]["resourceVersion"]
-                stream = watch.Watch().stream(
-                    self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, "tasks",
-                    field_selector=selector, resource_version=version, timeout_seconds=60,
-                    allow_watch_bookmarks=True, _request_timeout=75)
+                if version is None:
+                    try:
+                        listing = self.custom.list_namespaced_custom_object(
+                            GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
+                    except ApiException as err:
+                        if err.status != 400 or selector.startswith("spec.pool="):
+                            raise
+                        log.warning("the Task CRD has no selectable status.worker (install the CRDs of this release): "
+                                    "watching every Running task of pool %s instead", self.pool)
+                        selector = f"spec.pool={self.pool},status.phase=Running"
+                        continue
+                    items = listing.get("items", [])
+                    for task in items:
+                        self._on_task(task, deleted=False)
+                    self._gone_from(items)
+                    version = listing["metadata"]["resourceVersion"]
+                stream = self.custom.watch_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, "tasks", field_selector=selector, resource_version=version,
+                    timeout_seconds=60, _request_timeout=(10, 75))
                 for event in stream:
                     backoff.reset()  # watching again (a refused watch raises before its first event)
                     if self._done.is_set():
                         return
+                    version = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion") or version
                     if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                         self._on_task(event["object"], deleted=event["type"] == "DELETED")
-                backoff.reset()
+                backoff.reset()  # it ended at its time (bookmarks kept its version): watch on, no listing
             except Exception as err:  # noqa: BLE001 - the watch is for ever; a gone version lists again
+                version = None  # list again: what changed while it was broken
                 if not self._done.is_set():
                     wait = backoff.wait(retry_after(err))
                     log.warning("watching tasks failed (%s); again in %.1fs", _brief(err), wait)

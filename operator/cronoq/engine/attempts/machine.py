@@ -10,8 +10,8 @@ as ended before its Job is deleted, so nothing the operator does is lost if it d
 two steps.
 
 This module walks the phases; it asks `cleanup` what else was seen of the task, `deadlines`
-whether the open attempt ended, `workers` what a Workers pool changes, and `wording` what to say
-and whether it is said already. None of them calls back into it.
+whether the open attempt ended, `retryrules` what the retry rules make of its end, `workers` what
+a Workers pool changes, and `wording` what to say and whether it is said already. None of them calls back into it.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
-from cronoq.engine import reasons, retention
+from cronoq.engine import delay, reasons, retention, retryrules
 from cronoq.engine.attempts import deadlines, task_deadlines, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
@@ -37,12 +37,15 @@ HISTORY = ATTEMPTS_KEPT
 
 
 def is_ready(task: Task, now: datetime) -> bool:
-    """Waiting only for a pool slot: new, queued, or retrying with its backoff over."""
-    if task.spec.cancel:
+    """Waiting only for a pool slot: new or Blocked by its start time (that time come), queued, or
+    retrying with its backoff over."""
+    if task.spec.cancel or delay.waiting(task, now):
         return False
     status = task.status
     if status is None or status.phase in (None, TaskPhase.QUEUED):
         return True
+    if status.phase is TaskPhase.BLOCKED:  # only by its start time, now come (see engine.delay.QUIET)
+        return wording.told(status) == reasons.WAITING_FOR_START_TIME and status.attempt == 0
     return status.phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now)
 
 
@@ -84,10 +87,13 @@ class _Draft:
         return self.plan(self.stamped(), **fields)
 
     def close(self, open_attempt: Attempt, verdict: Verdict, job: AttemptJob | None, *, abort: str | None = None,
-              told: Event | None = None) -> _Draft:
+              told: Event | None = None, rule: str | None = None, ignored: bool = False) -> _Draft:
         """The open attempt (the newest record) ended with `verdict`: recorded, told in an Event
-        (`told`, else the record's own account), and its Job `abort` stopped when the operator ended it."""
+        (`told`, else the record's own account), and its Job `abort` stopped when the operator ended it.
+        `rule` names the retry rule that decided, `ignored` says it did not count."""
         closed = deadlines.close(open_attempt, verdict, job, self.seen.now)
+        if rule is not None:
+            closed = closed.model_copy(update={"rule": rule, "ignored": ignored or None})
         told = told or Event(reasons.ATTEMPT_ENDED, wording.ended(closed),
                              warning=verdict.outcome is not AttemptOutcome.SUCCESS)
         return replace(self, records=(*self.records[:-1], closed), ended=(closed,),
@@ -97,6 +103,7 @@ class _Draft:
         """The drafted status, finished in `phase` (with the newest records)."""
         status, now = self.status, self.seen.now
         update: dict[str, Any] = {"phase": phase, "attempts": self.records[-HISTORY:], "next_attempt_at": None,
+                                  "next_start_at": None,
                                   "finished_at": now, "submitted_at": status.submitted_at or self.seen.first_seen or now}
         if phase is TaskPhase.SUCCEEDED:
             update.update(output=output, output_available=output is not None)
@@ -104,6 +111,10 @@ class _Draft:
 
     def finish(self, phase: TaskPhase, reason: str, message: str, output: str | None = None) -> Plan:
         return self.plan(self.finished(phase, reason, message, output))
+
+    def last(self, settings: Effective) -> int:
+        """The number of the last attempt the task may run (maxAttempts plus those ignored)."""
+        return retryrules.last_attempt(settings.retry, self.status.ignored_attempts or 0)
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,8 @@ def _gated(draft: _Draft) -> Plan:
         assert gate.phase is not None  # Gate.end always gives one
         new = draft.finished(gate.phase, gate.reason, gate.message, gate.output)
         return draft.plan(new.model_copy(update={"duplicate_of": gate.duplicate_of}))
+    if gate.until is not None:  # a delayed start: looked at again at its time, by a timer
+        draft = replace(draft, requeue=max((gate.until - seen.now).total_seconds(), 0.0))
     if wording.blocked_said(status, gate, draft.generation):
         return draft.plan()
     blocked = status.model_copy(update={"phase": TaskPhase.BLOCKED, "duplicate_of": gate.duplicate_of,
@@ -231,9 +244,18 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
         if open_attempt.worker is not None:
             return Decided(draft.plan())  # its worker runs it: no Job to create, no pod to tell of
         return Decided(_goes_on(draft, open_attempt, job, settings))
-    draft = replace(draft.close(open_attempt, verdict, job, abort=job.name if judged.abort and job else None),
-                    requeue=None)
-    most = settings.retry.max_attempts
+    ruled = retryrules.judge(verdict, settings.rules)
+    verdict, ignored = ruled.verdict, draft.status.ignored_attempts or 0
+    ignore = ruled.ignored and ignored < settings.retry.max_ignored_attempts
+    draft = replace(draft.close(open_attempt, verdict, job, abort=job.name if judged.abort and job else None,
+                                rule=ruled.rule, ignored=ignore), requeue=None)
+    if ruled.ignored and not ignore:
+        return Decided(draft.finish(TaskPhase.DEAD_LETTERED, reasons.IGNORED_ATTEMPTS_EXHAUSTED,
+                                    wording.IGNORED_EXHAUSTED.format(n=n, reason=verdict.reason,
+                                                                     message=verdict.message, ignored=ignored)))
+    if ignore:
+        draft = replace(draft, status=draft.status.model_copy(update={"ignored_attempts": ignored + 1}))
+    most = draft.last(settings)
     if verdict.outcome is AttemptOutcome.SUCCESS:
         return Decided(draft.finish(TaskPhase.SUCCEEDED, reasons.SUCCEEDED, wording.SUCCEEDED.format(n=n),
                                     verdict.output))
@@ -251,7 +273,7 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     retrying = draft.status.model_copy(update={
         "phase": TaskPhase.RETRYING, "attempts": draft.records, "next_attempt_at": now + delay,
     })
-    draft = draft.say(retrying, reasons.BACKING_OFF, wording.BACKING_OFF.format(
+    draft = draft.say(retrying, reasons.BACKING_OFF, (wording.IGNORED if ignore else wording.BACKING_OFF).format(
         n=n, reason=verdict.reason, message=verdict.message, next=n + 1, most=most, delay=delay.total_seconds(),
         at=now + delay))
     return Retrying(replace(draft, requeue=max(delay.total_seconds(), 0.0)))
@@ -260,7 +282,7 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
 def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, settings: Effective) -> Plan:
     """The open attempt of a Job goes on: create its Job if it was recorded but not (yet)
     created, and say what changed about it (a refused Job, a pod held back or no longer)."""
-    seen, n, most = draft.seen, draft.n, settings.retry.max_attempts
+    seen, n, most = draft.seen, draft.n, draft.last(settings)
     if job is None and seen.job_rejected is None:
         # Recorded but not (yet) created: create it. AlreadyExists is ours and fine.
         if seen.job_refused is not None and wording.told(draft.status) != reasons.JOB_REFUSED:
@@ -290,7 +312,7 @@ def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, setti
 def _next(draft: _Draft, settings: Effective) -> Plan:
     """No attempt runs: start the next one when admitted, else wait (for a slot or a backoff)."""
     seen, now, n, status, task = draft.seen, draft.seen.now, draft.n, draft.status, draft.task
-    phase, most = status.phase, settings.retry.max_attempts
+    phase, most = status.phase, draft.last(settings)
     ready = phase in (None, TaskPhase.QUEUED, TaskPhase.BLOCKED) or (
         phase is TaskPhase.RETRYING and (status.next_attempt_at is None or status.next_attempt_at <= now))
 
@@ -320,9 +342,18 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
                            (reasons.POOL_NOT_FOUND, wording.POOL_NOT_FOUND))
         if seen.pool_found and settings.workers and seen.worker is None:
             reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
+        elif seen.next_start_at is not None and seen.pool is not None and seen.pool.rate_limit is not None:
+            limit = seen.pool.rate_limit
+            reason = reasons.RATE_LIMITED
+            message = wording.rate_limited(seen.pool_name, limit.starts_per_second, limit.burst, seen.next_start_at)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
+        if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
+            # Its start time just came: a slot granted now takes it to Running without a Queued write.
+            return draft.plan(wants_slot=True, requeue_after=(quiet - now).total_seconds())
         queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None,
+                                           "next_start_at": seen.next_start_at if reason == reasons.RATE_LIMITED
+                                           else None,
                                            "submitted_at": status.submitted_at or seen.first_seen or now})
         return draft.say(queued, reason, message.format(pool=seen.pool_name)).written(wants_slot=True)
 
@@ -344,15 +375,18 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     lease = lease_id(seen.epoch, number)
     attempt = Attempt(number=number, lease_id=lease, worker=served,
                       job=None if served else job_name(task.metadata.name or "", number),
-                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY, dispatched_at=now,
+                      trigger=AttemptTrigger.FIRST if number == 1 else AttemptTrigger.RETRY,
+                      # A Job's: its grant (the rate limit's spacing); a worker's: its hand-over, which
+                      # its timeout and lease count from.
+                      dispatched_at=now if served else min(seen.admitted_at or now, now),
                       **settings.terms())
     records = (*draft.records, attempt)
     running = status.model_copy(update={
         "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],
-        "next_attempt_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
+        "next_attempt_at": None, "next_start_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
         "first_attempt_at": status.first_attempt_at or (now if number == 1 else None),
     })
-    draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, settings.retry.max_attempts, served))
+    draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, draft.last(settings), served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
                          requeue_after=deadlines.served_deadline(settings, seen, now) if served else None)
 

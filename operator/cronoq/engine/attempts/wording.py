@@ -36,6 +36,10 @@ POD_HELD_BACK_DETAIL = (" {detail}; retried when its startTimeout ({start_timeou
 """What follows `POD_HELD_BACK`: the kubelet's words, which change without being news."""
 BACKING_OFF = ("attempt {n} failed ({reason}): {message}; attempt {next} of {most} after {delay:.1f}s "
                "(at {at:%H:%M:%SZ})")
+IGNORED = ("attempt {n} ended ({reason}) and does not count: {message}; attempt {next} of {most} after {delay:.1f}s "
+           "(at {at:%H:%M:%SZ})")
+IGNORED_EXHAUSTED = ("attempt {n} ended ({reason}): {message}; {ignored} attempts were ignored already "
+                     "(maxIgnoredAttempts), so this one ends the task")
 SUCCEEDED = "succeeded on attempt {n}"
 FAILED = "attempt {n} failed permanently ({reason}): {message}"
 EXHAUSTED = "all {n} attempts failed; last ({reason}): {message}"
@@ -46,6 +50,7 @@ ATTEMPT_CANCELLED = "attempt {n} cancelled"
 QUEUED = "queued in pool {pool}"
 WAITING_FOR_WORKER = ("queued in pool {pool}: no live worker of the pool has room (workers announce themselves "
                       "with a Lease labelled cronoq.io/worker-pool={pool})")
+RATE_LIMITED = "rate-limited: pool {pool} starts at most {rate:g} attempts/s (burst {burst}); next start due at {at}"
 POOL_NOT_FOUND = "TaskPool {pool} does not exist; the task starts once it does"
 POD_FIELDS_GIVEN = ("pool {pool} delivers to workers (delivery: Workers), which run the payload with their own "
                     "code; this task gives {fields}, which only a Job can run: remove them, or submit it to a "
@@ -58,6 +63,11 @@ STALE_COMPLETION = "ignored a late report from Job {job} (attempt {number}); the
 
 def running(n: int, most: int, worker: str | None = None) -> str:
     return RUNNING_ON.format(n=n, most=most, worker=worker) if worker else RUNNING.format(n=n, most=most)
+
+
+def rate_limited(pool: str, rate: float, burst: int, at: datetime) -> str:
+    """Written once as the task begins to wait for a token: the due time, never a countdown."""
+    return RATE_LIMITED.format(pool=pool, rate=rate, burst=burst, at=at.strftime("%H:%M:%S.%f")[:-3] + "Z")
 
 
 def held_back(n: int, most: int, why: str, detail: str | None, start_timeout: timedelta) -> str:

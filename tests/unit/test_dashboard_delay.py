@@ -1,0 +1,39 @@
+"""The dashboard's task page shows a delayed task's start time, and how far ahead it is."""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+from aiohttp.test_utils import TestClient, TestServer
+from kubernetes import client as k8s
+
+from cronoq.api import Task
+from cronoq.cli.dashboard.cache import Cache
+from cronoq.cli.dashboard.server import STATE, make_app
+from cronoq.client import Client
+
+PORT = 18766
+HOST = {"Host": f"127.0.0.1:{PORT}"}
+
+
+def test_the_task_page_says_not_before_and_how_far_ahead() -> None:
+    created = datetime.now(timezone.utc).replace(microsecond=0)
+
+    async def main() -> None:
+        cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+        for name, spec in (("later", {"startDelay": "2h"}), ("plain", {})):
+            cache._objects["tasks"][("ns", name)] = Task.model_validate({
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created.isoformat()},
+                "spec": {"image": "busybox", "pool": "p", **spec}, "status": {"phase": "Blocked"}})
+        for event in cache.synced.values():
+            event.set()
+        app = make_app(cache.client, False, PORT, cache=cache)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            await http.get(f"/?token={app[STATE].access}", headers=HOST, allow_redirects=False)
+            page = await (await http.get("/tasks/ns/later", headers=HOST)).text()
+            plain = await (await http.get("/tasks/ns/plain", headers=HOST)).text()
+        start = created + timedelta(hours=2)
+        assert f"<th>Not before</th><td>{start} (in 11" in page or f"<th>Not before</th><td>{start} (in 120m)" in page
+        assert "Not before" not in plain
+
+    asyncio.run(main())
