@@ -343,9 +343,9 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
         if seen.pool_found and settings.workers and seen.worker is None:
             reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
         elif seen.next_start_at is not None and seen.pool is not None and seen.pool.rate_limit is not None:
-            limit = seen.pool.rate_limit
+            rate = seen.pool.rate_limit
             reason = reasons.RATE_LIMITED
-            message = wording.rate_limited(seen.pool_name, limit.starts_per_second, limit.burst, seen.next_start_at)
+            message = wording.rate_limited(seen.pool_name, rate.starts_per_second, rate.burst, seen.next_start_at)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
