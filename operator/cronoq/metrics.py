@@ -43,6 +43,11 @@ DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment
                              ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+DEADLINES = Counter("cronoq_deadlines_total", "Tasks ended by a time limit of their own, by namespace, pool and "
+                    "kind: start (its startDeadline passed before it started), total (its deadline passed), retry "
+                    "(its retry policy's maxRetryDuration left no room for a retry).", ["namespace", "pool", "kind"],
+                    registry=REGISTRY)
+DEADLINE_KINDS = ("start", "total", "retry")
 RATE_LIMITED = Counter("cronoq_dispatch_rate_limited_total", "Waits for a pool's rate limit: counted when a ready "
                        "task with a free slot is recorded as waiting for a token (reason RateLimited), once per wait, "
                        "by namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
@@ -82,6 +87,8 @@ def start_series(namespace: str, pool: str) -> None:
         TASKS.labels(namespace, pool, label(phase.value))
     for outcome in AttemptOutcome:
         ATTEMPTS.labels(namespace, pool, label(outcome.value))
+    for kind in DEADLINE_KINDS:
+        DEADLINES.labels(namespace, pool, kind)
     ATTEMPTS_IGNORED.labels(namespace, pool)
     QUEUE_DEPTH.labels(namespace, pool)
     RATE_LIMITED.labels(namespace, pool)

@@ -106,7 +106,7 @@ def test_defaults_in_the_crd_are_the_models() -> None:
     retry = pool["properties"]["retry"]["properties"]
     assert {k: v.get("default") for k, v in retry.items()} == {
         "maxAttempts": 3, "initialBackoff": "1s", "multiplier": 2.0, "maxBackoff": "1m", "jitter": "full",
-        "permanentExitCodes": None, "rules": None, "maxIgnoredAttempts": 10}
+        "permanentExitCodes": None, "maxRetryDuration": None, "rules": None, "maxIgnoredAttempts": 10}
     assert pool["default"] == {} and pool["properties"]["retry"]["default"] == {}
     assert pool["properties"]["leaseTTL"]["default"] == "30s"
     assert pool["properties"]["keyRetention"]["default"] == "1h"

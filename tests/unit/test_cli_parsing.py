@@ -262,6 +262,23 @@ def test_pool_and_schedule_take_the_common_flags_before_or_after_their_verb(argv
     assert (args.namespace, args.context) == (namespace, context)
 
 
+def test_submit_deadline_flags_set_the_tasks_own_limits():
+    from cronoq.cli.tasks import _manifest_from_flags
+    args = parser().parse_args(["submit", "t", "--image", "x", "--max-attempts", "5", "--start-deadline", "5m",
+                                "--deadline", "1h", "--max-retry-duration", "30m"])
+    args.trailing = []  # what main() sets from the words after --
+    spec = _manifest_from_flags(args)["spec"]
+    assert (spec["startDeadline"], spec["deadline"]) == ("5m", "1h")
+    assert spec["retry"] == {"maxAttempts": 5, "maxRetryDuration": "30m"}
+
+
+@pytest.mark.parametrize("flag", ["--start-deadline", "--deadline", "--max-retry-duration"])
+def test_submit_refuses_a_bad_deadline_offline(flag, capsys):
+    assert main(["submit", "t", "--image", "x", flag, "1d"]) == 2
+    err = capsys.readouterr().err
+    assert "'1d' is not a duration" in err and "no cluster" not in err
+
+
 def test_submit_retry_rules_become_the_tasks_rules_in_order(capsys):
     from cronoq.cli.tasks import _manifest_from_flags
     args = parser().parse_args(["submit", "t", "--image", "x", "--max-attempts", "2",

@@ -158,3 +158,18 @@ def test_across_namespaces_the_list_names_them_and_filters_on_them():
         assert 'data-pool="other/p"' in overview and 'data-pool="ns/p"' in overview
 
     run(check, all_namespaces=True)
+
+
+def test_the_task_page_shows_the_tasks_own_limits_as_times():
+    async def check(http, cache, app):
+        cache._objects["tasks"][("ns", "due")] = Task.model_validate({
+            "metadata": {"name": "due", "namespace": "ns", "creationTimestamp": "2026-11-05T12:00:00Z"},
+            "spec": {"image": "busybox", "pool": "p", "startDeadline": "5m", "deadline": "1h"},
+            "status": {"phase": "Queued"}})
+        page = await (await http.get("/tasks/ns/due", headers=HOST)).text()
+        assert "<th>Start deadline</th><td>2026-11-05 12:05:00+00:00</td>" in page, page
+        assert "<th>Deadline</th><td>2026-11-05 13:00:00+00:00</td>" in page
+        plain = await (await http.get("/tasks/ns/t0", headers=HOST)).text()
+        assert 'class="limit"' not in plain
+
+    run(check)

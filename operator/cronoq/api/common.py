@@ -175,6 +175,8 @@ class Jitter(StrEnum):
 
 MaxAttempts = Annotated[int, Field(ge=1, le=100)]
 Backoff = Annotated[timedelta, DurationBounds("0s", "24h")]
+RetryDuration = Annotated[timedelta, DurationBounds("1s", "8760h", off=True)]
+"""A retry budget in time (maxRetryDuration): 1s to a year, or 0s for none."""
 Multiplier = Annotated[float, Field(ge=1.0, le=10.0)]
 ExitCode = Annotated[int, Field(ge=1, le=255)]
 PermanentExitCodes = Annotated[tuple[ExitCode, ...], Field(max_length=32, json_schema_extra={"x-kubernetes-list-type": "set"})]
@@ -269,6 +271,11 @@ class RetryPolicy(Model):
     or `additive` (d plus uniform in [0, d], capped at maxBackoff)."""
     permanent_exit_codes: PermanentExitCodes = ()
     """Exit codes (1 to 255) that mean a permanent failure: the task fails without retrying."""
+    max_retry_duration: RetryDuration | None = None
+    """A retry budget in time, e.g. `1h` (1s to 8760h; 0s: none), counted from the dispatch of the
+    first attempt: no attempt starts after it, and a retry whose backoff would end after it ends
+    the task at once (DeadLettered, reason RetryDurationExhausted). With maxAttempts, the first
+    budget used up ends the task. Unset: none."""
     rules: RetryRules = ()
     """Ordered rules that decide what follows a failed attempt by its reason, exit code or
     response code: retry, fail now, or ignore it (at most 16). A task's own rules are consulted
@@ -322,6 +329,9 @@ class RetryOverride(Model):
     """Randomisation of the delay: `full`, `none` or `additive`. Unset: the pool's."""
     permanent_exit_codes: PermanentExitCodes | None = None
     """Exit codes (1 to 255) that mean a permanent failure. Unset: the pool's."""
+    max_retry_duration: RetryDuration | None = None
+    """Retry budget in time from the first attempt's dispatch, e.g. `1h` (1s to 8760h; 0s: none,
+    whatever the pool says). Unset: the pool's."""
     rules: RetryRules | None = None
     """The task's own retry rules (at most 16), consulted before its pool's: the first that
     matches, of the task's then the pool's, decides."""

@@ -24,6 +24,8 @@ KeyRetention = Annotated[timedelta, DurationBounds("0s", "720h")]
 StartTimeout = Annotated[timedelta, DurationBounds("1s", "24h")]
 TTLAfterFinished = Annotated[timedelta, DurationBounds("0s", "8760h")]
 JobRetention = Annotated[timedelta, DurationBounds("0s", "720h")]
+Deadline = Annotated[timedelta, DurationBounds("1s", "8760h", off=True)]
+"""A task's startDeadline or deadline, from its submission: 1s to a year, or 0s for none."""
 
 Count = Annotated[int, Field(ge=0, le=10**9)]
 
@@ -111,6 +113,14 @@ class TaskPoolSpec(Model):
     """How long an attempt's pod may stay Pending (unschedulable, pulling its image) before the
     attempt is abandoned and retried with reason StartTimeout (1s to 24h). Default 10m. Timeouts and
     lease TTLs count only from container start, so this bounds the time before it."""
+    start_deadline: Deadline | None = None
+    """Default startDeadline of the pool's tasks: a task whose first attempt has not started this
+    long after its submission ends without running, Failed with reason StartDeadlineExceeded
+    (1s to 8760h; 0s: none). Applies at once to the tasks waiting. Unset: none."""
+    deadline: Deadline | None = None
+    """Default deadline of the pool's tasks, from submission: when it passes, a running attempt is
+    aborted and the task ends Failed with reason DeadlineExceeded (1s to 8760h; 0s: none).
+    Applies at once to the unfinished tasks. Unset: none."""
     heartbeat_sidecar: bool = False
     """Add cronoq's heartbeat sidecar to every attempt's pod, for images without the cronoq SDK:
     the sidecar renews the attempt's lease while the pod runs. Default false (the SDK heartbeats)."""

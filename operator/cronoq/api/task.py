@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 from cronoq.api.delayed import ONE_START_TIME, StartDelay
 from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
-from cronoq.api.pool import LEASE_TTL_RANGE, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
+from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
 
 from cronoq.api.common import (
@@ -189,6 +189,16 @@ class TaskSpec(PodSettings):
     (1s to 24h). Unset: the pool's (10m)."""
     heartbeat_sidecar: bool | None = None
     """Add cronoq's heartbeat sidecar to the attempt's pod (for images without the SDK). Unset: the pool's."""
+    start_deadline: Deadline | None = None
+    """For work that is worthless late: if the first attempt has not started this long after the
+    task's submission (its creationTimestamp; time Blocked and Queued counts), the task ends
+    without running, Failed with reason StartDeadlineExceeded, e.g. `5m` (1s to 8760h; 0s: none,
+    whatever the pool says). Unset: the pool's, else none."""
+    deadline: Deadline | None = None
+    """The whole task's time limit from its submission, e.g. `1h` (1s to 8760h; 0s: none, whatever
+    the pool says): when it passes, the running attempt is aborted (its Job deleted, or its pull
+    worker's handler aborted), no attempt starts again, and the task ends Failed with reason
+    DeadlineExceeded. Unset: the pool's, else none."""
     timeout: Timeout | None = None
     """Per-attempt timeout from container start, e.g. `10m` (1s to 168h). Unset: the pool's, else none."""
     ttl_after_finished: TTLAfterFinished | None = None
@@ -341,6 +351,8 @@ class TaskStatus(Model):
     status is not rewritten for each."""
     submitted_at: Timestamp | None = None
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
+    first_attempt_at: Timestamp | None = None
+    """When the first attempt was dispatched; the retry policy's maxRetryDuration counts from it."""
     finished_at: Timestamp | None = None
     """When the task reached its terminal phase."""
     output: str | None = Field(None, max_length=MESSAGE_LIMIT)

@@ -16,8 +16,8 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.config import ConfigException
 
-from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskPool
-from cronoq.api.durations import parse as parse_duration
+from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskPool, TaskStatus
+from cronoq.api.durations import format as format_duration, parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
 from cronoq.cli import render
 from cronoq.client import (
@@ -27,6 +27,8 @@ from cronoq.client import (
 from cronoq.client.client import RETRYABLE_PHASES, check_manifest
 from cronoq.engine import delay, reasons
 from cronoq.engine.admission import Candidate, Queue
+from cronoq.engine.attempts import task_deadlines
+from cronoq.engine.plan import Effective
 from cronoq.engine.ratelimit import next_start
 from cronoq.kube.refusal import server_message
 
@@ -55,6 +57,12 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     # `--timeout` would say neither which limit it is: refused with a line naming both.
     s.add_argument("--timeout", dest="ambiguous_timeout", help=argparse.SUPPRESS)
     s.add_argument("--max-attempts", type=int, help="attempts, counting the first")
+    s.add_argument("--start-deadline", help="end the task without running it if it has not started this long "
+                                            "after submission (spec.startDeadline), e.g. 5m")
+    s.add_argument("--deadline", help="the whole task's time limit from submission (spec.deadline), e.g. 1h: "
+                                      "a running attempt is stopped then and the task fails")
+    s.add_argument("--max-retry-duration", help="no retry starts this long after the first attempt "
+                                                "(spec.retry.maxRetryDuration), e.g. 30m")
     s.add_argument("--retry-rule", action="append", default=[], metavar="ACTION:FIELD=V,V[:FIELD=V]",
                    help="a retry rule (repeatable, in order): Retry, Fail or Ignore the attempts whose reasons, "
                         "exitCodes and responseCodes are among these, e.g. Ignore:reasons=Evicted,NodeLost or "
@@ -192,7 +200,7 @@ def _check_input(args: argparse.Namespace) -> None:
         flags = any(getattr(args, f) for f in (
             "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
             "max_attempts", "retry_rule", "depends_on", "label", "pod_annotation", "name", "generate_name", "delay",
-            "not_before")) or args.trailing
+            "not_before", "start_deadline", "deadline", "max_retry_duration")) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
@@ -381,6 +389,12 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["timeout"] = args.attempt_timeout
     if args.max_attempts is not None:
         spec["retry"] = {"maxAttempts": args.max_attempts}
+    if args.max_retry_duration:
+        spec.setdefault("retry", {})["maxRetryDuration"] = args.max_retry_duration
+    if args.start_deadline:
+        spec["startDeadline"] = args.start_deadline
+    if args.deadline:
+        spec["deadline"] = args.deadline
     if args.retry_rule:
         spec.setdefault("retry", {})["rules"] = [_retry_rule(text) for text in args.retry_rule]
     if args.depends_on:
@@ -710,6 +724,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
         pairs.append(("Waiting", render.cell(_why_queued(task, client))))
+    if not (task.phase and task.phase.terminal) and (limits := _limits(task, client)):
+        pairs.append(("Deadlines", limits))
     if s and s.message:
         pairs.append(("Message", render.cell(s.message, multiline=True)))
     if s and s.output_available:
@@ -726,6 +742,22 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         print("\nEvents:")
         render.show(out, render.events_table(events[-15:]))
     return EXIT_OK
+
+
+def _limits(task: Task, client: Client) -> str:
+    """An unfinished task's own time limits, as times (its pool's when it sets none): one GET."""
+    pool = client.pool(task.spec.pool)
+    settings = Effective.of(task, pool.spec if pool is not None else None)
+    status = task.status or TaskStatus()
+    said = []
+    if status.attempt == 0 and (start := task_deadlines.start_by(task, settings, None)) is not None:
+        said.append(f"start by {start:%H:%M:%SZ} (startDeadline {format_duration(settings.start_deadline)})")
+    if (end := task_deadlines.end_by(task, settings, None)) is not None:
+        said.append(f"deadline {end:%H:%M:%SZ} ({format_duration(settings.deadline)} from submission)")
+    if (until := task_deadlines.retry_until(status, settings)) is not None:
+        said.append(f"no retry after {until:%H:%M:%SZ} (maxRetryDuration "
+                    f"{format_duration(settings.retry.max_retry_duration)})")
+    return "; ".join(said)
 
 
 def _not_before(start: datetime, attempt: int) -> str:

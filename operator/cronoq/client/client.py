@@ -163,13 +163,16 @@ class Client:
                group: str | None = None, retry: Mapping[str, Any] | None = None, timeout: str | timedelta | None = None,
                depends_on: Iterable[str | Mapping[str, str]] = (), labels: Mapping[str, str] | None = None,
                annotations: Mapping[str, str] | None = None, spec: Mapping[str, Any] | None = None,
-               start_delay: str | timedelta | None = None, not_before: datetime | None = None) -> Task:
+               start_delay: str | timedelta | None = None, not_before: datetime | None = None,
+               start_deadline: str | timedelta | None = None, deadline: str | timedelta | None = None) -> Task:
         """Create a Task and return it. With a `key`, a task of the same pool already holding it
         (unfinished, or finished within the pool's keyRetention) is returned instead, and nothing
         is created. A `group` (a tenant, a customer) takes turns with the pool's other groups. Without `name`,
         the API server picks one from `generate_name` (default `task-`).
         `spec` adds any other TaskSpec fields (camelCase, e.g. `podMetadata`, `resources`).
-        `start_delay` (after its creation) or `not_before` (an aware time) delays its start."""
+        `start_delay` (after its creation) or `not_before` (an aware time) delays its start.
+        `start_deadline` and `deadline` (from submission) are the task's own time limits; the retry
+        budget in time is `retry={"maxRetryDuration": "30m"}`."""
         body_spec: dict[str, Any] = dict(spec or {})
         fields = {"image": image, "command": command, "args": args, "template": template, "key": key,
                   "group": group, "retry": dict(retry) if retry else None}
@@ -184,6 +187,9 @@ class Client:
                                 else list(env))
         if timeout is not None:
             body_spec["timeout"] = timeout if isinstance(timeout, str) else format_duration(timeout)
+        for field, limit in (("startDeadline", start_deadline), ("deadline", deadline)):
+            if limit is not None:
+                body_spec[field] = limit if isinstance(limit, str) else format_duration(limit)
         if depends_on:
             body_spec["dependsOn"] = [_edge(d) for d in depends_on]
         if start_delay is not None:

@@ -27,6 +27,7 @@ from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
 from cronoq.engine import delay, keys, reasons
 from cronoq.engine.admission import Candidate
+from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import job_facts
 from cronoq.kube.writes import Conflict, Rejected
@@ -211,6 +212,8 @@ class Applier:
         status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
             metrics.TASKS.labels(*pool_key, metrics.label(status.phase.value)).inc()
+            if (kind := task_deadlines.kind_of(status)) is not None:
+                metrics.DEADLINES.labels(*pool_key, kind).inc()
             if status.submitted_at and status.finished_at:
                 metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))

@@ -39,6 +39,10 @@ class Effective:
     job_retention: timedelta = DEFAULT_JOB_RETENTION
     workers: bool = False
     """The pool delivers to pull workers (`delivery: Workers`): no Job, no pod."""
+    start_deadline: timedelta | None = None
+    """The task's startDeadline, else its pool's (None: none; `attempts.task_deadlines`)."""
+    deadline: timedelta | None = None
+    """The task's deadline, else its pool's (None: none)."""
     rules: Labelled = ()
     """Retry rules, the task's then the pool's (`retryrules`)."""
 
@@ -52,13 +56,21 @@ class Effective:
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar,
                    job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
-                   workers=pool.delivery == "Workers", rules=labelled(spec.retry, pool.retry))
+                   workers=pool.delivery == "Workers", rules=labelled(spec.retry, pool.retry),
+                   start_deadline=_own_else(spec.start_deadline, pool.start_deadline),
+                   deadline=_own_else(spec.deadline, pool.deadline))
 
     def terms(self) -> Terms:
         """The attempt record's fields that stamp these settings on a new attempt (`pod_protocol.Terms`),
         so that whoever serves it reads them instead of deriving them again from the specs."""
         ms = timedelta(milliseconds=1)
         return Terms(lease_ttl_ms=self.lease_ttl // ms, timeout_ms=None if self.timeout is None else self.timeout // ms)
+
+
+def _own_else(own: timedelta | None, pool: timedelta | None) -> timedelta | None:
+    """The task's value, else the pool's; 0s (none, a task's way to lift its pool's) is None."""
+    value = own if own is not None else pool
+    return value or None
 
 
 @dataclass(frozen=True)

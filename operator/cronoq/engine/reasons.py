@@ -40,6 +40,9 @@ BACKING_OFF = "BackingOff"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
+START_DEADLINE_EXCEEDED = "StartDeadlineExceeded"    # not started within its startDeadline: ended without running
+DEADLINE_EXCEEDED = "DeadlineExceeded"               # its deadline passed: the running attempt aborted, too
+RETRY_DURATION_EXHAUSTED = "RetryDurationExhausted"  # its retry policy's maxRetryDuration left no room for a retry
 IGNORED_ATTEMPTS_EXHAUSTED = "IgnoredAttemptsExhausted"  # an Ignore rule matched once more than maxIgnoredAttempts
 INVALID_SPEC = "InvalidSpec"
 

@@ -230,7 +230,8 @@ async def task_page(request: web.Request) -> web.Response:
     spec = task.spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
     retries = [t for t in cache.namespace_tasks(namespace) if t.metadata.labels.get(RETRY_OF) == name]
     return _page(request, "task.html", task=task, spec=json.dumps(spec, indent=2), bars=views.timeline(task, now),
-                 graph=views.graph(task, cache.namespace_tasks(namespace)), retries=retries)
+                 graph=views.graph(task, cache.namespace_tasks(namespace)), retries=retries,
+                 limits=views.limits(task, cache.get("taskpools", namespace, task.spec.pool)))
 
 
 async def task_events(request: web.Request) -> web.Response:

@@ -2,6 +2,7 @@
 
 - `machine`: the phases, from the observed Task to one Plan (`reconcile`, `is_ready`, `refusal`);
 - `deadlines`: whether the open attempt ended, by its report or a deadline, and its record if so;
+- `task_deadlines`: the task's own time limits (startDeadline, deadline, the retry budget in time);
 - `cleanup`: the task's Jobs and Leases that are not its open attempt's (`settle` for a finished task);
 - `workers`: what a Workers pool changes (the serving worker, the fields only a Job honours);
 - `wording`: messages, conditions and the summary, and whether a status said something already.

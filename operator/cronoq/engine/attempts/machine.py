@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
 from cronoq.engine import delay, reasons, retention, retryrules
-from cronoq.engine.attempts import deadlines, wording
+from cronoq.engine.attempts import deadlines, task_deadlines, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
 from cronoq.engine.backoff import retry_delay
@@ -140,11 +140,24 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         # Written by a newer leader: this replica is deposed and must not act at all.
         return Plan()
     plan = _decide(task, status, settings, seen, rng)
+    plan = _until_next_limit(task, status, settings, seen, plan)
     if plan.status is not None and plan.status.worker != (serving := serving_worker(plan.status)):
         plan = replace(plan, status=plan.status.model_copy(update={"worker": serving}))
     known = seen.pool_found or task.spec.job_retention is not None
     return replace(plan, retime_jobs=retention.retime(seen.jobs, settings.job_retention if known else None,
                                                       plan.delete_jobs))
+
+
+def _until_next_limit(task: Task, status: TaskStatus, settings: Effective, seen: Observation, plan: Plan) -> Plan:
+    """The plan, queued again when the task's next own limit passes (startDeadline, deadline, retry
+    budget), unless it ends the task or something sooner wakes it."""
+    status = plan.status or status
+    if status.phase is not None and status.phase.terminal:
+        return plan
+    wait = task_deadlines.next_look(task, status, settings, seen.now, seen.first_seen)
+    if wait is None or (plan.requeue_after is not None and plan.requeue_after <= wait):
+        return plan
+    return replace(plan, requeue_after=wait)
 
 
 def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observation, rng: random.Random) -> Plan:
@@ -161,6 +174,11 @@ def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observati
         return draft.plan()
     if task.spec.cancel:  # cancellation wins over everything but an outcome already recorded
         return _cancel(draft, open_attempt)
+    limit = task_deadlines.passed(task, status, settings, seen.now, seen.first_seen)
+    if limit is not None and not (n == 0 and seen.gate.verdict == "end"):  # ending anyway, without running
+        expired = _expire(draft, open_attempt, limit)
+        if expired is not None:
+            return expired
     if phase in (None, TaskPhase.BLOCKED) and n == 0 and seen.gate.verdict != "run":
         return _gated(draft)
     if open_attempt is not None:
@@ -180,6 +198,22 @@ def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
         draft = draft.close(open_attempt, verdict, find(draft.seen.jobs, name, open_attempt), abort=abort,
                             told=Event(reasons.ATTEMPT_ENDED, wording.ATTEMPT_CANCELLED.format(n=n)))
     return draft.finish(TaskPhase.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+
+
+def _expire(draft: _Draft, open_attempt: Attempt | None, limit: task_deadlines.Passed) -> Plan | None:
+    """The task's startDeadline or deadline passed: it ends, its running attempt aborted (a worker
+    sees the ended attempt in the status and aborts its handler; a Job is deleted). None when the
+    attempt had reported its end already: that report is judged first."""
+    if open_attempt is None:
+        return draft.finish(limit.phase, limit.reason, limit.message)
+    n, name = draft.n, draft.task.metadata.name or ""
+    job = find(draft.seen.jobs, name, open_attempt)
+    if job is not None and job.termination is not None and job.worker == open_attempt.worker:
+        return None
+    verdict = Verdict(AttemptOutcome.RETRYABLE, reasons.DEADLINE_EXCEEDED, limit.message)
+    abort = None if open_attempt.worker is not None else open_attempt.job or job_name(name, n)
+    limit = task_deadlines.aborted(limit, n)
+    return draft.close(open_attempt, verdict, job, abort=abort).finish(limit.phase, limit.reason, limit.message)
 
 
 def _gated(draft: _Draft) -> Plan:
@@ -232,6 +266,10 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
         return Decided(draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
                                     wording.EXHAUSTED.format(n=n, reason=verdict.reason, message=verdict.message)))
     delay = retry_delay(settings.retry, n + 1, rng, verdict.retry_after)
+    limit = task_deadlines.no_room(draft.task, draft.status, settings, seen.first_seen, now + delay, n,
+                                   f"attempt {n} failed ({verdict.reason}): {verdict.message}")
+    if limit is not None:  # a retry that could not start in time: ended now, not when the limit passes
+        return Decided(draft.finish(limit.phase, limit.reason, limit.message))
     retrying = draft.status.model_copy(update={
         "phase": TaskPhase.RETRYING, "attempts": draft.records, "next_attempt_at": now + delay,
     })
@@ -284,6 +322,13 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
         return draft.finish(TaskPhase.DEAD_LETTERED, reasons.ATTEMPTS_EXHAUSTED,
                             wording.exhausted_lowered(n, most, last))
 
+    if ready and n > 0 and not draft.ended:
+        last = draft.records[-1] if draft.records else None
+        failed = f"attempt {n} failed ({last.reason}): {last.message}" if last is not None else f"attempt {n} failed"
+        limit = task_deadlines.no_room(task, status, settings, seen.first_seen, now, n, failed)
+        if limit is not None:  # waited for a slot past the retry budget
+            return draft.finish(limit.phase, limit.reason, limit.message)
+
     if ready and settings.workers and (given := pod_fields(task)):
         return draft.finish(TaskPhase.FAILED, reasons.INVALID_SPEC,
                             wording.POD_FIELDS_GIVEN.format(pool=seen.pool_name, fields=", ".join(given)))
@@ -298,9 +343,9 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
         if seen.pool_found and settings.workers and seen.worker is None:
             reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
         elif seen.next_start_at is not None and seen.pool is not None and seen.pool.rate_limit is not None:
-            limit = seen.pool.rate_limit
+            rate = seen.pool.rate_limit
             reason = reasons.RATE_LIMITED
-            message = wording.rate_limited(seen.pool_name, limit.starts_per_second, limit.burst, seen.next_start_at)
+            message = wording.rate_limited(seen.pool_name, rate.starts_per_second, rate.burst, seen.next_start_at)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
@@ -339,6 +384,7 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     running = status.model_copy(update={
         "phase": TaskPhase.RUNNING, "attempt": number, "attempts": records[-HISTORY:],
         "next_attempt_at": None, "next_start_at": None, "submitted_at": status.submitted_at or seen.first_seen or now,
+        "first_attempt_at": status.first_attempt_at or (now if number == 1 else None),
     })
     draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, draft.last(settings), served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
