@@ -1,4 +1,5 @@
-"""The dashboard's task page shows a delayed task's start time, and how far ahead it is."""
+"""The dashboard's task page shows the queue controls: a delayed task's start time and how far ahead it
+is, a task's fairness group, and, while it waits for its pool's rate limit, when the next start was due."""
 from __future__ import annotations
 
 import asyncio
@@ -35,5 +36,28 @@ def test_the_task_page_says_not_before_and_how_far_ahead() -> None:
         start = created + timedelta(hours=2)
         assert f"<th>Not before</th><td>{start} (in 11" in page or f"<th>Not before</th><td>{start} (in 120m)" in page
         assert "Not before" not in plain
+
+    asyncio.run(main())
+
+
+def test_the_task_page_shows_a_tasks_group_and_its_pools_next_start_while_rate_limited() -> None:
+    due = "2026-12-06T12:00:01.500000Z"
+
+    async def main() -> None:
+        cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+        for name, status in (("held", {"phase": "Queued", "nextStartAt": due}), ("running", {"phase": "Running"})):
+            cache._objects["tasks"][("ns", name)] = Task.model_validate({
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-12-06T12:00:00Z"},
+                "spec": {"image": "busybox", "pool": "p", "group": "acme"}, "status": status})
+        for event in cache.synced.values():
+            event.set()
+        app = make_app(cache.client, False, PORT, cache=cache)
+        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+            await http.get(f"/?token={app[STATE].access}", headers=HOST, allow_redirects=False)
+            held = await (await http.get("/tasks/ns/held", headers=HOST)).text()
+            running = await (await http.get("/tasks/ns/running", headers=HOST)).text()
+        assert "<th>Group</th><td>acme</td>" in held and "<th>Group</th><td>acme</td>" in running
+        assert "<th>Rate-limited</th><td>the pool's next start was due at 2026-12-06 12:00:01.500000+00:00" in held
+        assert "Rate-limited" not in running
 
     asyncio.run(main())
