@@ -87,6 +87,15 @@ def test_start_deadline_counts_from_the_creation_sharpened_by_the_first_sight() 
     assert plan.status.phase is TaskPhase.FAILED and finished_reason(plan) == reasons.START_DEADLINE_EXCEEDED
 
 
+def test_a_delayed_tasks_start_deadline_counts_from_its_start_time() -> None:
+    """Told to wait an hour, with 5 minutes to start: it must start within 5 minutes of its time,
+    not 5 minutes after its submission (which it could never do)."""
+    task = make_task().spec(startDelay="1h", startDeadline="5m").obj()
+    assert task_deadlines.start_by(task, settings(task), None) == at(3600 + 300)
+    late = make_task().spec(notBefore=at(-60).isoformat(), startDeadline="5m").obj()  # a time already past
+    assert task_deadlines.start_by(late, settings(late), None) == at(300)
+
+
 def test_the_pools_deadlines_apply_and_a_tasks_0s_lifts_them() -> None:
     pool = {"startDeadline": "1m", "deadline": "1h", "retry": {"maxRetryDuration": "10m"}}
     task = make_task().obj()

@@ -191,7 +191,8 @@ class TaskSpec(PodSettings):
     """Add cronoq's heartbeat sidecar to the attempt's pod (for images without the SDK). Unset: the pool's."""
     start_deadline: Deadline | None = None
     """For work that is worthless late: if the first attempt has not started this long after the
-    task's submission (its creationTimestamp; time Blocked and Queued counts), the task ends
+    task's submission (its creationTimestamp; time Blocked and Queued counts), or after its
+    start time when it was told to wait (notBefore, startDelay), the task ends
     without running, Failed with reason StartDeadlineExceeded, e.g. `5m` (1s to 8760h; 0s: none,
     whatever the pool says). Unset: the pool's, else none."""
     deadline: Deadline | None = None

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronoq.api import Task, TaskPhase, TaskStatus
-from cronoq.engine import reasons
+from cronoq.engine import delay, reasons
 from cronoq.engine.attempts.wording import secs
 from cronoq.engine.plan import Effective
 
@@ -62,8 +62,13 @@ def submitted(task: Task, first_seen: datetime | None) -> datetime | None:
 
 
 def start_by(task: Task, settings: Effective, first_seen: datetime | None) -> datetime | None:
-    """When the first attempt must have started by (None: no startDeadline)."""
+    """When the first attempt must have started by (None: no startDeadline): that long after its
+    submission, or after its start time when it was told to wait (notBefore, startDelay) — a task
+    delayed an hour with a 5-minute start deadline means "within 5 minutes of its time", not a
+    task that can never start."""
     at = submitted(task, first_seen)
+    if at is not None and (start := delay.not_before(task)) is not None:
+        at = max(at, start)
     return at + settings.start_deadline if at is not None and settings.start_deadline else None
 
 
