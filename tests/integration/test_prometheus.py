@@ -48,11 +48,16 @@ class Prometheus:
             }],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.process = subprocess.Popen(
-            [str(binary), f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_until(self.ready, timeout=60, what=f"Prometheus ready (log: {self.log})")
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(binary), f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            wait_until(self.ready, timeout=60, what=f"Prometheus ready (log: {self.log})")
+        except BaseException:
+            self.stop()
+            raise
 
     def ready(self) -> bool:
         if self.process.poll() is not None:
@@ -86,8 +91,9 @@ class Prometheus:
                 for r in data["result"]}
 
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
 
 
 def documented_metrics() -> dict[str, tuple[str, set[str]]]:
