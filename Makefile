@@ -68,9 +68,10 @@ $(ACTIONLINT):
 image:
 	$(PYTHON) hack/image.py build
 
-## go-tools: build (or find cached) the control plane, toxiproxy and the real node's kubelet and
-## containerd (with Debian's runc and CNI plugins), and warm the Go cache of the PromQL checker,
-## before pytest, so a cold build never runs inside a test's time limit
+## go-tools: build (or find cached) the control plane, toxiproxy, Prometheus and promtool
+## (hack/prometheus: the chart's alert tests and the real-Prometheus test) and the real node's
+## kubelet and containerd (with Debian's runc and CNI plugins), and warm the Go cache of the PromQL
+## checker, before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
 	$(PYTHON) hack/realnode.py build

@@ -51,9 +51,10 @@ CONTROLLER_MANAGER, SCHEDULER, KWOK = 26257 + _OFFSET, 26259 + _OFFSET, 26250 + 
 PORTS = (ETCD_CLIENT, ETCD_PEER, APISERVER, CONTROLLER_MANAGER, SCHEDULER, KWOK)
 SERVICE_RANGE = "10.96.0.0/16"
 
-# Each build module and the binaries it provides (its go.mod `tool` lines). toxiproxy is no part
-# of the cluster: the network fault tests put it between an operator and the API server.
-COMPONENTS = ("controlplane", "etcd", "kwok", "helm", "toxiproxy")
+# Each build module and the binaries it provides (its go.mod `tool` lines). toxiproxy and
+# prometheus are no part of the cluster: the network fault tests put toxiproxy between an operator
+# and the API server; the chart's alerts are tested with promtool, and a real Prometheus scrapes an operator.
+COMPONENTS = ("controlplane", "etcd", "kwok", "helm", "toxiproxy", "prometheus")
 
 
 class ClusterError(RuntimeError):

@@ -24,6 +24,20 @@ def devcluster():
 
 
 @pytest.fixture(scope="session")
+def prometheus_binaries(devcluster):
+    """The directory holding `prometheus` and `promtool`, built from hack/prometheus into the
+    cache like the control plane (`make go-tools` builds them before pytest; this only finds them)."""
+    component = devcluster.Component("prometheus")
+    component.build()
+    return component.cache_dir
+
+
+@pytest.fixture(scope="session")
+def promtool(prometheus_binaries) -> str:
+    return str(prometheus_binaries / "promtool")
+
+
+@pytest.fixture(scope="session")
 def kubeconfig(devcluster) -> str:
     given = os.environ.get("CRONOQ_KUBECONFIG")
     if given:

@@ -1,6 +1,8 @@
 """Every metric of DESIGN §7 is served after a task has run, with honest values."""
 from __future__ import annotations
 
+import subprocess
+
 from tests.support.waiting import wait_until
 
 NAMES = ("cronoq_tasks_total", "cronoq_attempts_total", "cronoq_stale_completions_total",
@@ -62,3 +64,20 @@ def test_pools_of_one_name_in_two_namespaces_have_series_of_their_own(cq, api):
         assert mine[("cronoq_queue_depth", None)] == 0.0 and theirs[("cronoq_tasks_total", "succeeded")] == 0.0
     finally:
         cq.core.delete_namespace(other, propagation_policy="Background")
+
+
+def test_the_exposition_passes_promtools_lint(cq, promtool):
+    """`promtool check metrics` (Prometheus's lint of names, units, suffixes and help) finds
+    nothing in /metrics once a pool's series exist and tasks have ended, dead-lettered included."""
+    cq.pool("default", retry={"maxAttempts": 1})
+    cq.task("ok", delay="100ms")
+    cq.task("dead", outcome_a1="Fail", delay="100ms")
+    cq.wait_phase("ok", "Succeeded")
+    cq.wait_phase("dead", "DeadLettered")
+    ns = ("namespace", cq.namespace)
+    dead = ("cronoq_tasks_total", (ns, ("pool", "default"), ("status", "dead_lettered")))
+    wait_until(lambda: cq.operator.metrics().get(dead) == 1.0, timeout=10, what="the dead letter counted")
+    exposition = cq.operator.exposition()
+    assert "cronoq_task_duration_seconds_bucket" in exposition
+    result = subprocess.run([promtool, "check", "metrics"], input=exposition, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout + result.stderr) == (0, ""), result.stdout + result.stderr

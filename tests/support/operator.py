@@ -100,10 +100,14 @@ class OperatorProcess:
     def stop(self) -> None:
         self.kill(signal.SIGTERM)
 
+    def exposition(self) -> str:
+        """/metrics as served, in Prometheus's text format."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+
     def metrics(self) -> dict[tuple[str, tuple], float]:
         """Samples by (name, sorted labels)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        text = self.exposition()
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for family in text_string_to_metric_families(text) for s in family.samples}
 
