@@ -17,47 +17,41 @@ PORT = 18766
 HOST = {"Host": f"127.0.0.1:{PORT}"}
 
 
-def test_the_task_page_says_not_before_and_how_far_ahead() -> None:
-    created = datetime.now(timezone.utc).replace(microsecond=0)
-
-    async def main() -> None:
+def task_pages(tasks: dict[str, dict]) -> dict[str, str]:
+    """Each Task (name → manifest without its name) put in the dashboard's cache, and its page."""
+    async def main() -> dict[str, str]:
         cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
-        for name, spec in (("later", {"startDelay": "2h"}), ("plain", {})):
-            cache._objects["tasks"][("ns", name)] = Task.model_validate({
-                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created.isoformat()},
-                "spec": {"image": "busybox", "pool": "p", **spec}, "status": {"phase": "Blocked"}})
+        for name, manifest in tasks.items():
+            cache._objects["tasks"][("ns", name)] = Task.model_validate(
+                {**manifest, "metadata": {"name": name, "namespace": "ns", **manifest["metadata"]}})
         for event in cache.synced.values():
             event.set()
         app = make_app(cache.client, False, PORT, cache=cache)
         async with TestClient(TestServer(app, host="127.0.0.1")) as http:
             await http.get(f"/?token={app[STATE].access}", headers=HOST, allow_redirects=False)
-            page = await (await http.get("/tasks/ns/later", headers=HOST)).text()
-            plain = await (await http.get("/tasks/ns/plain", headers=HOST)).text()
-        start = created + timedelta(hours=2)
-        assert f"<th>Not before</th><td>{start} (in 11" in page or f"<th>Not before</th><td>{start} (in 120m)" in page
-        assert "Not before" not in plain
+            return {name: await (await http.get(f"/tasks/ns/{name}", headers=HOST)).text() for name in tasks}
 
-    asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_the_task_page_says_not_before_and_how_far_ahead() -> None:
+    created = datetime.now(timezone.utc).replace(microsecond=0)
+    pages = task_pages({name: {"metadata": {"creationTimestamp": created.isoformat()},
+                               "spec": {"image": "busybox", "pool": "p", **spec}, "status": {"phase": "Blocked"}}
+                        for name, spec in (("later", {"startDelay": "2h"}), ("plain", {}))})
+    start = created + timedelta(hours=2)
+    page = pages["later"]
+    assert f"<th>Not before</th><td>{start} (in 11" in page or f"<th>Not before</th><td>{start} (in 120m)" in page
+    assert "Not before" not in pages["plain"]
 
 
 def test_the_task_page_shows_a_tasks_group_and_its_pools_next_start_while_rate_limited() -> None:
     due = "2026-12-06T12:00:01.500000Z"
-
-    async def main() -> None:
-        cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
-        for name, status in (("held", {"phase": "Queued", "nextStartAt": due}), ("running", {"phase": "Running"})):
-            cache._objects["tasks"][("ns", name)] = Task.model_validate({
-                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-12-06T12:00:00Z"},
-                "spec": {"image": "busybox", "pool": "p", "group": "acme"}, "status": status})
-        for event in cache.synced.values():
-            event.set()
-        app = make_app(cache.client, False, PORT, cache=cache)
-        async with TestClient(TestServer(app, host="127.0.0.1")) as http:
-            await http.get(f"/?token={app[STATE].access}", headers=HOST, allow_redirects=False)
-            held = await (await http.get("/tasks/ns/held", headers=HOST)).text()
-            running = await (await http.get("/tasks/ns/running", headers=HOST)).text()
-        assert "<th>Group</th><td>acme</td>" in held and "<th>Group</th><td>acme</td>" in running
-        assert "<th>Rate-limited</th><td>the pool's next start was due at 2026-12-06 12:00:01.500000+00:00" in held
-        assert "Rate-limited" not in running
-
-    asyncio.run(main())
+    pages = task_pages({name: {"metadata": {"creationTimestamp": "2026-12-06T12:00:00Z"},
+                               "spec": {"image": "busybox", "pool": "p", "group": "acme"}, "status": status}
+                        for name, status in (("held", {"phase": "Queued", "nextStartAt": due}),
+                                             ("running", {"phase": "Running"}))})
+    held, running = pages["held"], pages["running"]
+    assert "<th>Group</th><td>acme</td>" in held and "<th>Group</th><td>acme</td>" in running
+    assert "<th>Rate-limited</th><td>the pool's next start was due at 2026-12-06 12:00:01.500000+00:00" in held
+    assert "Rate-limited" not in running
