@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from cronoq.api import Task, TaskPhase, TaskStatus
 from cronoq.engine import delay, reasons
-from cronoq.engine.attempts.wording import secs
+from cronoq.engine.attempts.wording import clock, secs
 from cronoq.engine.plan import Effective
 
 _SECOND = timedelta(seconds=1)
@@ -106,12 +106,12 @@ def passed(task: Task, status: TaskStatus, settings: Effective, now: datetime,
         assert settings.start_deadline is not None
         due.append((start, Passed(TaskPhase.FAILED, reasons.START_DEADLINE_EXCEEDED, (
             f"not started within its startDeadline of {secs(settings.start_deadline)} of its submission "
-            f"(by {_clock(start)}): ended without running"))))
+            f"(by {clock(start)}): ended without running"))))
     end = end_by(task, settings, first_seen)
     if end is not None and now >= end:
         assert settings.deadline is not None
         due.append((end, Passed(TaskPhase.FAILED, reasons.DEADLINE_EXCEEDED,
-                                f"its deadline of {secs(settings.deadline)} from submission passed at {_clock(end)}")))
+                                f"its deadline of {secs(settings.deadline)} from submission passed at {clock(end)}")))
     return min(due, key=lambda d: d[0])[1] if due else None
 
 
@@ -131,15 +131,15 @@ def no_room(task: Task, status: TaskStatus, settings: Effective, first_seen: dat
         assert budget is not None
         first = first_attempt_at(status)
         return Passed(TaskPhase.DEAD_LETTERED, reasons.RETRY_DURATION_EXHAUSTED, (
-            f"{failed}; no attempt {n + 1}: it could start at {_clock(next_at)} at the earliest, not before the "
-            f"retry budget (maxRetryDuration {secs(budget)} from the first attempt at {_clock(first)}) ends at "
-            f"{_clock(budget_end)}"))
+            f"{failed}; no attempt {n + 1}: it could start at {clock(next_at)} at the earliest, not before the "
+            f"retry budget (maxRetryDuration {secs(budget)} from the first attempt at {clock(first)}) ends at "
+            f"{clock(budget_end)}"))
     end = end_by(task, settings, first_seen)
     if end is not None and next_at >= end:
         assert settings.deadline is not None
         return Passed(TaskPhase.FAILED, reasons.DEADLINE_EXCEEDED, (
-            f"{failed}; no attempt {n + 1}: it could start at {_clock(next_at)} at the earliest, not before "
-            f"its deadline of {secs(settings.deadline)} from submission passes at {_clock(end)}"))
+            f"{failed}; no attempt {n + 1}: it could start at {clock(next_at)} at the earliest, not before "
+            f"its deadline of {secs(settings.deadline)} from submission passes at {clock(end)}"))
     return None
 
 
@@ -153,7 +153,3 @@ def next_look(task: Task, status: TaskStatus, settings: Effective, now: datetime
         limits.append(start_by(task, settings, first_seen))
     ahead = [(at - now).total_seconds() for at in limits if at is not None and at > now]
     return min(ahead) if ahead else None
-
-
-def _clock(at: datetime | None) -> str:
-    return at.strftime("%H:%M:%S.%fZ")[:-4] + "Z" if at is not None else "?"

@@ -65,9 +65,14 @@ def running(n: int, most: int, worker: str | None = None) -> str:
     return RUNNING_ON.format(n=n, most=most, worker=worker) if worker else RUNNING.format(n=n, most=most)
 
 
+def clock(at: datetime | None) -> str:
+    """A time of day to the millisecond, as messages give it: `12:00:01.500Z` ("?" when unknown)."""
+    return at.strftime("%H:%M:%S.%f")[:-3] + "Z" if at is not None else "?"
+
+
 def rate_limited(pool: str, rate: float, burst: int, at: datetime) -> str:
     """Written once as the task begins to wait for a token: the due time, never a countdown."""
-    return RATE_LIMITED.format(pool=pool, rate=rate, burst=burst, at=at.strftime("%H:%M:%S.%f")[:-3] + "Z")
+    return RATE_LIMITED.format(pool=pool, rate=rate, burst=burst, at=clock(at))
 
 
 def held_back(n: int, most: int, why: str, detail: str | None, start_timeout: timedelta) -> str:
