@@ -116,8 +116,14 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
     job = build_job(task, seen.pool, order.number, order.lease_id, lease_ttl=settings.lease_ttl,
                     sidecar_image=seen.sidecar_image if settings.heartbeat_sidecar else None,
                     job_retention=settings.job_retention, push_image=seen.sidecar_image,
-                    service_account=seen.service_account.in_namespace(task.metadata.namespace or ""))
+                    service_account=seen.service_account.in_namespace(task.metadata.namespace or ""),
+                    checkpoint=_checkpoint(status or task.status))
     return replace(plan, job=job)
+
+
+def _checkpoint(status: TaskStatus | None) -> str | None:
+    """The newest checkpoint an attempt saved, for the next one (CRONOQ_CHECKPOINT)."""
+    return status.checkpoint.data if status is not None and status.checkpoint is not None else None
 
 
 def _gate(task: Task, seen: Observation) -> Gate | str:
