@@ -179,6 +179,13 @@ def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, wo
     json_patch(mine, namespace, long_lease, [holder, {"op": "add", "path": "/metadata/annotations",
                                                       "value": {"cronoq.io/report": report}}])
     assert admin.read_namespaced_lease(long_lease, namespace).metadata.annotations["cronoq.io/report"] == report
+    # Issue 40: the attempt's checkpoint rides on the same Lease, bounded like its report.
+    checkpoint = json.dumps({"done": "é" * 1000}, ensure_ascii=False)
+    json_patch(mine, namespace, long_lease, [holder, {"op": "add", "path": "/metadata/annotations",
+                                                      "value": {"cronoq.io/checkpoint": checkpoint, "cronoq.io/report": report}}])
+    assert "(checkpoint size)" in refusal(lambda: json_patch(mine, namespace, long_lease, [
+        holder, {"op": "add", "path": "/metadata/annotations",
+                 "value": {"cronoq.io/checkpoint": json.dumps("é" * 2100, ensure_ascii=False), "cronoq.io/report": report}}]))
     # An update changes no label (its worker's name, its lease id) and no holder, even to names of its own.
     renamed = refusal(lambda: mine.patch_namespaced_lease(
         long_lease, namespace, {"metadata": {"labels": {"cronoq.io/worker": "mail-7d9f-x2k4q-zzzzzz"}}}))
