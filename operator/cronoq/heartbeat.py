@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None
         keeper.stop()
         if not lost and carried is not None and lease.held and carried() not in (None, lease.carried):
             # The task ended (or was killed) since the last renewal: its newest checkpoint still goes.
-            lease.renew(MIN_REQUEST_TIMEOUT * 4)
+            lease.renew(max(MIN_REQUEST_TIMEOUT, min(env.lease_ttl, 5.0)))
         if lost:
             print(f"cronoq heartbeat: lease lost, stopped renewing: {lost[0]}", file=sys.stderr, flush=True)
             return EXIT_LEASE_LOST
