@@ -321,6 +321,15 @@ def test_a_real_worker_runs_a_task_through_the_policy(api, kubectl, kubeconfig, 
             cq.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": name},
                 "spec": {"pool": "default", "payload": {"sleep": sleep, "echo": name}}})
+        # Issue 40: attempt 1 saves a checkpoint and fails (one write: its Lease, report and checkpoint);
+        # attempt 2, on the same worker or another, starts from it (ctx.checkpoint_data).
+        cq.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": "resume"},
+            "spec": {"pool": "default", "payload": {"checkpoint": True, "echo": "resume"},
+                     "retry": {"maxAttempts": 2, "initialBackoff": "0s"}}})
+        resumed = cq.wait_phase("resume", "Succeeded", timeout=60)
+        assert json.loads(resumed["output"])["resumed"] == {"savedBy": 1}
+        assert (resumed["checkpoint"]["attempt"], resumed["checkpoint"]["data"]) == (1, '{"savedBy":1}')
         for name in ("quick", "slow"):
             status = cq.wait_phase(name, "Succeeded", timeout=60)
             (attempt,) = status["attempts"]
