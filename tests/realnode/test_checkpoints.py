@@ -101,7 +101,8 @@ def test_a_task_killed_halfway_resumes_from_its_checkpoint_and_a_stale_one_is_ig
     assert output == {"resumedFrom": done(handed_over), "processed": 20 - done(handed_over), "attempt": 2}, \
         "attempt 2 started from the newest checkpoint attempt 1 saved and did only the rest"
     assert done(handed_over) >= 8
-    assert finished["checkpoint"]["attempt"] == 2 and done(finished["checkpoint"]) == 20
+    # A succeeding attempt sends no last checkpoint: the newest its renewals carried stays.
+    assert finished["checkpoint"]["attempt"] == 2 and done(handed_over) < done(finished["checkpoint"]) <= 20
     seen = writes.checkpoints()
     first_saved = [c for c in seen if c["attempt"] == 1]
     assert first_saved[-1]["data"] == handed_over["data"], "attempt 2 got the newest checkpoint attempt 1 saved"
