@@ -112,8 +112,13 @@ def test_a_task_killed_halfway_resumes_from_its_checkpoint_and_a_stale_one_is_ig
     modified = [v for v in plain_writes.versions if v["type"] == "MODIFIED"]
     assert len(modified) == 2, [v["status"].get("phase") for v in modified]  # Running, Succeeded: as before
     assert "checkpoint" not in plain_done
+    statuses = [v["status"] for v in writes.versions]
     task_writes = sum(1 for v in writes.versions if v["type"] == "MODIFIED")
+    only_checkpoint = sum(1 for a, b in zip(statuses, statuses[1:])
+                          if a.get("checkpoint") != b.get("checkpoint") and
+                          {k: v for k, v in a.items() if k != "checkpoint"} == {k: v for k, v in b.items() if k != "checkpoint"})
     distinct = len({(c["attempt"], c["data"]) for c in seen})
     print(f"\ncheckpoints: attempt 1 ran {first.get('durationMs')} ms and saved {done(handed_over)} items; "
           f"attempt 2 ran {last.get('durationMs')} ms from {handed_over['data']} and did {output['processed']}; "
-          f"Task writes {task_writes} ({distinct} checkpoints recorded), the plain task's {len(modified)}")
+          f"Task writes {task_writes}, {only_checkpoint} of them for a checkpoint alone ({distinct} checkpoints "
+          f"recorded); the plain task's {len(modified)}")
