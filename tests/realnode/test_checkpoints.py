@@ -2,7 +2,8 @@
 (examples/real-node/checkpoints.yaml) saves its progress with the SDK; attempt 1's pod is deleted
 halfway, and attempt 2 resumes from the newest checkpoint the operator recorded and does only the
 items left. A late checkpoint on attempt 1's Lease, once attempt 2 runs, changes nothing. Beside it
-a task in the same pool that heartbeats but never checkpoints writes its Task no more than before."""
+a task in the same pool that heartbeats but never checkpoints writes its Task no more than before,
+and a shell task without the SDK checkpoints through the heartbeat sidecar's file."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ import threading
 import pytest
 from kubernetes import client, watch
 
+from tests.realnode.conftest import placement
 from tests.support.cluster import REPO
 
 pytestmark = pytest.mark.cluster
@@ -18,6 +20,14 @@ pytestmark = pytest.mark.cluster
 EXAMPLE = REPO / "examples" / "real-node" / "checkpoints.yaml"
 TASK = "resumable-count"
 PLAIN = "resumable-plain"  # the same pool and leaseTTL, no checkpoint
+SIDECAR = "resumable-sh"  # no SDK: a shell script, its checkpoint file carried by the heartbeat sidecar
+SIDECAR_SCRIPT = """
+if [ -z "$CRONOQ_CHECKPOINT" ]; then
+  printf '{"done":5}' > "$CRONOQ_CHECKPOINT_FILE.tmp" && mv "$CRONOQ_CHECKPOINT_FILE.tmp" "$CRONOQ_CHECKPOINT_FILE"
+  sleep 3; exit 1
+fi
+printf '%s' "$CRONOQ_CHECKPOINT" > /dev/termination-log
+"""
 
 
 class TaskWrites:
@@ -68,6 +78,12 @@ def test_a_task_killed_halfway_resumes_from_its_checkpoint_and_a_stale_one_is_ig
              "spec": {"pool": "resumable", "image": "localhost/cronoq/operator:dev", "command": ["python3", "-c"],
                       "args": ["import time, cronoq.worker as w\nw.run(lambda ctx: time.sleep(8) or 'done')"]}}
     rq.custom.create_namespaced_custom_object("cronoq.io", "v1alpha1", rq.namespace, "tasks", plain)
+    rq.pool("resumable-sh", heartbeatSidecar=True, leaseTTL="6s",
+            retry={"maxAttempts": 2, "initialBackoff": "1s", "jitter": "none"}, template=placement(real_node))
+    rq.custom.create_namespaced_custom_object("cronoq.io", "v1alpha1", rq.namespace, "tasks", {
+        "apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": SIDECAR},
+        "spec": {"pool": "resumable-sh", "image": "localhost/cronoq/operator:dev", "command": ["sh", "-c"],
+                 "args": [SIDECAR_SCRIPT]}})
     try:
         # Attempt 1 has saved some progress and the operator recorded it: delete its pod, halfway.
         halfway = rq.wait_status(TASK, lambda s: s.get("attempt") == 1 and done(s.get("checkpoint")) >= 8,
@@ -89,12 +105,15 @@ def test_a_task_killed_halfway_resumes_from_its_checkpoint_and_a_stale_one_is_ig
 
         finished = rq.wait_phase(TASK, "Succeeded", timeout=120)
         plain_done = rq.wait_phase(PLAIN, "Succeeded", timeout=60)
+        by_sidecar = rq.wait_phase(SIDECAR, "Succeeded", timeout=60)
     finally:
         writes.stop()
         plain_writes.stop()
         kubectl("delete", "-f", str(EXAMPLE), "--wait=false", namespace=rq.namespace, check=False)
 
     assert writes.broken is None and plain_writes.broken is None, "the watches saw every write"
+    assert by_sidecar["output"] == '{"done":5}', "the file attempt 1 wrote, carried by its sidecar, handed to attempt 2"
+    assert (by_sidecar["checkpoint"]["attempt"], by_sidecar["checkpoint"]["data"]) == (1, '{"done":5}')
     first, last = finished["attempts"]
     output = json.loads(finished["output"])
     assert first["outcome"] == "Retryable" and last["outcome"] == "Success"
