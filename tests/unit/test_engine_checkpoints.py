@@ -147,3 +147,15 @@ def test_the_heartbeat_sidecar_shares_a_checkpoint_file_with_the_task_container(
     assert sidecar["volumeMounts"][0]["readOnly"] is True
     plain = build_job(make_task("t").obj(), None, 1, "e1-a1", lease_ttl=timedelta(seconds=30))
     assert "volumes" not in plain["spec"]["template"]["spec"], "no sidecar, no volume"
+
+
+def test_a_checkpoint_after_its_attempt_was_closed_changes_nothing_while_the_task_backs_off() -> None:
+    task = first_attempt()
+    slow = TaskPoolSpec.model_validate({**RETRY, "retry": {"maxAttempts": 3, "initialBackoff": "60s", "jitter": "none"}})
+    closed = decide(Live(task), observe(exited(1, 1, '{"done":50}'), now=at(10), pool=slow), random.Random(0))
+    task = step(task, closed)
+    assert task.status.phase is TaskPhase.RETRYING and task.status.checkpoint.data == '{"done":50}'
+
+    later = decide(Live(task), observe(exited(1, 1, '{"done":90}'), now=at(20), pool=slow), random.Random(0))
+
+    assert later.status is None or later.status.checkpoint == task.status.checkpoint
