@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import io
 import json
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from cronoq.cli import render
+from cronoq.cli.dashboard import views
 from cronoq.engine.jobs import HEARTBEAT_CONTAINER, build_job
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol.inputs import INPUTS_LIMIT, Input, encode_inputs, inputs_of, parse_inputs
@@ -176,3 +180,32 @@ def test_the_heartbeat_sidecar_never_gets_the_inputs() -> None:
     assert {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}[Env.INPUTS] == text
     (sidecar,) = [c for c in spec["initContainers"] if c["name"] == HEARTBEAT_CONTAINER]
     assert Env.INPUTS not in {e["name"] for e in sidecar["env"]}
+
+
+def test_cronoq_tree_shows_the_value_each_dependency_passes_on() -> None:
+    tasks = {
+        "fetch": make_task("fetch").status({"phase": "Succeeded", "attempt": 1, "output": '{"rows":\n 12}',
+                                            "outputAvailable": True}).obj(),
+        "scan": make_task("scan").status({"phase": "Failed", "attempt": 1}).obj(),
+        "big": make_task("big").status({"phase": "Succeeded", "attempt": 1, "output": "x" * 500,
+                                        "outputAvailable": True}).obj(),
+        "report": make_task("report").spec(dependsOn=[{"task": "fetch"}, {"task": "scan", "on": "Complete"},
+                                                      {"task": "big"}]).obj(),
+    }
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(render.dependency_tree("report", tasks))
+    lines = [line.strip("│├└─ ") for line in console.export_text().splitlines()]
+    assert lines[1].split() == ["fetch", "Succeeded", "→", '{"rows":', "12}"]
+    assert lines[2].split() == ["scan", "Failed", "(on", "Complete)"], "no output: nothing passed on"
+    assert lines[3].endswith("x" * (render.PASSED_WIDTH - 1) + "…")
+    assert "→" not in lines[0], "the root passes nothing on"
+
+
+def test_the_dashboards_graph_labels_each_edge_with_the_value_passed_along_it() -> None:
+    fetch = make_task("fetch").status({"phase": "Succeeded", "attempt": 1, "output": '{"rows": 12}',
+                                       "outputAvailable": True}).obj()
+    scan = make_task("scan").status({"phase": "Skipped"}).obj()
+    report = make_task("report").spec(dependsOn=[{"task": "fetch"}, {"task": "scan", "on": "Complete"}]).obj()
+    edges = {e["data"]["source"]: e["data"] for e in views.graph(report, [fetch, scan, report]) if "source" in e["data"]}
+    assert (edges["fetch"]["passed"], edges["fetch"]["label"]) == ('{"rows": 12}', 'Success\n{"rows": 12}')
+    assert (edges["scan"]["passed"], edges["scan"]["label"]) == (None, "Complete")
