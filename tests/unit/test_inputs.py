@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from rich.console import Console
 
 from cronoq.cli import render
@@ -21,6 +22,7 @@ from cronoq.pod_protocol.inputs import INPUTS_LIMIT, Input, encode_inputs, input
 from cronoq.push import request_from
 from cronoq.worker import Context, run
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
+from cronoq.worker.serve import Worker
 
 from tests.unit.builders import make_task
 from tests.unit.fakes import World, pod, task
@@ -209,3 +211,31 @@ def test_the_dashboards_graph_labels_each_edge_with_the_value_passed_along_it() 
     edges = {e["data"]["source"]: e["data"] for e in views.graph(report, [fetch, scan, report]) if "source" in e["data"]}
     assert (edges["fetch"]["passed"], edges["fetch"]["label"]) == ('{"rows": 12}', 'Success\n{"rows": 12}')
     assert (edges["scan"]["passed"], edges["scan"]["label"]) == (None, "Complete")
+
+
+class Tasks:
+    """The custom objects API a pull worker reads its attempt's dependencies from."""
+
+    def __init__(self, tasks: dict[str, dict]) -> None:
+        self.tasks = tasks
+        self.reads: list[str] = []
+
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
+                                     _request_timeout: float = 0) -> dict:
+        assert plural == "tasks"
+        self.reads.append(name)
+        if name not in self.tasks:
+            raise ApiException(status=404, reason="Not Found")
+        return {"metadata": {"name": name}, "status": self.tasks[name]}
+
+
+def test_a_pull_worker_hands_its_handler_the_same_inputs_a_pod_gets() -> None:
+    api = Tasks({"extract": {"phase": "Succeeded", "output": '{"rows": 12}', "outputAvailable": True},
+                 "scan": {"phase": "Skipped"}})
+    worker = Worker("p", lambda ctx: None, concurrency=1, namespace="jobs", name="w-1", ttl=1.0, grace=1.0,
+                    kubeconfig=None, coordination=object(), custom=api)
+    inputs = worker._inputs(("extract", "scan", "gone"))
+    assert inputs == {"extract": Input("Succeeded", {"rows": 12}), "scan": Input("Skipped"), "gone": Input(None)}
+    assert inputs == parse_inputs(encode_inputs(inputs_of([("extract", "Succeeded", '{"rows": 12}'),
+                                                           ("scan", "Skipped", None), ("gone", None, None)])))
+    assert api.reads == ["extract", "scan", "gone"]

@@ -142,7 +142,10 @@ class Applier:
                 found.append((dep.task, phase, None))
                 continue
             raw = await self.writer.read_task(namespace, dep.task)
-            full = Task.model_validate(raw) if raw is not None else None
+            try:
+                full = Task.model_validate(raw) if raw is not None else None
+            except ValueError:  # unreadable now (a newer CRD?): its output is not handed over
+                full = None
             same = full is not None and full.metadata.uid == kept.uid and full.status is not None
             output = full.status.output if same and full.status.output_available else None  # type: ignore[union-attr]
             found.append((dep.task, phase, output))
