@@ -26,9 +26,8 @@ from typing import Any, Final, Mapping, Sequence
 INPUTS_LIMIT: Final = 64 * 1024
 """Bytes of CRONOQ_INPUTS (UTF-8). Linux refuses to start a process with one environment string
 over 128 KiB (MAX_ARG_STRLEN: the container would fail with E2BIG), and the pod also carries the
-payload (≤ 32 KiB) and the rest of its environment; 64 KiB leaves room for both. 32 dependencies
-(the most `dependsOn` takes) with ordinary outputs fit; only outputs full of escaped characters
-near their 4 KiB limit can be left out."""
+payload (≤ 32 KiB) and the rest of its environment; 64 KiB leaves room for both. It holds 15 full
+4 KiB outputs, or 32 (the most `dependsOn` takes) of about 2 KiB each."""
 
 
 @dataclass(frozen=True)
