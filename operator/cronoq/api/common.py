@@ -518,7 +518,7 @@ StatusCode = Annotated[int, Field(ge=100, le=599)]
 
 class HTTPRequest(Model):
     """A push task: each attempt makes this HTTP request (from cronoq's push runner, in a Job like
-    any attempt) and its answer decides the outcome (see the README's push task table)."""
+    any attempt) and its answer decides the outcome (see docs/how-to/push-tasks.md, its outcomes table)."""
 
     model_config = ConfigDict(json_schema_extra=validations(
         rule("isURL(self.url) && url(self.url).getScheme() in ['http', 'https'] && url(self.url).getHostname() != ''",
