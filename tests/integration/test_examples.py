@@ -3,6 +3,8 @@ its comments say (kopf's tests/e2e/test_examples.py in spirit); every cronoq man
 show is taken by the API server as written (tests/unit/test_docs.py checks the rest)."""
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from tests.support.cluster import REPO
@@ -21,6 +23,7 @@ EXPECTED = {
     "backfill": ("Succeeded", 1),
     "order-webhook": ("Succeeded", 2),
     "import-batch": ("Failed", 1),
+    "extract": ("Succeeded", 1), "summarize": ("Succeeded", 1),
 }
 
 
@@ -53,6 +56,11 @@ def test_every_example_runs_to_its_documented_end(cq, kubectl):
     assert started[0] == "urgent" and started[-1] == "backfill"
     dependency_order = [statuses[n]["attempts"][0]["startedAt"] for n in ("fetch", "resize", "publish")]
     assert dependency_order == sorted(dependency_order)
+    # inputs/: summarize's pod received extract's output, parsed (docs/inputs.md).
+    job = cq.batch.read_namespaced_job(statuses["summarize"]["attempts"][0]["job"], cq.namespace)
+    env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
+    assert json.loads(env["CRONOQ_INPUTS"]) == {"extract": {"phase": "Succeeded", "output": {"rows": 12}}}
+    assert statuses["summarize"]["output"] == "12 rows summarized"
 
 
 def test_the_example_schedule_fires_and_its_task_succeeds(cq, kubectl):
