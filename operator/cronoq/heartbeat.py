@@ -16,7 +16,7 @@ restarted).
 
 Checkpoints: with CRONOQ_CHECKPOINT_FILE set (the operator sets it, on a volume the two containers
 share), each renewal carries the JSON the task last wrote there when it changed, and SIGTERM sends
-one last renewal when the file holds a checkpoint not carried yet (docs/checkpoints.md).
+one last renewal when the file holds a checkpoint not carried yet (docs/how-to/checkpoints.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The checkpoint: progress a running attempt saves so that the task's next attempt can resume from
-it (docs/checkpoints.md). The SDK, a pull worker and the heartbeat sidecar encode it onto the
+it (docs/how-to/checkpoints.md). The SDK, a pull worker and the heartbeat sidecar encode it onto the
 attempt's Lease (annotation `cronoq.io/checkpoint`, with a renewal); the operator parses it there,
 records it in the Task's status, and hands it to the next attempt (CRONOQ_CHECKPOINT).
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, NoReturn, TypeVar
 
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol import report
+from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.errors import Permanent, Retryable
@@ -42,6 +43,10 @@ class Context:
     """Seconds; 0 when heartbeats are off."""
     worker: str | None = None
     """The pull worker running it (`cronoq.worker.serve`); None in an attempt's own pod."""
+    inputs: Mapping[str, Input] = field(default_factory=dict)
+    """What the tasks it depends on produced, by name: each one's `phase` and `output` (JSON-parsed
+    when it is JSON; None when it produced none, or `omitted` when it did not fit). Empty for a
+    task without dependencies. See docs/inputs.md."""
     checkpoint_data: Any = None
     """The newest checkpoint an earlier attempt of the task saved (parsed JSON), to resume from;
     None when none did."""
@@ -142,7 +147,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
 
     context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
-                      lease_ttl=env.lease_ttl, checkpoint_data=env.checkpoint, _keeper=keeper,
+                      lease_ttl=env.lease_ttl, inputs=env.inputs, checkpoint_data=env.checkpoint, _keeper=keeper,
                       _checkpoints=checkpoints)
     result = (judge or outcome)(handler, context)
     if keeper is not None and checkpoints is not None and result.outcome != report.SUCCESS \

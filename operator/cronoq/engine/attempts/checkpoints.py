@@ -1,4 +1,4 @@
-"""Checkpoints across attempts (docs/checkpoints.md): which checkpoint a reconcile records in the
+"""Checkpoints across attempts (docs/how-to/checkpoints.md): which checkpoint a reconcile records in the
 Task's status.
 
 Fenced like a report: a checkpoint counts only from the open attempt's own Job Lease (or, served,
