@@ -13,6 +13,10 @@ restarts the exited sidecar (restartPolicy Always), which fences again at its fi
 expect restarts (CrashLoopBackOff) of a fenced attempt's sidecar until its pod goes.
 With CRONOQ_LEASE_TTL 0 it renews nothing and idles until SIGTERM (exiting would only get it
 restarted).
+
+Checkpoints: with CRONOQ_CHECKPOINT_FILE set (the operator sets it, on a volume the two containers
+share), each renewal carries the JSON the task last wrote there when it changed, and SIGTERM sends
+one last renewal when the file holds a checkpoint not carried yet (docs/how-to/checkpoints.md).
 """
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ import sys
 import threading
 from typing import Mapping, Sequence
 
+from cronoq.worker.checkpoints import CheckpointFile
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
-from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
+from cronoq.worker.lease import MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Owner
 from cronoq.pod_protocol.report import EXIT_LEASE_LOST, EXIT_PERMANENT
 
 
@@ -53,8 +58,10 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None
                   file=sys.stderr, flush=True)
             _wait(done)
             return 0
+        carried = CheckpointFile(env.checkpoint_file).newest if env.checkpoint_file else None
         lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig,
-                          owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl)
+                          owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl,
+                          checkpoint=carried)
         keeper = LeaseKeeper(env.lease_ttl, lease.renew)
         print(f"cronoq heartbeat: renewing Lease {env.namespace}/{env.lease_name} as {env.lease_id} "
               f"every {env.lease_ttl / 3:g}s", file=sys.stderr, flush=True)
@@ -62,6 +69,9 @@ def main(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None
         keeper.start(lambda why: (lost.append(why), done.set()))
         _wait(done)
         keeper.stop()
+        if not lost and carried is not None and lease.held and carried() not in (None, lease.carried):
+            # The task ended (or was killed) since the last renewal: its newest checkpoint still goes.
+            lease.renew(max(MIN_REQUEST_TIMEOUT, min(env.lease_ttl, 5.0)))
         if lost:
             print(f"cronoq heartbeat: lease lost, stopped renewing: {lost[0]}", file=sys.stderr, flush=True)
             return EXIT_LEASE_LOST

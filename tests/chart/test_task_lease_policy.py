@@ -196,3 +196,38 @@ def test_a_task_with_a_long_name_renews_its_own_lease(api, kubectl, namespace, p
                timeout=30, what="the policy to be enforced")
     assert mine.create_namespaced_lease(namespace, lease(job, "e1-a1")).spec.holder_identity == "e1-a1"
     assert renew(mine, namespace, job).spec.renew_time is not None
+
+
+def test_a_task_pod_saves_its_checkpoint_on_its_own_lease_and_nothing_more(api, kubectl, namespace, policy):
+    """Issue 40, part 2: the checkpoint annotation is the one cronoq annotation a task pod may write,
+    on its own attempt's Lease, at most 4096 bytes, with a renewal; nothing else changes with it."""
+    worker_with_lease_rights(api, namespace)
+    admin_leases = client.CoordinationV1Api(api)
+    admin_leases.create_namespaced_lease(namespace, lease("other-a1", "e1-a1"))
+    mine = as_token(api, pod_token(api, kubectl, namespace, "mine-a1-x7k2p"))
+    with_checkpoint = lease("mine-a1", "e1-a1")
+    with_checkpoint["metadata"]["annotations"] = {"cronoq.io/checkpoint": '{"done":1}'}
+    wait_until(lambda: "may renew only the Lease of its own attempt" in refusal(
+        lambda: mine.create_namespaced_lease(namespace, {**with_checkpoint, "metadata": {
+            **with_checkpoint["metadata"], "name": "other-a2"}})),
+        timeout=30, what="the policy to be enforced")
+    created = mine.create_namespaced_lease(namespace, with_checkpoint)
+    assert created.metadata.annotations == {"cronoq.io/checkpoint": '{"done":1}'}
+
+    def save(name: str, annotations: dict) -> str:
+        patch = [{"op": "test", "path": "/spec/holderIdentity", "value": "e1-a1"},
+                 {"op": "add", "path": "/spec/renewTime", "value": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
+                 {"op": "add", "path": "/metadata/annotations", "value": annotations}]
+        return refusal(lambda: mine.patch_namespaced_lease(name, namespace, patch,
+                                                           _content_type="application/json-patch+json"))
+
+    assert save("mine-a1", {"cronoq.io/checkpoint": '{"done":2}'}) == ""
+    assert admin_leases.read_namespaced_lease("mine-a1", namespace).metadata.annotations["cronoq.io/checkpoint"] == '{"done":2}'
+    assert "may renew only the Lease of its own attempt" in save("other-a1", {"cronoq.io/checkpoint": '{"forged":1}'})
+    assert "is over 4096 bytes" in save("mine-a1", {"cronoq.io/checkpoint": '"' + "x" * 4095 + '"'})
+    assert "only spec.renewTime and the checkpoint" in save("mine-a1", {"cronoq.io/checkpoint": "{}", "x": "y"})
+    assert "only spec.renewTime and the checkpoint" in save("mine-a1", {"cronoq.io/report": '{"outcome":"success"}'})
+    # Another annotation set by someone else stays the pod's to keep, never to drop or change.
+    admin_leases.patch_namespaced_lease("mine-a1", namespace, {"metadata": {"annotations": {"x": "y"}}})
+    assert "only spec.renewTime and the checkpoint" in save("mine-a1", {"cronoq.io/checkpoint": '{"done":3}'})
+    assert save("mine-a1", {"cronoq.io/checkpoint": '{"done":3}', "x": "y"}) == ""

@@ -179,6 +179,13 @@ def test_a_worker_writes_its_own_leases_and_no_other(api, kubectl, namespace, wo
     json_patch(mine, namespace, long_lease, [holder, {"op": "add", "path": "/metadata/annotations",
                                                       "value": {"cronoq.io/report": report}}])
     assert admin.read_namespaced_lease(long_lease, namespace).metadata.annotations["cronoq.io/report"] == report
+    # Issue 40: the attempt's checkpoint rides on the same Lease, bounded like its report.
+    checkpoint = json.dumps({"done": "é" * 1000}, ensure_ascii=False)
+    json_patch(mine, namespace, long_lease, [holder, {"op": "add", "path": "/metadata/annotations",
+                                                      "value": {"cronoq.io/checkpoint": checkpoint, "cronoq.io/report": report}}])
+    assert "(checkpoint size)" in refusal(lambda: json_patch(mine, namespace, long_lease, [
+        holder, {"op": "add", "path": "/metadata/annotations",
+                 "value": {"cronoq.io/checkpoint": json.dumps("é" * 2100, ensure_ascii=False), "cronoq.io/report": report}}]))
     # An update changes no label (its worker's name, its lease id) and no holder, even to names of its own.
     renamed = refusal(lambda: mine.patch_namespaced_lease(
         long_lease, namespace, {"metadata": {"labels": {"cronoq.io/worker": "mail-7d9f-x2k4q-zzzzzz"}}}))
@@ -314,6 +321,15 @@ def test_a_real_worker_runs_a_task_through_the_policy(api, kubectl, kubeconfig, 
             cq.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": name},
                 "spec": {"pool": "default", "payload": {"sleep": sleep, "echo": name}}})
+        # Issue 40: attempt 1 saves a checkpoint and fails (one write: its Lease, report and checkpoint);
+        # attempt 2, on the same worker or another, starts from it (ctx.checkpoint_data).
+        cq.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": {"name": "resume"},
+            "spec": {"pool": "default", "payload": {"checkpoint": True, "echo": "resume"},
+                     "retry": {"maxAttempts": 2, "initialBackoff": "0s"}}})
+        resumed = cq.wait_phase("resume", "Succeeded", timeout=60)
+        assert json.loads(resumed["output"])["resumed"] == {"savedBy": 1}
+        assert (resumed["checkpoint"]["attempt"], resumed["checkpoint"]["data"]) == (1, '{"savedBy":1}')
         for name in ("quick", "slow"):
             status = cq.wait_phase(name, "Succeeded", timeout=60)
             (attempt,) = status["attempts"]

@@ -286,7 +286,10 @@ def test_finished_stays_finished(kubectl, namespace) -> None:
     ({"summary": "x" * 101}, "status.summary"),
     ({"phase": "Done"}, "status.phase"),
     ({"nextAttemptAt": "tomorrow"}, "status.nextAttemptAt"),
-], ids=["too many attempts kept", "output over 4 KiB", "long summary", "unknown phase", "bad time"])
+    ({"checkpoint": {"attempt": 1, "data": "x" * 4097}}, "status.checkpoint.data"),
+    ({"checkpoint": {"attempt": 0, "data": "{}"}}, "status.checkpoint.attempt"),
+], ids=["too many attempts kept", "output over 4 KiB", "long summary", "unknown phase", "bad time",
+        "checkpoint over 4 KiB", "checkpoint of attempt 0"])
 def test_status_bounds(kubectl, namespace, status, field) -> None:
     assert apply(kubectl, namespace, BASE).returncode == 0
     refused(patch_status(kubectl, namespace, "work", status), field)

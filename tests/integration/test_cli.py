@@ -274,3 +274,30 @@ def test_installed_as_a_kubectl_plugin(cli, kubectl):
     assert result.returncode == 0, result.stderr
     bad = subprocess.run([kubectl.binary, "cronoq", "wait"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: kubectl cronoq wait:")
+
+
+def test_describe_and_the_client_show_the_checkpoint_and_the_attempt_that_saved_it(cli, cq, kubeconfig):
+    """Issue 40, part 2: the attempt's Lease carries a checkpoint (written here as its pod would:
+    created by its first renewal, held by its lease id); the operator records it with the attempt's
+    number, and `describe` and `Client.checkpoint()` show who saved it."""
+    from kubernetes.client import CoordinationV1Api
+
+    from cronoq.client import Client
+    from cronoq.pod_protocol import Owner, lease_body
+
+    cq.task("resumable", leaseTTL="60s", outcome="Run")
+    running = cq.wait_status("resumable", lambda s: s.get("phase") == "Running" and s.get("attempts"), "running")
+    (attempt,) = running["attempts"]
+    body = lease_body(cq.namespace, attempt["job"], attempt["leaseId"],
+                      Owner("resumable", cq.get("resumable")["metadata"]["uid"], 1), 60)
+    body["metadata"]["annotations"] = {"cronoq.io/checkpoint": '{"done":9}'}
+    CoordinationV1Api(cq.api).create_namespaced_lease(cq.namespace, body)
+
+    saved = cq.wait_status("resumable", lambda s: s.get("checkpoint"), "the checkpoint recorded")["checkpoint"]
+    assert (saved["attempt"], saved["data"]) == (1, '{"done":9}')
+    described = cli.ok("describe", "resumable").stdout
+    assert "Checkpoint" in described and "saved by attempt 1" in described and '{"done":9}' in described, described
+    checkpoint = Client(cq.namespace, kubeconfig).checkpoint("resumable")
+    assert (checkpoint.attempt, checkpoint.data) == (1, {"done": 9})
+    assert Client(cq.namespace, kubeconfig).checkpoint(cq.task("fresh", outcome="Run")["metadata"]["name"]) is None
+    cli.ok("cancel", "resumable", "fresh")

@@ -56,14 +56,17 @@ SIDECAR = "from cronoq.heartbeat import main; raise SystemExit(main([]))"
 class Proc:
     """A worker or sidecar process with an attempt's environment; its stderr in a file."""
 
-    def __init__(self, program: str, kubeconfig: str, namespace: str, workdir: Path) -> None:
+    def __init__(self, program: str, kubeconfig: str, namespace: str, workdir: Path,
+                 extra: dict[str, str] | None = None) -> None:
         workdir.mkdir()
         self.log = workdir / "termination-log"
         self.stderr = workdir / "stderr"
         env = {"PATH": os.environ.get("PATH", ""), "KUBECONFIG": kubeconfig,
+               **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
                "CRONOQ_TASK_ID": "3f6c2a9e-uid", "CRONOQ_TASK_NAME": "job", "CRONOQ_ATTEMPT": "1",
                "CRONOQ_NAMESPACE": namespace, "CRONOQ_LEASE_NAME": LEASE, "CRONOQ_LEASE_ID": HOLDER,
-               "CRONOQ_LEASE_TTL": str(TTL), "CRONOQ_PAYLOAD": '{"n": 7}', "CRONOQ_TERMINATION_LOG": str(self.log)}
+               "CRONOQ_LEASE_TTL": str(TTL), "CRONOQ_PAYLOAD": '{"n": 7}', "CRONOQ_TERMINATION_LOG": str(self.log),
+               **(extra or {})}
         with self.stderr.open("w") as err:
             self.popen = subprocess.Popen([sys.executable, "-c", program], env=env, stdout=subprocess.DEVNULL,
                                           stderr=err)
@@ -103,8 +106,8 @@ def leases(api, namespace) -> client.CoordinationV1Api:
 def start(kubeconfig, namespace, tmp_path):
     procs: list[Proc] = []
 
-    def start(program: str) -> Proc:
-        procs.append(Proc(program, kubeconfig, namespace, tmp_path / f"proc{len(procs)}"))
+    def start(program: str, extra: dict[str, str] | None = None) -> Proc:
+        procs.append(Proc(program, kubeconfig, namespace, tmp_path / f"proc{len(procs)}", extra))
         return procs[-1]
 
     yield start
@@ -227,3 +230,44 @@ def test_the_sidecar_stops_and_exits_3_when_another_attempt_holds_the_lease(leas
 
     assert sidecar.code == 3, sidecar.why()
     assert f"no longer held by {HOLDER}" in sidecar.stderr.read_text()
+
+
+CHECKPOINT_THEN_FAIL = """
+from cronoq.worker import run
+
+def handle(ctx):
+    ctx.checkpoint({"resumed": ctx.checkpoint_data, "done": 3})
+    raise RuntimeError("disk full")  # before any renewal carried it: it goes before the attempt ends
+
+run(handle)
+"""
+
+
+def checkpoint_on(leases: client.CoordinationV1Api, namespace: str) -> str | None:
+    return (leases.read_namespaced_lease(LEASE, namespace).metadata.annotations or {}).get("cronoq.io/checkpoint")
+
+
+def test_a_failing_sdk_attempt_leaves_its_newest_checkpoint_on_its_lease(leases, namespace, start):
+    """Issue 40, part 2: the checkpoint rides on a renewal (no write of its own), and a failing
+    attempt sends its unsent one before it ends; the previous attempt's comes in CRONOQ_CHECKPOINT."""
+    worker = start(CHECKPOINT_THEN_FAIL, {"CRONOQ_CHECKPOINT": '{"done":1}'})
+
+    wait_until(worker.exited, timeout=60, what="the worker to exit")
+
+    assert worker.code == 1, worker.why()
+    assert json.loads(checkpoint_on(leases, namespace)) == {"resumed": {"done": 1}, "done": 3}
+
+
+def test_the_sidecar_carries_the_checkpoint_file_and_sends_the_last_one_at_sigterm(leases, namespace, start, tmp_path):
+    path = tmp_path / "checkpoint.json"
+    sidecar = start(SIDECAR, {"CRONOQ_CHECKPOINT_FILE": str(path)})
+    path.write_text('{"done": 1}')
+    wait_until(lambda: checkpoint_on(leases, namespace) == '{"done":1}', timeout=30, interval=0.05,
+               what=f"the file's checkpoint on the Lease ({sidecar.why() if sidecar.exited() else 'running'})")
+
+    path.write_text('{"done": 2}')  # the task writes its last one and ends: the kubelet sends SIGTERM
+    sidecar.popen.send_signal(signal.SIGTERM)
+    wait_until(sidecar.exited, timeout=5, what="the sidecar to exit on SIGTERM")
+
+    assert sidecar.code == 0, sidecar.why()
+    assert checkpoint_on(leases, namespace) == '{"done":2}', "sent at SIGTERM, not lost with the pod"

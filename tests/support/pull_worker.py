@@ -2,7 +2,9 @@
 NAME JOURNAL [CONCURRENCY [TTL [GRACE]]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
 
 Its handler does what the task's payload says — `{"sleep": s, "fail": "retryable"|"permanent",
-"deaf": true, "inputs": true}` (the last returns `ctx.inputs`) — and writes a line to JOURNAL (JSON) when an attempt starts and when it ends
+"deaf": true, "inputs": true, "checkpoint": true}` (`inputs` returns `ctx.inputs`; `checkpoint`: attempt 1
+saves a checkpoint and fails, a later one returns the checkpoint it started from) — and writes a line to
+JOURNAL (JSON) when an attempt starts and when it ends
 (`how`: returned, raised, cancelled, abandoned), so a test can tell what ran where and when.
 A coroutine handler serves the tasks labelled `cronoq.io/handler: async`, a synchronous one the
 rest; a `deaf` synchronous handler ignores `ctx.aborted` and returns when its time is up.
@@ -36,6 +38,11 @@ def main() -> int:
     def sync(ctx: Context):
         payload = ctx.payload or {}
         journal(path, ctx, "start")
+        if payload.get("checkpoint"):
+            if ctx.attempt == 1:
+                ctx.checkpoint({"savedBy": ctx.attempt})
+                raise cronoq.worker.Retryable("failed after saving a checkpoint", retry_after=0)
+            return {"echo": payload.get("echo"), "resumed": ctx.checkpoint_data}
         until = time.monotonic() + float(payload.get("sleep", 0))
         while time.monotonic() < until:
             if ctx.aborted and not payload.get("deaf"):

@@ -263,3 +263,24 @@ def test_counting_a_pools_slots_changes_nothing_and_release_drained_frees_stoppe
     assert slots.draining == {("ns", "gone-a1"): pool}
     slots.release_drained(pool)
     assert slots.running(pool) == 0 and slots.draining == {}
+
+
+def test_a_checkpoint_is_folded_into_its_attempt_only_from_a_lease_its_lease_id_holds() -> None:
+    from cronoq.engine.observed import AttemptJob
+    from cronoq.kube.observe import checkpoint_of
+
+    store = Store()
+    store.put_task(raw("a", 1, {"phase": "Running", "attempt": 1}), T0)
+    store.put_job("ns", "uid-a", "a", AttemptJob(number=1, name="a-a1", uid="job-1", lease_id="e1-a1"))
+    lease = {"metadata": {"annotations": {"cronoq.io/checkpoint": '{"done": 4}'}}}
+    assert checkpoint_of(lease) == '{"done":4}' and checkpoint_of({"metadata": {}}) is None
+    assert store.put_checkpoint("ns", "a-a1", "e1-a1", checkpoint_of(lease)) is True
+    assert store.put_checkpoint("ns", "a-a1", "e1-a1", '{"done":4}') is False, "unchanged: nothing to decide"
+    (job,) = store.attempt_jobs(store.tasks[("ns", "a")])
+    assert job.checkpoint == '{"done":4}'
+
+    store.put_checkpoint("ns", "a-a1", "e9-a1", '{"done":99}')  # held by another lease id now
+    (job,) = store.attempt_jobs(store.tasks[("ns", "a")])
+    assert job.checkpoint is None
+    store.drop_lease("ns", "a-a1")
+    assert store.checkpoints == {}, "what a Lease said goes with it"

@@ -173,3 +173,19 @@ def test_the_task_page_shows_the_tasks_own_limits_as_times():
         assert 'class="limit"' not in plain
 
     run(check)
+
+
+def test_the_task_page_shows_the_checkpoint_and_the_attempt_that_saved_it():
+    async def check(http, cache, app):
+        cache._objects["tasks"][("ns", "resumed")] = Task.model_validate({
+            "metadata": {"name": "resumed", "namespace": "ns", "creationTimestamp": "2026-11-05T12:00:00Z"},
+            "spec": {"image": "busybox", "pool": "p"},
+            "status": {"phase": "Running", "attempt": 2,
+                       "checkpoint": {"attempt": 1, "data": '{"done":9,"note":"<b>"}', "savedAt": "2026-11-05T12:01:00Z"}}})
+        page = await (await http.get("/tasks/ns/resumed", headers=HOST)).text()
+        assert "saved by attempt 1" in page and "attempt 2 started from it" in page, page
+        assert "{&#34;done&#34;:9,&#34;note&#34;:&#34;&lt;b&gt;&#34;}" in page, "escaped, like any tenant's text"
+        plain = await (await http.get("/tasks/ns/t0", headers=HOST)).text()
+        assert 'class="checkpoint"' not in plain
+
+    run(check)

@@ -13,12 +13,12 @@ from cronoq.api.durations import DurationError
 from cronoq.api.pool import PhaseCounts, PoolTemplate, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
-    TERMINAL_PHASES, Attempt, AttemptOutcome, AttemptTrigger, Dependency, Edge, PodTemplate, Task, TaskPhase,
+    TERMINAL_PHASES, Attempt, AttemptOutcome, AttemptTrigger, Checkpoint, Dependency, Edge, PodTemplate, Task, TaskPhase,
     TaskSpec, TaskStatus,
 )
 
 __all__ = [
-    "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Condition",
+    "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Checkpoint", "Condition",
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
     "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "RateLimit", "Resources", "RetryOverride",

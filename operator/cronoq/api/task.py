@@ -26,6 +26,7 @@ from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
 from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
+from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
 
 from cronoq.api.common import (
     API_VERSION, Conditions, HTTPRequest, LabelValue, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
@@ -328,6 +329,20 @@ class Attempt(Model):
     number is used all the same). Unset for every attempt that counted."""
 
 
+class Checkpoint(Model):
+    """Progress an attempt saved (`ctx.checkpoint(data)`, or the heartbeat sidecar's checkpoint
+    file), carried by a renewal of its Lease and recorded by the operator while that attempt was
+    the task's current one. The next attempt starts with it (`ctx.checkpoint_data`,
+    CRONOQ_CHECKPOINT)."""
+
+    attempt: int = Field(ge=1, le=100)
+    """The number of the attempt that saved it."""
+    data: str = Field(min_length=1, max_length=CHECKPOINT_LIMIT)
+    """The checkpoint as compact JSON text, at most 4096 bytes."""
+    saved_at: Timestamp | None = None
+    """When the operator recorded it (its own clock)."""
+
+
 TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"
 
 
@@ -363,6 +378,9 @@ class TaskStatus(Model):
     dependents receive it (CRONOQ_INPUTS, parsed when it is JSON)."""
     output_available: bool = False
     """Whether `output` holds the task's output (false for tasks that produced none)."""
+    checkpoint: Checkpoint | None = None
+    """The newest checkpoint an attempt saved, with the number of that attempt; the next attempt
+    resumes from it. Unset while no attempt saved one."""
     message: str | None = Field(None, max_length=MESSAGE_LIMIT)
     """Final or current message, at most 4 KiB."""
     summary: str | None = Field(None, max_length=SUMMARY_LIMIT)

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from cronoq.api import Task, TaskPhase
+from cronoq.api import Checkpoint, Task, TaskPhase
 
 PHASE_STYLE = {
     TaskPhase.SUCCEEDED: "green", TaskPhase.FAILED: "red", TaskPhase.DEAD_LETTERED: "bold red",
@@ -189,6 +189,17 @@ def dump(objects: list[dict[str, Any]], fmt: str, single: bool) -> str:
     if fmt == "json":
         return json.dumps(doc, indent=2)
     return yaml.safe_dump(doc, sort_keys=False).rstrip("\n")
+
+
+def checkpoint_text(checkpoint: Checkpoint, current: int) -> str:
+    """A task's checkpoint for `describe`: who saved it (and when), then its JSON. The attempt
+    running now (`current`) resumed from it when an earlier attempt saved it."""
+    who = f"saved by attempt {checkpoint.attempt}"
+    if checkpoint.saved_at is not None:
+        who += f", {age(checkpoint.saved_at)} ago"
+    if checkpoint.attempt < current:
+        who += f"; attempt {current} started from it"
+    return f"{who}\n{checkpoint.data}"
 
 
 def attempts_table(task: Task) -> Table:

@@ -735,6 +735,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Message", render.cell(s.message, multiline=True)))
     if s and s.output_available:
         pairs.append(("Output", render.cell(s.output or "", multiline=True)))
+    if s and s.checkpoint:
+        pairs.append(("Checkpoint", render.cell(render.checkpoint_text(s.checkpoint, s.attempt), multiline=True)))
     render.show(out, render.fields_grid(pairs))
     print()
     if s and s.attempts:

@@ -18,10 +18,10 @@ from cronoq.client.errors import (
     ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
     TaskNotFound, WaitTimeout,
 )
-from cronoq.client.results import STATUS, Result, parse_output, status_of
+from cronoq.client.results import STATUS, Result, SavedCheckpoint, parse_output, status_of
 
 __all__ = [
     "RETRY_OF", "RETRY_OF_KEY", "RETRY_OF_UID", "STATUS", "Client", "ClientError", "InvalidTask",
-    "LogsUnavailable", "NotRetryable", "ObjectNotFound", "OutputUnavailable", "Result", "TaskFailed", "TaskNotFound", "TaskRef",
+    "LogsUnavailable", "NotRetryable", "ObjectNotFound", "OutputUnavailable", "Result", "SavedCheckpoint", "TaskFailed", "TaskNotFound", "TaskRef",
     "WaitTimeout", "parse_output", "status_of",
 ]

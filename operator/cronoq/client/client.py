@@ -26,7 +26,7 @@ from cronoq.client.errors import (
     InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed, TaskNotFound,
     WaitTimeout,
 )
-from cronoq.client.results import Result
+from cronoq.client.results import Result, SavedCheckpoint
 from cronoq.engine import keys, naming
 from cronoq.kube.refusal import server_message
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
@@ -272,6 +272,13 @@ class Client:
         return tasks[first.name] if first is not None else None
 
     # ------------------------------------------------------------------ waiting
+
+    def checkpoint(self, ref: TaskRef) -> SavedCheckpoint | None:
+        """The newest checkpoint an attempt of the task saved, with the number of that attempt
+        (None while none did): what its next attempt resumes from."""
+        task = self.get(_name(ref))
+        saved = task.status.checkpoint if task.status else None
+        return SavedCheckpoint.of(saved) if saved is not None else None
 
     def wait(self, ref: TaskRef, timeout: float | None = None) -> Result:
         """Wait until the task ends. Succeeded → a Result (output parsed when it is JSON);

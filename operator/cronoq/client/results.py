@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from cronoq.api import Attempt, Task, TaskPhase
+from cronoq.api import Attempt, Checkpoint, Task, TaskPhase
 
 STATUS = {
     TaskPhase.SUCCEEDED: "succeeded",
@@ -56,3 +57,17 @@ class Result:
     @property
     def output(self) -> Any:
         return parse_output(self.raw_output)
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """A task's newest checkpoint: its data (parsed JSON), the attempt that saved it, and when the
+    operator recorded it."""
+
+    attempt: int
+    data: Any
+    saved_at: datetime | None = None
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> SavedCheckpoint:
+        return cls(checkpoint.attempt, json.loads(checkpoint.data), checkpoint.saved_at)

@@ -15,7 +15,7 @@ from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.engine import delay, naming
 from cronoq.engine.admission import Candidate
-from cronoq.kube.observe import job_facts, pod_facts, served_facts, worker_facts
+from cronoq.kube.observe import checkpoint_of, job_facts, pod_facts, served_facts, worker_facts
 
 
 class Intake:
@@ -124,7 +124,8 @@ class Intake:
                                            self.clock(), uid)
             served = served_facts(raw, self.skew())
             reported = bool(served is not None and uid and self.store.put_served(uid, served))
-            if not (renewed or reported):
+            saved = self.store.put_checkpoint(namespace, name, spec.get("holderIdentity"), checkpoint_of(raw))
+            if not (renewed or reported or saved):
                 return
         if task:
             self.queue.add(("task", namespace, task))

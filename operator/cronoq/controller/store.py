@@ -165,6 +165,9 @@ class Store:
     leases: dict[Key, tuple[str | None, str | None, datetime, str | None]] = field(default_factory=dict)
     """(namespace, Lease name) → (holder, renewTime, when we saw that renewTime first, the task uid it
     names): an attempt's heartbeat Lease, a Job's or a worker's."""
+    checkpoints: dict[Key, tuple[str | None, str]] = field(default_factory=dict)
+    """(namespace, Lease name) → (holder, checkpoint): the checkpoint an attempt's Lease carries
+    (only Leases that carry one have an entry; the engine decides whose counts)."""
     running_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container running."""
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
@@ -291,6 +294,7 @@ class Store:
                 self.job_owner.pop((key[0], job), None)
             for lease in record.served:
                 self.leases.pop((key[0], lease), None)
+                self.checkpoints.pop((key[0], lease), None)
         self._forget_cycles(key)
         for forgetter in self.forgetters:
             forgetter(key)
@@ -298,7 +302,7 @@ class Store:
 
     def _drop_seen(self, namespace: str, job: str) -> None:
         """What was seen of a Job's pod and heartbeat Lease."""
-        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases):
+        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases, self.checkpoints):
             seen.pop((namespace, job), None)
 
     def _forget_cycles(self, key: Key) -> None:
@@ -414,9 +418,20 @@ class Store:
         self.leases[(namespace, name)] = (holder, renewed, now, task_uid)
         return True
 
+    def put_checkpoint(self, namespace: str, name: str, holder: str | None, checkpoint: str | None) -> bool:
+        """Record the checkpoint an attempt's Lease carries (None: none); True when that changed."""
+        key = (namespace, name)
+        if checkpoint is None:
+            return self.checkpoints.pop(key, None) is not None
+        if self.checkpoints.get(key) == (holder, checkpoint):
+            return False
+        self.checkpoints[key] = (holder, checkpoint)
+        return True
+
     def drop_lease(self, namespace: str, name: str) -> None:
         """A Lease went: what it said goes with it (a Lease naming a task we do not know, or never
         will, costs nothing once it is deleted)."""
+        self.checkpoints.pop((namespace, name), None)
         old = self.leases.pop((namespace, name), None)
         uid = old[3] if old is not None else None
         if not uid:
@@ -439,8 +454,10 @@ class Store:
             return job
         lease = self.leases.get(key)
         renewed = lease[2] if lease and lease[1] and lease[0] == job.lease_id else None
+        saved = self.checkpoints.get(key)
+        checkpoint = saved[1] if saved is not None and job.lease_id is not None and saved[0] == job.lease_id else None
         return replace(job, running_seen_at=self.running_seen.get(key), ended_seen_at=self.ended_seen.get(key),
-                       renewed_seen_at=renewed)
+                       renewed_seen_at=renewed, checkpoint=checkpoint)
 
     def attempt_jobs(self, record: TaskRecord) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`), and

@@ -119,8 +119,14 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
                     sidecar_image=seen.sidecar_image if settings.heartbeat_sidecar else None,
                     job_retention=settings.job_retention, push_image=seen.sidecar_image,
                     service_account=seen.service_account.in_namespace(task.metadata.namespace or ""),
-                    inputs=seen.inputs if task.spec.depends_on else None)
+                    inputs=seen.inputs if task.spec.depends_on else None,
+                    checkpoint=_checkpoint(status or task.status))
     return replace(plan, job=job)
+
+
+def _checkpoint(status: TaskStatus | None) -> str | None:
+    """The newest checkpoint an attempt saved, for the next one (CRONOQ_CHECKPOINT)."""
+    return status.checkpoint.data if status is not None and status.checkpoint is not None else None
 
 
 def _gate(task: Task, seen: Observation) -> Gate | str:

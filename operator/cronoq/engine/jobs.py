@@ -26,6 +26,10 @@ from cronoq.pod_protocol import Env, PushHeader, PushRequest
 
 
 HEARTBEAT_CONTAINER = "cronoq-heartbeat"
+CHECKPOINT_VOLUME = "cronoq-checkpoint"
+"""The volume a task container shares with its heartbeat sidecar, for its checkpoint file."""
+CHECKPOINT_DIR = "/var/run/cronoq-checkpoint"
+CHECKPOINT_FILE = "checkpoint.json"
 PUSH_COMMAND = ["cronoq", "push"]
 OPERATOR_IMAGE_USER = 65532
 """The unprivileged user of the operator image (Dockerfile), which runs the push runner and the sidecar."""
@@ -85,7 +89,8 @@ def _name_and_uid(task: Task) -> tuple[str, str]:
 def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
               lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
               job_retention: timedelta | None = None, push_image: str | None = None,
-              service_account: str | None = None, inputs: str | None = None) -> dict[str, Any]:
+              service_account: str | None = None, inputs: str | None = None,
+              checkpoint: str | None = None) -> dict[str, Any]:
     """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease. With
     `job_retention`, Kubernetes' TTL controller deletes the Job (and its pod) that long after it
     finishes: the operator has read its outcome by then, and writes nothing to clean up.
@@ -93,7 +98,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     so a push task's pod never gets the sidecar. `service_account` (the operator's
     `--task-service-account`) is the pod's ServiceAccount when neither the task nor its pool names
     one: the one that holds the lease role, so the namespace's `default` need not. `inputs` (a task
-    with dependencies: `pod_protocol.inputs.encode_inputs`) goes to the task container as CRONOQ_INPUTS."""
+    with dependencies: `pod_protocol.inputs.encode_inputs`) goes to the task container as CRONOQ_INPUTS.
+    `checkpoint` (an earlier attempt's, compact JSON) is handed over as CRONOQ_CHECKPOINT."""
     task_name, task_uid = _name_and_uid(task)
     labels = naming.attempt_labels(task=task_name, task_uid=task_uid, attempt=attempt, lease=lease,
                                    pool=task.spec.pool)
@@ -111,7 +117,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     env = [e for e in container.get("env", []) if not e.get("name", "").startswith(Env.PREFIX)]
     env += pod_protocol.attempt_env(pod_protocol.Attempt(
         task_id=task_uid, task_name=task_name, attempt=attempt, lease_name=naming.lease_name(task_name, attempt),
-        lease_id=lease, lease_ttl=lease_ttl.total_seconds(), payload=task.spec.payload))
+        lease_id=lease, lease_ttl=lease_ttl.total_seconds(), payload=task.spec.payload, checkpoint=checkpoint))
     if inputs is not None:
         env.append({"name": Env.INPUTS, "value": inputs})
     if http is not None:
@@ -184,8 +190,20 @@ def _add_heartbeat_sidecar(pod_spec: dict[str, Any], image: str, env: list[dict[
     """A native sidecar (an init container that keeps running) renewing the attempt's Lease for an
     image without the SDK; it sees the attempt's environment but the payload and the inputs."""
     inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
+    # The task leaves its checkpoint in a file on a volume the two share; the sidecar carries it.
+    checkpoint_file = {"name": Env.CHECKPOINT_FILE, "value": f"{CHECKPOINT_DIR}/{CHECKPOINT_FILE}"}
+    mount = {"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR}
+    task_container = _task_container(pod_spec)
+    task_container["env"] = [*task_container.get("env", []), checkpoint_file]
+    task_container["volumeMounts"] = [*(m for m in task_container.get("volumeMounts", [])
+                                        if m.get("name") != CHECKPOINT_VOLUME), mount]
+    pod_spec["volumes"] = [*(v for v in pod_spec.get("volumes", []) if v.get("name") != CHECKPOINT_VOLUME),
+                           {"name": CHECKPOINT_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}]
     inits.append({"name": HEARTBEAT_CONTAINER, "image": image, "restartPolicy": "Always",
-                  "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] not in (Env.PAYLOAD, Env.INPUTS)],
+                  "command": ["cronoq"], "args": ["heartbeat"],
+                  "env": [*(e for e in env if e["name"] not in (Env.PAYLOAD, Env.INPUTS, Env.CHECKPOINT)),
+                          checkpoint_file],
+                  "volumeMounts": [dict(mount, readOnly=True)],
                   "securityContext": copy.deepcopy(RESTRICTED),
                   "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
     pod_spec["initContainers"] = inits

@@ -71,6 +71,9 @@ class AttemptJob:
     """When the operator last saw the attempt's heartbeat Lease renewed, by its own clock."""
     worker: str | None = None
     """The pull worker that wrote the attempt's Lease (no Job: nothing to delete)."""
+    checkpoint: str | None = None
+    """The checkpoint (compact JSON) the attempt's Lease carries, when the Lease is held by this
+    attempt's lease id; whether it counts is the engine's to say (engine/attempts/checkpoints.py)."""
 
     @property
     def run_started(self) -> datetime | None:

@@ -10,6 +10,7 @@ from cronoq.engine import naming
 from cronoq.engine.observed import AttemptJob, Termination
 from cronoq.pod_protocol import Annotation, Label
 from cronoq.pod_protocol.report import REPORT_LIMIT
+from cronoq.pod_protocol.checkpoint import parse_checkpoint
 
 
 NO_SKEW = timedelta(0)
@@ -103,6 +104,12 @@ def waiting(status: dict[str, Any]) -> tuple[str, str] | None:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason"):
             return cond["reason"], (cond.get("message") or "")[:WAITING_MESSAGE_LIMIT]
     return None
+
+
+def checkpoint_of(lease: dict[str, Any]) -> str | None:
+    """The checkpoint an attempt's Lease carries (compact JSON), or None when it carries none that
+    is whole JSON within the bound (an oversized one is never held: it costs nothing)."""
+    return parse_checkpoint((lease.get("metadata", {}).get("annotations") or {}).get(Annotation.CHECKPOINT))
 
 
 def served_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:

@@ -45,6 +45,13 @@ class Env:
     """The push request's CA bundle, filled from a ConfigMap."""
     TERMINATION_LOG: Final = "CRONOQ_TERMINATION_LOG"
     """Read by the SDK only (tests point it elsewhere); the operator never sets it."""
+    CHECKPOINT: Final = "CRONOQ_CHECKPOINT"
+    """The newest checkpoint an earlier attempt of the task saved, as compact JSON; unset when none
+    did (`checkpoint.py`)."""
+    CHECKPOINT_FILE: Final = "CRONOQ_CHECKPOINT_FILE"
+    """Set in pods with the heartbeat sidecar: the file, on a volume the task container shares with
+    the sidecar, where a task without the SDK writes its checkpoint's JSON; the sidecar carries it
+    to the attempt's Lease with its next renewal."""
 
 
 class Label:
@@ -71,6 +78,9 @@ class Annotation:
     """On the worker's Lease: how many attempts it runs at once."""
     REPORT: Final = "cronoq.io/report"
     """On an attempt's Lease: how the attempt ended, `report.Report` (at most `report.REPORT_LIMIT` bytes)."""
+    CHECKPOINT: Final = "cronoq.io/checkpoint"
+    """On an attempt's Lease (a pod's or a pull worker's): the progress the attempt saved, compact JSON
+    of at most `checkpoint.CHECKPOINT_LIMIT` bytes, carried by a renewal."""
 
 
 MAX_ATTEMPT_NAME: Final = 57
@@ -109,6 +119,8 @@ class Attempt:
     lease_ttl: float
     """Seconds; 0 turns heartbeats off."""
     payload: Any
+    checkpoint: str | None = None
+    """The newest checkpoint of an earlier attempt (compact JSON), when there is one."""
 
 
 def attempt_env(attempt: Attempt) -> list[dict[str, Any]]:
@@ -122,6 +134,7 @@ def attempt_env(attempt: Attempt) -> list[dict[str, Any]]:
         {"name": Env.LEASE_TTL, "value": f"{attempt.lease_ttl:g}"},
         {"name": Env.PAYLOAD, "value": json.dumps(attempt.payload, separators=(",", ":"))},
         {"name": Env.NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        *([{"name": Env.CHECKPOINT, "value": attempt.checkpoint}] if attempt.checkpoint is not None else []),
     ]
 
 

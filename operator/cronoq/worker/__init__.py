@@ -15,14 +15,18 @@ handler, writes the structured termination message and exits: 0 success, 1 retry
 (`Retryable` or any other exception), 2 permanent (`Permanent`), 3 lease lost (self-fenced).
 `@cronoq.worker.task` does the same for a handler defined last in the program's main module.
 
+`ctx.checkpoint(data)` saves progress (JSON, at most 4096 bytes) that the task's next attempt starts
+from as `ctx.checkpoint_data` (docs/how-to/checkpoints.md).
+
 `serve(pool, handler, concurrency=N)` is the other way to run work: a long-running worker that
 serves a pool with `delivery: Workers`, with no pod per attempt (worker/serve.py).
 """
 from cronoq.worker.errors import Permanent, Retryable
+from cronoq.pod_protocol.checkpoint import CheckpointTooLarge
 from cronoq.pod_protocol.report import EXIT_LEASE_LOST, EXIT_PERMANENT, EXIT_RETRYABLE, EXIT_SUCCESS
 from cronoq.worker.runner import Context, run, task
 from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.serve import serve
 
-__all__ = ["Context", "Input", "Permanent", "Retryable", "run", "serve", "task",
+__all__ = ["CheckpointTooLarge", "Context", "Input", "Permanent", "Retryable", "run", "serve", "task",
            "EXIT_SUCCESS", "EXIT_RETRYABLE", "EXIT_PERMANENT", "EXIT_LEASE_LOST"]

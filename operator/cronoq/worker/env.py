@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from cronoq.pod_protocol import Env
+from cronoq.pod_protocol.checkpoint import decode_checkpoint
 from cronoq.pod_protocol.inputs import Input, parse_inputs
 from cronoq.worker.report import DEFAULT_PATH
 
@@ -39,6 +40,10 @@ class AttemptEnv:
     """KUBECONFIG, when set: then it is used even inside a pod (tests run workers as local processes)."""
     inputs: Mapping[str, Input] = field(default_factory=dict)
     """CRONOQ_INPUTS: what the task's dependencies produced (empty without dependencies)."""
+    checkpoint: Any = None
+    """CRONOQ_CHECKPOINT parsed: the newest checkpoint of an earlier attempt (None when none)."""
+    checkpoint_file: str | None = None
+    """CRONOQ_CHECKPOINT_FILE: where a task without the SDK leaves its checkpoint for the sidecar."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> AttemptEnv:
@@ -81,7 +86,9 @@ class AttemptEnv:
                   namespace=environ.get(Env.NAMESPACE, ""), attempt=attempt, lease_name=lease_name,
                   lease_id=environ.get(Env.LEASE_ID, ""), lease_ttl=ttl, payload=payload,
                   termination_log=environ.get(Env.TERMINATION_LOG) or DEFAULT_PATH,
-                  kubeconfig=environ.get("KUBECONFIG") or None, inputs=inputs)
+                  kubeconfig=environ.get("KUBECONFIG") or None, inputs=inputs,
+                  checkpoint=decode_checkpoint(environ.get(Env.CHECKPOINT)),
+                  checkpoint_file=environ.get(Env.CHECKPOINT_FILE) or None)
         if ttl > 0:
             missing = [var for var, value in ((Env.LEASE_NAME, env.lease_name), (Env.LEASE_ID, env.lease_id),
                                               (Env.NAMESPACE, env.namespace)) if not value]

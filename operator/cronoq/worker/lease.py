@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from cronoq.pod_protocol import Owner, lease_body
+from cronoq.pod_protocol import Annotation, Owner, lease_body
 from cronoq.worker.backoff import Backoff, retry_after
 
 MIN_REQUEST_TIMEOUT = 0.5
@@ -223,23 +223,38 @@ class KubeLease:
     Credentials: the kubeconfig at `kubeconfig` when given (KUBECONFIG), else the pod's
     ServiceAccount (in-cluster), else the default kubeconfig. Loaded at the first renewal, so a
     failure to load counts as a failed renewal like any other.
+
+    `checkpoint()` (when given) says the attempt's newest checkpoint (compact JSON, or None): a
+    renewal carries it, in the same write, when it differs from the one last carried, so a
+    checkpoint costs no write of its own and lands at most once per renewal.
     """
 
     def __init__(self, namespace: str, name: str, holder: str, *, kubeconfig: str | None = None,
                  owner: Owner | None = None, ttl: float = 0.0, worker: str | None = None, pool: str | None = None,
-                 api: Any = None) -> None:
+                 api: Any = None, checkpoint: Callable[[], str | None] | None = None) -> None:
         self.namespace, self.name, self.holder = namespace, name, holder
         self._kubeconfig = kubeconfig
         self._owner, self._ttl, self._worker, self._pool = owner, ttl, worker, pool
         self._held = False
         """A renewal has succeeded: from now on a missing Lease means the task is gone."""
         self._api: Any = api
+        self._checkpoint = checkpoint
+        self.carried: str | None = None
+        """The checkpoint the Lease carries (the last one a successful write sent)."""
+
+    def annotations(self) -> dict[str, str]:
+        """The attempt's annotations a write of the whole map must keep (its checkpoint)."""
+        return {Annotation.CHECKPOINT: self.carried} if self.carried is not None else {}
 
     def renew(self, timeout: float) -> Renewal:
         from kubernetes.client.rest import ApiException
 
         patch = [{"op": "test", "path": "/spec/holderIdentity", "value": self.holder},
                  {"op": "add", "path": "/spec/renewTime", "value": renew_time()}]
+        newest = self._checkpoint() if self._checkpoint is not None else None
+        if newest is not None and newest != self.carried:
+            # The whole map: an attempt's Lease has no annotation of anyone else's to keep.
+            patch.append({"op": "add", "path": "/metadata/annotations", "value": {Annotation.CHECKPOINT: newest}})
         try:
             self._coordination().patch_namespaced_lease(
                 self.name, self.namespace, patch, _content_type="application/json-patch+json",
@@ -257,6 +272,8 @@ class KubeLease:
         except Exception as err:  # network, TLS, credentials: retried at the next tick
             return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {_cause(err)}")
         self._held = True
+        if newest is not None:
+            self.carried = newest
         return Renewal.ok()
 
     def _create(self, timeout: float) -> Renewal:
@@ -266,6 +283,9 @@ class KubeLease:
         body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl, self._worker, self._pool)
         now = renew_time()
         body["spec"].update(acquireTime=now, renewTime=now)
+        newest = self._checkpoint() if self._checkpoint is not None else None
+        if newest is not None:
+            body["metadata"]["annotations"] = {Annotation.CHECKPOINT: newest}
         try:
             self._coordination().create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
         except ApiException as err:
@@ -276,6 +296,7 @@ class KubeLease:
         except Exception as err:
             return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {_cause(err)}")
         self._held = True
+        self.carried = newest
         return Renewal.ok()
 
     @property

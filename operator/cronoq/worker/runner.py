@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NoReturn, TypeVar
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.inputs import Input
+from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
@@ -46,8 +47,23 @@ class Context:
     """What the tasks it depends on produced, by name: each one's `phase` and `output` (JSON-parsed
     when it is JSON; None when it produced none, or `omitted` when it did not fit). Empty for a
     task without dependencies. See docs/inputs.md."""
+    checkpoint_data: Any = None
+    """The newest checkpoint an earlier attempt of the task saved (parsed JSON), to resume from;
+    None when none did."""
     _keeper: LeaseKeeper | None = field(default=None, repr=False, compare=False)
     _aborted: threading.Event | None = field(default=None, repr=False, compare=False)
+    _checkpoints: CheckpointSlot | None = field(default=None, repr=False, compare=False)
+
+    def checkpoint(self, data: Any) -> bool:
+        """Save progress (JSON of at most 4096 bytes; `CheckpointTooLarge`, a ValueError, if not) for
+        the task's next attempt to resume from. It writes nothing itself: the next renewal of the
+        attempt's Lease (within TTL/3) carries the newest checkpoint saved by then; call
+        `heartbeat()` after it to send it now. False when heartbeats are off (leaseTTL 0): then
+        there is no Lease to carry it and it is dropped."""
+        if self._checkpoints is None:
+            return False
+        self._checkpoints.save(data)
+        return True
 
     def heartbeat(self, timeout: float | None = None) -> bool:
         """Renew the attempt's lease now, besides the automatic renewals every TTL/3, and wait for
@@ -109,10 +125,12 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
         return result.exit_code
 
     ending = threading.Lock()  # whoever takes it writes the one termination message
-    keeper = heartbeat = None
+    keeper = heartbeat = checkpoints = None
     if env.lease_ttl > 0:
+        checkpoints = CheckpointSlot()
         lease = KubeLease(env.namespace, env.lease_name, env.lease_id, kubeconfig=env.kubeconfig,
-                          owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl)
+                          owner=Owner(env.task_name, env.task_id, env.attempt), ttl=env.lease_ttl,
+                          checkpoint=checkpoints.newest)
         keeper = LeaseKeeper(env.lease_ttl, lease.renew)
 
         def lost(why: str) -> None:
@@ -129,8 +147,12 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
 
     context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
-                      lease_ttl=env.lease_ttl, inputs=env.inputs, _keeper=keeper)
+                      lease_ttl=env.lease_ttl, inputs=env.inputs, checkpoint_data=env.checkpoint, _keeper=keeper,
+                      _checkpoints=checkpoints)
     result = (judge or outcome)(handler, context)
+    if keeper is not None and checkpoints is not None and result.outcome != report.SUCCESS \
+            and checkpoints.newest() not in (None, lease.carried):
+        keeper.renew_now()  # a failed attempt's newest checkpoint goes before it ends, for the retry
     ending.acquire()
     if keeper is not None:
         keeper.stop()

@@ -63,6 +63,8 @@ from cronoq.pod_protocol import (
     API_VERSION, Annotation, Label, Owner, Terms, lease_body, served_lease_name, worker_lease_body,
 )
 from cronoq.pod_protocol.durations import parse as parse_duration
+from cronoq.pod_protocol.checkpoint import decode_checkpoint
+from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
 from cronoq.worker.backoff import Backoff, retry_after
@@ -428,10 +430,13 @@ class Worker:
         number = int(attempt["number"])
         lease_name = served_lease_name(meta["name"], number, self.name)
         ttl = self._lease_ttl(spec, attempt)
+        saved = CheckpointSlot()
         context = Context(id=meta["uid"], name=meta["name"], namespace=self.namespace, attempt=number,
-                          payload=spec.get("payload"), lease_name=lease_name, lease_id=attempt.get("leaseId", ""), lease_ttl=ttl, worker=self.name)
+                          payload=spec.get("payload"), lease_name=lease_name, lease_id=attempt.get("leaseId", ""), lease_ttl=ttl, worker=self.name,
+                          checkpoint_data=decode_checkpoint(((task.get("status") or {}).get("checkpoint") or {}).get("data")),
+                          _checkpoints=saved)
         lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(meta["name"], meta["uid"], number),
-                          ttl=ttl, worker=self.name, pool=self.pool, api=self.coordination)
+                          ttl=ttl, worker=self.name, pool=self.pool, api=self.coordination, checkpoint=saved.newest)
         keeper = (LeaseKeeper(ttl, lambda timeout: self._renew_attempt(run, timeout), backoff=Backoff())
                   if ttl > 0 else None)
         aborted = threading.Event()
@@ -568,6 +573,10 @@ class Worker:
         from kubernetes.client.rest import ApiException
 
         context, text = run.context, result.encode().decode()
+        # The report replaces the Lease's annotations: it keeps the newest checkpoint with it.
+        saved = context._checkpoints.newest() if context._checkpoints is not None else None
+        annotations = {**run.lease.annotations(), **({Annotation.CHECKPOINT: saved} if saved else {}),
+                       Annotation.REPORT: text}
         deadline = time.monotonic() + max(run.context.lease_ttl, self.ttl)
         backoff = Backoff(first=0.2, most=5.0)
         while True:
@@ -579,7 +588,7 @@ class Worker:
                                       self.pool)
                     now = renew_time()
                     body["spec"].update(acquireTime=now, renewTime=now)
-                    body["metadata"]["annotations"] = {Annotation.REPORT: text}
+                    body["metadata"]["annotations"] = annotations
                     try:
                         self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
                         return True
@@ -588,7 +597,7 @@ class Worker:
                             raise
                         run.lease._held = True  # a renewal made it meanwhile: add the report to it
                 patch = [{"op": "test", "path": "/spec/holderIdentity", "value": context.lease_id},
-                         {"op": "add", "path": "/metadata/annotations", "value": {Annotation.REPORT: text}}]
+                         {"op": "add", "path": "/metadata/annotations", "value": annotations}]
                 self.coordination.patch_namespaced_lease(context.lease_name, self.namespace, patch,
                                                          _content_type="application/json-patch+json", _request_timeout=10)
                 return True

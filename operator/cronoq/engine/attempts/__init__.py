@@ -4,6 +4,7 @@
 - `deadlines`: whether the open attempt ended, by its report or a deadline, and its record if so;
 - `task_deadlines`: the task's own time limits (startDeadline, deadline, the retry budget in time);
 - `cleanup`: the task's Jobs and Leases that are not its open attempt's (`settle` for a finished task);
+- `checkpoints`: which checkpoint of the open attempt the status records (fenced like a report);
 - `workers`: what a Workers pool changes (the serving worker, the fields only a Job honours);
 - `wording`: messages, conditions and the summary, and whether a status said something already.
 

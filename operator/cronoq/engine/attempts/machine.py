@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
 from cronoq.engine import delay, reasons, retention, retryrules
-from cronoq.engine.attempts import deadlines, task_deadlines, wording
+from cronoq.engine.attempts import checkpoints, deadlines, task_deadlines, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
 from cronoq.engine.backoff import retry_delay
@@ -141,6 +141,8 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
         return Plan()
     plan = _decide(task, status, settings, seen, rng)
     plan = _until_next_limit(task, status, settings, seen, plan)
+    plan = checkpoints.record(task.metadata.name or "", status, plan, seen.jobs, seen.now,
+                              task.metadata.generation, seen.epoch)
     if plan.status is not None and plan.status.worker != (serving := serving_worker(plan.status)):
         plan = replace(plan, status=plan.status.model_copy(update={"worker": serving}))
     known = seen.pool_found or task.spec.job_retention is not None
