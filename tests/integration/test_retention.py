@@ -11,6 +11,7 @@ from datetime import datetime
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.integration.test_cli import Cli
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
 
@@ -96,7 +97,7 @@ def test_changing_the_pools_ttl_applies_to_tasks_that_already_finished(cq):
                what="both finished tasks deleted under the pool's new TTL")
 
 
-def test_a_success_is_deleted_while_a_dead_letter_of_the_same_pool_is_kept(cq):
+def test_a_success_is_deleted_while_a_dead_letter_of_the_same_pool_is_kept(cq, kubeconfig):
     """Issue 40: retention by outcome. The dead letter finishes first, so under one TTL it would go
     first; the success goes (its Job first, re-timed to its outcome's jobRetention) and the dead
     letter stays with its Job, kept for the failure's retention."""
@@ -111,6 +112,10 @@ def test_a_success_is_deleted_while_a_dead_letter_of_the_same_pool_is_kept(cq):
     assert time.time() - ts(dead["finishedAt"]).timestamp() > 2.0  # the dead letter was due first under one TTL
     assert cq.status("dead")["phase"] == "DeadLettered"
     assert [j.spec.ttl_seconds_after_finished for j in cq.jobs("dead")] == [3600]
+    cli = Cli(cq.namespace, kubeconfig)
+    assert "(failure: task 1h, Jobs 1h)" in cli.ok("describe", "dead").stdout
+    assert "tasks 2s after success, 1h after failure; Jobs 0s after success, 1h after failure" in \
+        cli.ok("pool", "status", "default").stdout
 
 
 def test_job_retention_removes_the_jobs_while_the_task_keeps_its_outcome(cq):
