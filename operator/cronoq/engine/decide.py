@@ -19,7 +19,7 @@ from cronoq.engine.gate import Gate
 from cronoq.engine.jobs import build_job
 from cronoq.engine.plan import Deletion, Effective, Observation, Plan
 from cronoq.engine.pools import roomiest
-from cronoq.engine.retention import job_retention_for, job_retention_of, task_expires_at, ttl_for
+from cronoq.engine.retention import job_retention_for, job_retention_of, retime, task_expires_at, ttl_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +110,8 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
     status = plan.status
     if status is not None and status.phase is not None and status.phase.terminal:
         plan = replace(plan, deletion=Deletion(task_expires_at(status.finished_at, ttl_for(task.spec, status.phase),
-                                                               task.spec.key, seen.pool, status.phase)))
+                                                               task.spec.key, seen.pool, status.phase)),
+                       retime_jobs=_retimed_for_outcome(task, status.phase, seen, plan))
     order = plan.create_job
     if order is None:
         return plan
@@ -119,6 +120,14 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
                     job_retention=settings.job_retention, push_image=seen.sidecar_image,
                     service_account=seen.service_account.in_namespace(task.metadata.namespace or ""))
     return replace(plan, job=job)
+
+
+def _retimed_for_outcome(task: Task, phase: TaskPhase, seen: Observation, plan: Plan) -> tuple[tuple[str, int], ...]:
+    """The Jobs of a task ending in this reconcile, brought to its outcome's jobRetention in the
+    same plan: the write that ends it may be the last event the task sees for a long time."""
+    own = job_retention_for(task.spec, phase)
+    kept = job_retention_of(own, seen.pool if seen.pool_found else None, phase)
+    return retime(seen.jobs, kept, plan.delete_jobs)
 
 
 def _gate(task: Task, seen: Observation) -> Gate | str:
