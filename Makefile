@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 REAL_NODE ?= 0
 export CRONOQ_REAL_NODE := $(REAL_NODE)
 
-.PHONY: demo operator-up constraints test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench clean
+.PHONY: demo operator-up constraints test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench docs docs-serve reference-docs clean
 
 # examples/real-node/ needs real containers (`make cluster-up REAL_NODE=1`, then apply it yourself)
 KWOK_EXAMPLES := $(shell find examples -name '*.yaml' -not -path 'examples/real-node/*' | sort)
@@ -96,13 +96,13 @@ faults: $(BIN)/.installed go-tools test-tools
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,docs]'
 	touch $@
 
 ## constraints: pin every package (transitive ones too) at what pyproject.toml's pins resolve to today
 constraints:
 	rm -rf .cluster/constraints-venv && $(PYTHON) -m venv .cluster/constraints-venv
-	.cluster/constraints-venv/bin/pip install --quiet --disable-pip-version-check '.[test,bench]'
+	.cluster/constraints-venv/bin/pip install --quiet --disable-pip-version-check '.[test,bench,docs]'
 	{ sed -n '/^#/p' constraints.txt; .cluster/constraints-venv/bin/pip freeze --exclude cronoq; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt && rm -rf .cluster/constraints-venv
 
@@ -136,5 +136,18 @@ bench: $(BIN)/.installed
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
+## docs: build the docs site into site/ (mkdocs.yml; strict: a warning, a broken link or anchor fails it)
+docs: $(BIN)/.installed
+	$(BIN)/python -m cronoq.api.docgen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## docs-serve: browse the docs site at http://127.0.0.1:8000, rebuilt as pages change
+docs-serve: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
+## reference-docs: regenerate the field tables of docs/reference/ from the models
+reference-docs: $(BIN)/.installed
+	$(BIN)/python -m cronoq.api.docgen
+
 clean: cluster-down
-	rm -rf $(VENV) .cluster .pytest_cache .hypothesis .mypy_cache
+	rm -rf $(VENV) .cluster .pytest_cache .hypothesis .mypy_cache site

@@ -8,7 +8,7 @@ operator serves, starts `cronoq dashboard -n dashboard-load`, and times, over HT
 - cold: from the dashboard's start to the first page of /tasks (its watch cache lists every task
   in chunks of 500 and parses them first);
 - warm: the first page, a page deep in the list, and a text filter, each the median of 20.
-The numbers are printed; docs/dashboard.md keeps the last ones measured.
+The numbers are printed; docs/how-to/dashboard.md keeps the last ones measured.
 """
 from __future__ import annotations
 

@@ -55,6 +55,7 @@ from aiohttp.resolver import DefaultResolver
 from cronoq import __version__
 from cronoq.pod_protocol import Env, PushRequest
 from cronoq.pod_protocol import report
+from cronoq.pod_protocol.inputs import plain
 from cronoq.pod_protocol.report import REPORT_LIMIT, Reason, Report
 from cronoq.worker.runner import Context, attempt
 
@@ -97,7 +98,8 @@ class Request:
 
 def request_from(environ: Mapping[str, str], context: Context) -> Request:
     """The attempt's request: CRONOQ_HTTP, the secret header values it names, the payload as the
-    default body, and the headers that identify the attempt."""
+    default body (for a task with dependencies `{"payload": ..., "inputs": ...}`, its inputs as
+    CRONOQ_INPUTS holds them), and the headers that identify the attempt."""
     try:
         spec = PushRequest.from_json(environ.get(REQUEST_ENV) or "")
     except ValueError as err:
@@ -116,6 +118,10 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
     body: bytes | None = None
     if spec.body is not None:
         body, content_type = spec.body.encode(), "text/plain; charset=utf-8"
+    elif context.inputs and spec.method not in ("GET", "HEAD"):  # a task with dependencies
+        body = json.dumps({"payload": context.payload, "inputs": plain(context.inputs)},
+                          ensure_ascii=False, separators=(",", ":")).encode()
+        content_type = "application/json"
     elif context.payload is not None and spec.method not in ("GET", "HEAD"):
         body = json.dumps(context.payload, ensure_ascii=False, separators=(",", ":")).encode()
         content_type = "application/json"

@@ -1,5 +1,5 @@
 """The chart's values as documentation rows: (dotted key, default as JSON, the comment above it).
-`python -m tests.chart.values_doc` prints the Markdown table of docs/install.md; test_docs.py
+`python -m tests.chart.values_doc` prints the Markdown table of docs/reference/chart-values.md; test_docs.py
 fails when the table and values.yaml disagree."""
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ def test_bad_manifest_is_refused(kubectl, namespace, obj, words) -> None:
 
 def test_push_tasks_need_no_image_and_a_pool_may_supply_either(kubectl, namespace) -> None:
     """At most one of http and a container per object, not exactly one: a task with neither takes
-    its pool's image or http (DESIGN §12; the README's push task section)."""
+    its pool's image or http (DESIGN §12; docs/how-to/push-tasks.md)."""
     assert create(kubectl, namespace, http_task("hook", headers=[
         {"name": "Authorization", "secretKeyRef": {"name": "hook-token", "key": "header"}}])).returncode == 0
     assert create(kubectl, namespace, pool("hooks", template={"http": HOOK, "serviceAccountName": "hooks"})).returncode == 0

@@ -186,8 +186,8 @@ def test_logs_follow_streams_a_running_attempt(cli, cq):
         proc.wait()
 
 
-def test_tree_of_a_diamond(cli):
-    cli.ok("submit", "extract", "--image", IMAGE, *FAST)
+def test_tree_of_a_diamond_with_the_values_passed_and_the_inputs(cli):
+    cli.ok("submit", "extract", "--image", IMAGE, *FAST, "--pod-annotation", 'kwok.cronoq.io/message={"rows": 12}')
     cli.ok("submit", "clean", "--image", IMAGE, *FAST, "--depends-on", "extract")
     cli.ok("submit", "enrich", "--image", IMAGE, *FAST, "--depends-on", "extract")
     cli.ok("submit", "load", "--image", IMAGE, *FAST, "--depends-on", "clean", "--depends-on", "enrich:Complete")
@@ -195,9 +195,12 @@ def test_tree_of_a_diamond(cli):
     lines = cli.ok("tree", "load").stdout.splitlines()
     assert lines[0].split() == ["load", "Succeeded"]
     cells = [line.strip("│├└─ ").split() for line in lines[1:]]
-    assert cells == [["clean", "Succeeded"], ["extract", "Succeeded"],
-                     ["enrich", "Succeeded", "(on", "Complete)"], ["extract", "Succeeded"]], lines
+    assert cells == [["clean", "Succeeded"], ["extract", "Succeeded", "→", '{"rows":', "12}"],
+                     ["enrich", "Succeeded", "(on", "Complete)"], ["extract", "Succeeded", "→", '{"rows":', "12}"]], lines
     assert lines[2].index("extract") > lines[1].index("clean"), "extract is drawn under clean"
+    assert json.loads(cli.ok("inputs", "clean").stdout) == {"extract": {"phase": "Succeeded", "output": {"rows": 12}}}
+    assert json.loads(cli.ok("inputs", "load").stdout) == {"clean": {"phase": "Succeeded", "output": None},
+                                                           "enrich": {"phase": "Succeeded", "output": None}}
 
 
 @pytest.mark.parametrize("args, says", [

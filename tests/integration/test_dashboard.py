@@ -8,7 +8,7 @@ dashboard runs as each of them, as `cronoq dashboard --kubeconfig` would for a p
 
 One browser for the whole file, one namespace (the session operator's `t-*`), and one dashboard
 per person. Screenshots of each page go to $CRONOQ_DASHBOARD_SCREENSHOTS (docs/dashboard
-refreshes the README's), else to a temporary folder.
+refreshes the docs' images), else to a temporary folder.
 """
 from __future__ import annotations
 

@@ -1,6 +1,11 @@
 """Every example in examples/ is applied to the real cluster and run by the operator, and ends as
-its comments say (kopf's tests/e2e/test_examples.py in spirit)."""
+its comments say (kopf's tests/e2e/test_examples.py in spirit); every cronoq manifest the docs
+show is taken by the API server as written (tests/unit/test_docs.py checks the rest)."""
 from __future__ import annotations
+
+import json
+
+import yaml
 
 from tests.support.cluster import REPO
 from tests.support.tasks import TERMINAL
@@ -18,6 +23,7 @@ EXPECTED = {
     "backfill": ("Succeeded", 1),
     "order-webhook": ("Succeeded", 2),
     "import-batch": ("Failed", 1),
+    "extract": ("Succeeded", 1), "summarize": ("Succeeded", 1),
 }
 
 
@@ -50,6 +56,11 @@ def test_every_example_runs_to_its_documented_end(cq, kubectl):
     assert started[0] == "urgent" and started[-1] == "backfill"
     dependency_order = [statuses[n]["attempts"][0]["startedAt"] for n in ("fetch", "resize", "publish")]
     assert dependency_order == sorted(dependency_order)
+    # inputs/: summarize's pod received extract's output, parsed (docs/inputs.md).
+    job = cq.batch.read_namespaced_job(statuses["summarize"]["attempts"][0]["job"], cq.namespace)
+    env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
+    assert json.loads(env["CRONOQ_INPUTS"]) == {"extract": {"phase": "Succeeded", "output": {"rows": 12}}}
+    assert statuses["summarize"]["output"] == "12 rows summarized"
 
 
 def test_the_example_schedule_fires_and_its_task_succeeds(cq, kubectl):
@@ -66,3 +77,15 @@ def test_the_example_schedule_fires_and_its_task_succeeds(cq, kubectl):
     assert task["metadata"]["labels"]["app"] == "report" and task["status"]["output"] == "report done"
     schedule = cq.custom.get_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "taskschedules", "report")
     assert schedule["status"]["lastFireTime"] and schedule["status"]["schedule"] == "every 10s"
+
+
+def test_the_api_server_takes_every_manifest_the_docs_show(cq, kubectl):
+    """A server-side dry run of each Task, TaskPool and TaskSchedule of docs/ and the README: the
+    CRD's schema and CEL rules judge them, nothing is created."""
+    from tests.unit.test_docs import examples
+
+    manifests = [doc for _, code in examples("yaml") for doc in yaml.safe_load_all(code)
+                 if isinstance(doc, dict) and doc.get("apiVersion") == "cronoq.io/v1alpha1"]
+    assert len(manifests) >= 4
+    done = kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(manifests), namespace=cq.namespace)
+    assert done.stdout.count("(server dry run)") == len(manifests), done.stdout

@@ -1,6 +1,6 @@
 """A real Prometheus (built from hack/prometheus) scrapes a running operator with the chart's
-rules loaded, as a cluster's Prometheus would: the metrics the README documents arrive with
-their documented labels, the README's query counts what happened, and the alerts are evaluated
+rules loaded, as a cluster's Prometheus would: the metrics docs/reference/metrics.md documents arrive with
+their documented labels, its query counts what happened, and the alerts are evaluated
 by Prometheus itself, not by the test.
 
 The scrape is what the chart's ServiceMonitor makes of the operator's Service: job
@@ -97,8 +97,9 @@ class Prometheus:
 
 
 def documented_metrics() -> dict[str, tuple[str, set[str]]]:
-    """The README's metrics table: name -> (type, labels)."""
-    rows = re.findall(r"^\| `(cronoq_\w+)` \| (\w+) \|([^|]*)\|", (chart.REPO / "README.md").read_text(), re.M)
+    """The metrics reference's table (docs/reference/metrics.md): name -> (type, labels)."""
+    doc = chart.REPO / "docs" / "reference" / "metrics.md"
+    rows = re.findall(r"^\| `(cronoq_\w+)` \| (\w+) \|([^|]*)\|", doc.read_text(), re.M)
     return {name: (kind, {label.split()[0] for label in labels.replace("`", "").split(",") if label.strip()})
             for name, kind, labels in rows}
 
@@ -177,7 +178,7 @@ def test_a_real_prometheus_scrapes_the_operator_and_fires_its_alerts(own, promet
         assert {"cronoq_tasks_total", "cronoq_attempts_total", "cronoq_lease_expirations_total", "cronoq_leader",
                 "cronoq_task_duration_seconds_bucket", "cronoq_dispatch_latency_seconds_bucket"} <= seen
 
-        # What the README's query and the scenario say: 2 dead letters (one failed, one
+        # What the documented query and the scenario say: 2 dead letters (one failed, one
         # silent), 2 successes, 1 lease expiry, a leader.
         per_status = {dict(k)["status"]: v for k, v in prom.query(
             f'sum by (status) (cronoq_tasks_total{{namespace="{ns}"}})').items()}

@@ -73,7 +73,7 @@ def test_a_cancelled_attempt_keeps_its_slot_until_its_pod_has_stopped(cq, api):
 def test_a_500ms_attempt_records_its_duration_within_100ms(own, api):
     """Measured by an operator of its own: the session's operator, busy with the events of former
     tests' namespaces being deleted, once saw this pod's end 0.5 s late (the kubelet's second then
-    stands in, README "Attempt times"), which is the fallback, not the promise tested here."""
+    stands in, docs/concepts/attempts-and-fencing.md, "Attempt times"), which is the fallback, not the promise tested here."""
     cq = own
     cq.operator.start()
     cq.pool(leaseTTL="0s")

@@ -63,6 +63,16 @@ def test_workers_run_a_pools_tasks_without_jobs_and_report_outputs(cq, api, work
     assert running <= 3, "never more at once than the worker's room"
 
 
+def test_a_workers_handler_reads_its_dependencies_outputs_in_ctx_inputs(cq, api, workers):
+    cq.pool(delivery="Workers", leaseTTL="3s")
+    workers.start("w-in", concurrency=2)
+    wait_worker(api, cq.namespace, "w-in")
+    served_task(cq, "first", {"echo": 5})
+    served_task(cq, "second", {"inputs": True}, dependsOn=[{"task": "first"}])
+    status = cq.wait_phase("second", "Succeeded", timeout=60)
+    assert json.loads(status["output"]) == {"first": {"phase": "Succeeded", "output": {"echo": 5, "by": "w-in"}}}
+
+
 def test_a_killed_workers_attempt_is_retried_elsewhere_after_its_lease_never_twice_at_once(cq, api, workers):
     cq.pool(delivery="Workers", leaseTTL="3s", retry={"maxAttempts": 3, "initialBackoff": "0s"})
     doomed = workers.start("w-doomed")

@@ -136,10 +136,10 @@ def test_max_active_tasks_caps_a_schedules_unfinished_tasks(cq):
     assert len(owned(sc, schedule)) == 2 and status["active"] == 2, status
 
 
-def test_the_quota_docs_install_md_gives_bounds_a_tenants_tasks(cq):
+def test_the_quota_the_security_page_gives_bounds_a_tenants_tasks(cq):
     """Point 4f: the ResourceQuota of "Sharing a cluster between tenants", as written (its Task
     count lowered to 2 to keep the test short), refuses a tenant's third Task."""
-    doc = (Path(__file__).parents[2] / "docs" / "install.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "operating" / "security.md").read_text()
     blocks = [b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:]]
     block = next(b for b in blocks if "count/tasks.cronoq.io" in b)
     quota = yaml.safe_load(block)

@@ -1,4 +1,4 @@
-"""The README's claims that only a real container can prove, on the real node, run by the
+"""The docs' claims that only a real container can prove, on the real node, run by the
 chart-installed operator (itself a pod there).
 
 All claim tasks are submitted at once (`claims`), so their pods run side by side; each test then

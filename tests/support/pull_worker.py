@@ -2,7 +2,7 @@
 NAME JOURNAL [CONCURRENCY [TTL [GRACE]]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
 
 Its handler does what the task's payload says — `{"sleep": s, "fail": "retryable"|"permanent",
-"deaf": true}` — and writes a line to JOURNAL (JSON) when an attempt starts and when it ends
+"deaf": true, "inputs": true}` (the last returns `ctx.inputs`) — and writes a line to JOURNAL (JSON) when an attempt starts and when it ends
 (`how`: returned, raised, cancelled, abandoned), so a test can tell what ran where and when.
 A coroutine handler serves the tasks labelled `cronoq.io/handler: async`, a synchronous one the
 rest; a `deaf` synchronous handler ignores `ctx.aborted` and returns when its time is up.
@@ -47,6 +47,8 @@ def main() -> int:
             raise cronoq.worker.Permanent("told to fail")
         if payload.get("fail") == "retryable":
             raise cronoq.worker.Retryable("told to fail", retry_after=0)
+        if payload.get("inputs"):
+            return {name: {"phase": i.phase, "output": i.output} for name, i in ctx.inputs.items()}
         return {"echo": payload.get("echo"), "by": ctx.worker}
 
     async def coroutine(ctx: Context):

@@ -16,7 +16,7 @@ from tests.support.waiting import wait_until
 GROUP, VERSION = "cronoq.io", "v1alpha1"
 TERMINAL = ("Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped")
 
-# keyword → kwok annotation (see README, "Playing task outcomes")
+# keyword → kwok annotation (see docs/development/test-cluster.md, "Playing task outcomes")
 PLAYS = {"outcome": "outcome", "delay": "delay", "start_delay": "start-delay", "exit_code": "exit-code",
          "reason": "reason", "message": "message", "on_delete": "on-delete",
          "delete_delay": "delete-delay"}

@@ -1,6 +1,6 @@
 """The CLI's command line, without a cluster: no flag taken from a prefix, one meaning per flag,
-bulk verbs that need a selection, internal verbs out of the help, and the README's CLI table
-true to the parser (issue 27)."""
+bulk verbs that need a selection, internal verbs out of the help, and the CLI reference's table
+(docs/reference/cli.md) true to the parser (issue 27)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ from cronoq.cli.render import jsonpath
 from cronoq.cli.tasks import select
 from tests.unit.builders import T0, make_task
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
 
 
 @pytest.fixture(autouse=True)
@@ -120,9 +120,9 @@ def test_older_than_counts_from_the_end_or_the_creation():
     assert select(tasks, None, T0) == tasks
 
 
-def _readme_cli_rows() -> list[tuple[str, str]]:
-    """The README's CLI table: (the verb a row starts with, the row)."""
-    section = README.read_text().split("**The CLI**", 1)[1].split("\nExit codes", 1)[0]
+def _cli_doc_rows() -> list[tuple[str, str]]:
+    """The CLI reference's table: (the verb a row starts with, the row)."""
+    section = CLI_DOC.read_text().split("**The CLI**", 1)[1].split("\nExit codes", 1)[0]
     return [(m.group(1), line) for line in section.splitlines() if (m := re.match(r"\| `([a-z]+)", line))]
 
 
@@ -136,16 +136,16 @@ def _flags(command: argparse.ArgumentParser) -> set[str]:
     return flags
 
 
-def test_the_readmes_cli_table_names_every_verb_and_only_real_flags():
+def test_the_cli_references_table_names_every_verb_and_only_real_flags():
     sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
-    rows = _readme_cli_rows()
+    rows = _cli_doc_rows()
     described = {verb for verb, _ in rows} | {w.strip("`,") for _, row in rows for w in row.split() if w.startswith("`")}
     for action in sub._choices_actions:  # the verbs --help lists
-        assert action.dest in described, f"README's CLI table lacks `{action.dest}`"
+        assert action.dest in described, f"docs/reference/cli.md's table lacks `{action.dest}`"
     for verb, row in rows:
         flags = _flags(sub.choices[verb])
         for flag in re.findall(r"(?<=[\s`\[(])(--?[a-zA-Z][\w-]*)", row):
-            assert flag in flags, f"README's `{verb}` row names {flag}, which `cronoq {verb} --help` does not list"
+            assert flag in flags, f"docs/reference/cli.md's `{verb}` row names {flag}, which `cronoq {verb} --help` does not list"
 
 
 LIST = {"kind": "List", "items": [{"metadata": {"name": "a"}, "status": {"phase": "Failed"}},

@@ -518,7 +518,7 @@ StatusCode = Annotated[int, Field(ge=100, le=599)]
 
 class HTTPRequest(Model):
     """A push task: each attempt makes this HTTP request (from cronoq's push runner, in a Job like
-    any attempt) and its answer decides the outcome (see the README's push task table)."""
+    any attempt) and its answer decides the outcome (see docs/how-to/push-tasks.md, its outcomes table)."""
 
     model_config = ConfigDict(json_schema_extra=validations(
         rule("isURL(self.url) && url(self.url).getScheme() in ['http', 'https'] && url(self.url).getHostname() != ''",
@@ -538,7 +538,8 @@ class HTTPRequest(Model):
     body: str | None = Field(None, max_length=BODY_LIMIT)
     """Request body, sent as is (at most 32 KiB; Content-Type text/plain unless a header says
     otherwise). Unset: the task's payload as JSON (application/json), none if it has no payload
-    or the method is GET or HEAD."""
+    or the method is GET or HEAD; a task with dependencies sends `{"payload": ..., "inputs": ...}`,
+    its dependencies' phases and outputs (docs/inputs.md)."""
     timeout: HTTPTimeout = timedelta(seconds=30)
     """How long one request may take, connecting included (1s to 1h). Default 30s. A request
     that runs out of time is retried (reason Timeout)."""

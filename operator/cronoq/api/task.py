@@ -223,7 +223,9 @@ class TaskSpec(PodSettings):
     e.g. `168h` (0s to 720h). Unset: the task's jobRetention, else the pool's."""
     depends_on: tuple[Dependency, ...] = Field((), max_length=32, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["task"]})
-    """Tasks that must end a certain way before this one is queued (at most 32)."""
+    """Tasks that must end a certain way before this one is queued (at most 32). Each attempt
+    receives their phases and outputs: CRONOQ_INPUTS (JSON, at most 64 KiB), `ctx.inputs` in the
+    SDK, a push task's default body (docs/inputs.md)."""
     template: PodTemplate | None = None
     """A full pod template, for pod settings that have no field of their own here. At most
     64 KiB of JSON; the operator fails a task with a larger one."""
@@ -370,7 +372,8 @@ class TaskStatus(Model):
     finished_at: Timestamp | None = None
     """When the task reached its terminal phase."""
     output: str | None = Field(None, max_length=MESSAGE_LIMIT)
-    """Output of the successful attempt (its termination message, at most 4 KiB)."""
+    """Output of the successful attempt (its termination message, at most 4 KiB). The task's
+    dependents receive it (CRONOQ_INPUTS, parsed when it is JSON)."""
     output_available: bool = False
     """Whether `output` holds the task's output (false for tasks that produced none)."""
     message: str | None = Field(None, max_length=MESSAGE_LIMIT)

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Callable
 
 EXECUTABLES = ["cronoq", "kubectl-cronoq"]
-TASK_VERBS = ("get", "wait", "cancel", "retry", "delete", "describe", "logs", "tree")
+TASK_VERBS = ("get", "wait", "cancel", "retry", "delete", "describe", "logs", "tree", "inputs")
 NO_FILE_COMPLETION = 4
 """kubectl's (cobra's) ShellCompDirectiveNoFileComp."""
 

@@ -237,9 +237,23 @@ def fields_grid(pairs: list[tuple[str, Any]]) -> Table:
     return grid
 
 
+PASSED_WIDTH = 60
+"""Characters of an output `cronoq tree` shows as the value a dependency passes on."""
+
+
+def passed_on(task: Task) -> str | None:
+    """The output `task` hands its dependents (`CRONOQ_INPUTS`, docs/inputs.md), cut to fit a
+    line; None when it has none."""
+    status = task.status
+    if status is None or not status.output_available or status.output is None:
+        return None
+    text = " ".join(status.output.split())
+    return text if len(text) <= PASSED_WIDTH else text[:PASSED_WIDTH - 1] + "…"
+
+
 def dependency_tree(root: str, tasks: dict[str, Task]) -> Tree:
-    """What `root` waits for, recursively, each with its phase; a task reached twice (a
-    diamond) is shown under each of its dependents."""
+    """What `root` waits for, recursively, each with its phase and the output it passes on (its
+    dependents' input); a task reached twice (a diamond) is shown under each of its dependents."""
     def label(name: str, on: str | None) -> Text:
         text = cell(name, style="bold")
         task = tasks.get(name)
@@ -247,6 +261,10 @@ def dependency_tree(root: str, tasks: dict[str, Task]) -> Tree:
         text.append_text(phase_text(task.phase) if task else Text("not found", style="red"))
         if on and on != "Success":
             text.append(f"  (on {on})", style="dim")
+        passed = passed_on(task) if task is not None and on is not None else None
+        if passed is not None:
+            text.append("  → ", style="dim")
+            text.append_text(cell(passed, style="cyan"))
         return text
 
     def grow(node: Tree, name: str, path: tuple[str, ...]) -> None:

@@ -31,6 +31,7 @@ from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Effective
 from cronoq.engine.ratelimit import next_start
 from cronoq.kube.refusal import server_message
+from cronoq.pod_protocol.inputs import plain
 
 RESOURCE = "task.cronoq.io"
 
@@ -134,8 +135,12 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     lg.add_argument("--since", metavar="DURATION", help="only the lines of the last DURATION, e.g. 10m")
     lg.add_argument("--timestamps", action="store_true", help="each line with its time (RFC 3339)")
 
-    t = sub.add_parser("tree", parents=[common], help="a task's dependencies, with their phases")
+    t = sub.add_parser("tree", parents=[common], help="a task's dependencies, with their phases and outputs")
     t.add_argument("names", nargs="+", metavar="NAME")
+
+    i = sub.add_parser("inputs", parents=[common],
+                       help="what a task's attempts receive from its dependencies (CRONOQ_INPUTS, ctx.inputs), as JSON")
+    i.add_argument("name", metavar="TASK")
 
 
 def _output_format(value: str) -> str:
@@ -882,7 +887,14 @@ def tree(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def inputs(args: argparse.Namespace, client: Client) -> int:
+    """The inputs as the task's attempts receive them: the JSON of CRONOQ_INPUTS (docs/inputs.md)."""
+    found = client.inputs(_bare(args.name))
+    print(render.on_terminal(json.dumps(plain(found), indent=2, ensure_ascii=False), sys.stdout))
+    return EXIT_OK
+
+
 VERBS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
     "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry, "delete": delete,
-    "describe": describe, "logs": logs, "tree": tree,
+    "describe": describe, "logs": logs, "tree": tree, "inputs": inputs,
 }

@@ -30,6 +30,7 @@ from cronoq.client.results import Result
 from cronoq.engine import keys, naming
 from cronoq.engine.retention import job_retention_for, job_retention_of, unfinished_job_retention
 from cronoq.kube.refusal import server_message
+from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -95,6 +96,20 @@ class Client:
     def get(self, name: str) -> Task:
         """The Task named `name`; TaskNotFound if there is none."""
         return Task.model_validate(self._get_raw(name))
+
+    def inputs(self, name: str) -> dict[str, Input]:
+        """What task `name`'s attempts receive from its dependencies (`ctx.inputs`, CRONOQ_INPUTS):
+        each one's phase and output as they are now, under the same bound (docs/inputs.md)."""
+        found: list[tuple[str, str | None, str | None]] = []
+        for dep in self.get(name).spec.depends_on:
+            try:
+                status = self.get(dep.task).status
+            except TaskNotFound:
+                found.append((dep.task, None, None))
+                continue
+            phase = status.phase.value if status is not None and status.phase is not None else None
+            found.append((dep.task, phase, status.output if status is not None and status.output_available else None))
+        return parse_inputs(encode_inputs(inputs_of(found)))
 
     def list(self, phase: str | TaskPhase | Iterable[str | TaskPhase] | None = None, pool: str | None = None,
              key: str | None = None, label_selector: str | None = None, *,

@@ -30,6 +30,7 @@ from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import job_facts
+from cronoq.pod_protocol.inputs import encode_inputs, inputs_of
 from cronoq.kube.writes import Conflict, Rejected
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,9 @@ class Applier:
         if plan.read_original is not None:
             await self._read_original(record, plan.read_original)
             return
+        if plan.read_inputs and task is not None:
+            await self._read_inputs(record, task)
+            return
         key, pool_key = (record.namespace, record.name), (record.namespace, record.pool)
         if plan.status is not None:
             worker = plan.started.worker if plan.started is not None else None
@@ -120,6 +124,32 @@ class Applier:
         read = keys.Holder.of(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
             else holder(original)
         record.original, record.original_uid = read, original.uid
+        self.queue.add(("task", namespace, record.name))
+
+    async def _read_inputs(self, record: TaskRecord, task: Task) -> None:
+        """Read the outputs of the task's dependencies (the store keeps only their phases), keep
+        them encoded on its record, and decide again. Only dependencies that have an output are
+        read; one read per dependency per task while it runs (after a restart, once more)."""
+        namespace = record.namespace
+        found: list[tuple[str, str | None, str | None]] = []
+        for dep in task.spec.depends_on:
+            kept = self.store.tasks.get((namespace, dep.task))
+            if kept is None:
+                found.append((dep.task, None, None))
+                continue
+            phase = kept.phase.value if kept.phase is not None else None
+            if kept.finished is None or not kept.finished.output_available:
+                found.append((dep.task, phase, None))
+                continue
+            raw = await self.writer.read_task(namespace, dep.task)
+            try:
+                full = Task.model_validate(raw) if raw is not None else None
+            except ValueError:  # unreadable now (a newer CRD?): its output is not handed over
+                full = None
+            same = full is not None and full.metadata.uid == kept.uid and full.status is not None
+            output = full.status.output if same and full.status.output_available else None  # type: ignore[union-attr]
+            found.append((dep.task, phase, output))
+        record.inputs = encode_inputs(inputs_of(found))
         self.queue.add(("task", namespace, record.name))
 
     async def _write_status(self, entry: TaskRecord, status: TaskStatus, now: datetime) -> TaskRecord | None:

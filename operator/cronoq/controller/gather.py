@@ -51,6 +51,8 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
         common["worker_room"] = store.worker_room((namespace, record.pool), now)
     if attempt == 0:
         common.update(_gating(store, record, task, pool, now))
+    if task.spec.depends_on:
+        common["inputs"] = record.inputs
     if rate_limits is not None and found is not None and found.spec.rate_limit is not None \
             and slots.free((namespace, record.pool), capacity(found.spec)) > 0:
         common["next_start_at"] = rate_limits.next_start_at((namespace, record.pool), found, now)

@@ -92,6 +92,10 @@ class TaskRecord:
     """A keyed task about to end as a duplicate: its finished original as read over the API (the
     output and message the store does not keep), with the original's uid in `original_uid`."""
     original_uid: str | None = None
+    inputs: str | None = None
+    """A task with dependencies about to get a Job: their phases and outputs as read over the API
+    (`pod_protocol.inputs`, at most 64 KiB), kept while it runs (its retries hand over the same);
+    dropped when it finishes. Outputs of finished tasks never change, so one read serves."""
 
     @property
     def uid(self) -> str:
@@ -134,6 +138,7 @@ class TaskRecord:
         self.raw, self.task, self.error, self.finished = other.raw, other.task, other.error, other.finished
         if self.finished is not None:  # it creates no more Jobs and is nobody's duplicate any more
             self.rejected, self.refused, self.original, self.original_uid = NOTHING, NOTHING, None, None
+            self.inputs = None
 
 
 @dataclass(slots=True)

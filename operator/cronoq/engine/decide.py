@@ -115,10 +115,13 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
     order = plan.create_job
     if order is None:
         return plan
+    if task.spec.depends_on and seen.inputs is None:
+        return Plan(read_inputs=True)  # the outputs its Job hands over are not in memory
     job = build_job(task, seen.pool, order.number, order.lease_id, lease_ttl=settings.lease_ttl,
                     sidecar_image=seen.sidecar_image if settings.heartbeat_sidecar else None,
                     job_retention=settings.job_retention, push_image=seen.sidecar_image,
-                    service_account=seen.service_account.in_namespace(task.metadata.namespace or ""))
+                    service_account=seen.service_account.in_namespace(task.metadata.namespace or ""),
+                    inputs=seen.inputs if task.spec.depends_on else None)
     return replace(plan, job=job)
 
 

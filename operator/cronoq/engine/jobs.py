@@ -85,14 +85,15 @@ def _name_and_uid(task: Task) -> tuple[str, str]:
 def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *,
               lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
               job_retention: timedelta | None = None, push_image: str | None = None,
-              service_account: str | None = None) -> dict[str, Any]:
+              service_account: str | None = None, inputs: str | None = None) -> dict[str, Any]:
     """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease. With
     `job_retention`, Kubernetes' TTL controller deletes the Job (and its pod) that long after it
     finishes: the operator has read its outcome by then, and writes nothing to clean up.
     `push_image` (the operator image) runs a push task's request; the runner heartbeats itself,
     so a push task's pod never gets the sidecar. `service_account` (the operator's
     `--task-service-account`) is the pod's ServiceAccount when neither the task nor its pool names
-    one: the one that holds the lease role, so the namespace's `default` need not."""
+    one: the one that holds the lease role, so the namespace's `default` need not. `inputs` (a task
+    with dependencies: `pod_protocol.inputs.encode_inputs`) goes to the task container as CRONOQ_INPUTS."""
     task_name, task_uid = _name_and_uid(task)
     labels = naming.attempt_labels(task=task_name, task_uid=task_uid, attempt=attempt, lease=lease,
                                    pool=task.spec.pool)
@@ -111,6 +112,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     env += pod_protocol.attempt_env(pod_protocol.Attempt(
         task_id=task_uid, task_name=task_name, attempt=attempt, lease_name=naming.lease_name(task_name, attempt),
         lease_id=lease, lease_ttl=lease_ttl.total_seconds(), payload=task.spec.payload))
+    if inputs is not None:
+        env.append({"name": Env.INPUTS, "value": inputs})
     if http is not None:
         env += _push_env(http, allow_link_local=pool.allow_link_local if pool else False)
     container["env"] = env
@@ -179,10 +182,10 @@ def _run_push(pod_spec: dict[str, Any], container: dict[str, Any], pool: TaskPoo
 
 def _add_heartbeat_sidecar(pod_spec: dict[str, Any], image: str, env: list[dict[str, Any]]) -> None:
     """A native sidecar (an init container that keeps running) renewing the attempt's Lease for an
-    image without the SDK; it sees the attempt's environment but the payload."""
+    image without the SDK; it sees the attempt's environment but the payload and the inputs."""
     inits = [c for c in pod_spec.get("initContainers", []) if c.get("name") != HEARTBEAT_CONTAINER]
     inits.append({"name": HEARTBEAT_CONTAINER, "image": image, "restartPolicy": "Always",
-                  "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] != Env.PAYLOAD],
+                  "command": ["cronoq"], "args": ["heartbeat"], "env": [e for e in env if e["name"] not in (Env.PAYLOAD, Env.INPUTS)],
                   "securityContext": copy.deepcopy(RESTRICTED),
                   "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}})
     pod_spec["initContainers"] = inits

@@ -130,6 +130,10 @@ class Plan:
     read_original: str | None = None
     """A keyed task that ends as the duplicate of this finished task: read its full record (the
     output and message the store does not keep), then decide again. Nothing else is planned."""
+    read_inputs: bool = False
+    """A task with dependencies about to get a Job: read its dependencies' outputs (the store does
+    not keep a finished task's output), keep them on its record, then decide again. Nothing else
+    is planned."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,9 @@ class Observation:
     """A task with dependencies that has not started: their phases, by name."""
     cycle: tuple[str, ...] | None = None
     """The dependency cycle the task is on, if any."""
+    inputs: str | None = None
+    """A task with dependencies: its dependencies' phases and outputs, encoded for CRONOQ_INPUTS
+    (`pod_protocol.inputs`), once read (None: not read yet)."""
     sidecar_image: str | None = None
     """The operator's image: the heartbeat sidecar and the push runner of attempt pods."""
     service_account: TaskServiceAccount = TaskServiceAccount()

@@ -1,7 +1,7 @@
 """LIST then WATCH of one kind of object, as plain dicts handed to a callback, with nothing kept
 per object: the caller keeps the facts it decides on, and nothing else.
 
-Why not kopf (README, "Why not kopf"): cronoq only turns each event into a few facts, and kopf
+Why not kopf (docs/development/why-not-kopf.md): cronoq only turns each event into a few facts, and kopf
 hands each event to a worker task of its object, detects causes, wraps the body and keeps a
 record of every object it has seen. Measured with the same operator fed by kopf 1.45.2's event
 handlers in place of these loops (bench/kopf_ab.py, 2026-12-06, operator/ of 52212aa, 2 shared

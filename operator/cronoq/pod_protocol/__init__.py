@@ -35,6 +35,8 @@ class Env:
     """Seconds, `%g`; 0 turns heartbeats off."""
     PAYLOAD: Final = "CRONOQ_PAYLOAD"
     """The task's payload as compact JSON."""
+    INPUTS: Final = "CRONOQ_INPUTS"
+    """A task with dependencies: their phases and outputs, `inputs.encode_inputs` (≤ `inputs.INPUTS_LIMIT` bytes)."""
     HTTP: Final = "CRONOQ_HTTP"
     """A push task's request, `PushRequest.to_json()`."""
     HTTP_HEADER_PREFIX: Final = "CRONOQ_HTTP_HEADER_"

@@ -21,7 +21,8 @@ serves a pool with `delivery: Workers`, with no pod per attempt (worker/serve.py
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.pod_protocol.report import EXIT_LEASE_LOST, EXIT_PERMANENT, EXIT_RETRYABLE, EXIT_SUCCESS
 from cronoq.worker.runner import Context, run, task
+from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.serve import serve
 
-__all__ = ["Context", "Permanent", "Retryable", "run", "serve", "task",
+__all__ = ["Context", "Input", "Permanent", "Retryable", "run", "serve", "task",
            "EXIT_SUCCESS", "EXIT_RETRYABLE", "EXIT_PERMANENT", "EXIT_LEASE_LOST"]

@@ -1,5 +1,6 @@
 """The environment the operator gives an attempt's containers (set in engine/jobs.py): who the
-attempt is (the fencing token: task uid and attempt number), its payload, and its Lease.
+attempt is (the fencing token: task uid and attempt number), its payload, its dependencies'
+outputs, and its Lease.
 
 Variables missing altogether (running a handler locally, outside a pod) get harmless defaults
 and heartbeats stay off; variables present but unusable are an error, because a pod started by
@@ -10,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from cronoq.pod_protocol import Env
+from cronoq.pod_protocol.inputs import Input, parse_inputs
 from cronoq.worker.report import DEFAULT_PATH
 
 
@@ -35,6 +37,8 @@ class AttemptEnv:
     termination_log: str = DEFAULT_PATH
     kubeconfig: str | None = None
     """KUBECONFIG, when set: then it is used even inside a pod (tests run workers as local processes)."""
+    inputs: Mapping[str, Input] = field(default_factory=dict)
+    """CRONOQ_INPUTS: what the task's dependencies produced (empty without dependencies)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> AttemptEnv:
@@ -51,6 +55,12 @@ class AttemptEnv:
             payload = json.loads(payload_text) if payload_text.strip() else None
         except ValueError as err:
             raise InvalidEnvironment(f"{Env.PAYLOAD} is not JSON: {err}") from None
+
+        inputs_text = environ.get(Env.INPUTS, "")
+        try:
+            inputs = parse_inputs(inputs_text) if inputs_text.strip() else {}
+        except ValueError as err:
+            raise InvalidEnvironment(f"{Env.INPUTS} does not hold inputs: {err}") from None
 
         lease_name = environ.get(Env.LEASE_NAME, "")
         ttl_text = environ.get(Env.LEASE_TTL)
@@ -71,7 +81,7 @@ class AttemptEnv:
                   namespace=environ.get(Env.NAMESPACE, ""), attempt=attempt, lease_name=lease_name,
                   lease_id=environ.get(Env.LEASE_ID, ""), lease_ttl=ttl, payload=payload,
                   termination_log=environ.get(Env.TERMINATION_LOG) or DEFAULT_PATH,
-                  kubeconfig=environ.get("KUBECONFIG") or None)
+                  kubeconfig=environ.get("KUBECONFIG") or None, inputs=inputs)
         if ttl > 0:
             missing = [var for var, value in ((Env.LEASE_NAME, env.lease_name), (Env.LEASE_ID, env.lease_id),
                                               (Env.NAMESPACE, env.namespace)) if not value]

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, NoReturn, TypeVar
 
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol import report
+from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
@@ -41,6 +42,10 @@ class Context:
     """Seconds; 0 when heartbeats are off."""
     worker: str | None = None
     """The pull worker running it (`cronoq.worker.serve`); None in an attempt's own pod."""
+    inputs: Mapping[str, Input] = field(default_factory=dict)
+    """What the tasks it depends on produced, by name: each one's `phase` and `output` (JSON-parsed
+    when it is JSON; None when it produced none, or `omitted` when it did not fit). Empty for a
+    task without dependencies. See docs/inputs.md."""
     _keeper: LeaseKeeper | None = field(default=None, repr=False, compare=False)
     _aborted: threading.Event | None = field(default=None, repr=False, compare=False)
 
@@ -124,7 +129,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
 
     context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
-                      lease_ttl=env.lease_ttl, _keeper=keeper)
+                      lease_ttl=env.lease_ttl, inputs=env.inputs, _keeper=keeper)
     result = (judge or outcome)(handler, context)
     ending.acquire()
     if keeper is not None:

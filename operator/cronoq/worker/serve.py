@@ -64,6 +64,7 @@ from cronoq.pod_protocol import (
 )
 from cronoq.pod_protocol.durations import parse as parse_duration
 from cronoq.pod_protocol import report
+from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
 from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import (
@@ -139,6 +140,8 @@ class Running:
     alive_until: float = 0.0
     """When the attempt's lease lapses as far as this worker knows (monotonic): a TTL after it was
     handed over, or after its last successful renewal was sent. Its report must land before."""
+    depends_on: tuple[str, ...] = ()
+    """The task's dependencies, whose outputs the handler receives as `ctx.inputs`."""
 
 
 @dataclass
@@ -433,7 +436,8 @@ class Worker:
                   if ttl > 0 else None)
         aborted = threading.Event()
         context = replace(context, _keeper=keeper, _aborted=aborted)
-        run = Running(context, aborted, keeper, lease, alive_until=_lapses_at(attempt, ttl))
+        run = Running(context, aborted, keeper, lease, alive_until=_lapses_at(attempt, ttl),
+                      depends_on=tuple(d.get("task", "") for d in spec.get("dependsOn") or ()))
         self.running[(meta["uid"], number)] = run
         handler = self._handler_for(meta.get("labels") or {})
         self.pool_runner.submit(self._attempt, run, handler)
@@ -448,7 +452,7 @@ class Worker:
             timer.start()
         try:
             result = (Report(report.PERMANENT, f"worker {self.name} has no handler for this task's "
-                             f"{Label.HANDLER} label") if handler is None else self._call(handler, run))
+                             f"{Label.HANDLER} label") if handler is None else self._with_inputs(handler, run))
         finally:
             if run.keeper is not None:
                 timer.cancel()
@@ -469,6 +473,35 @@ class Worker:
             self.finished[(context.id, context.attempt)] = None
             while len(self.finished) > FINISHED_KEPT:
                 self.finished.popitem(last=False)
+
+    def _with_inputs(self, handler: Handler, run: Running) -> Report:
+        """Call the handler with its dependencies' outputs in `ctx.inputs`, read now (bounded and
+        encoded as the operator hands them to a pod: `pod_protocol.inputs`)."""
+        if run.depends_on:
+            try:
+                run.context = replace(run.context, inputs=self._inputs(run.depends_on))
+            except Exception as err:  # noqa: BLE001 - the API server may be away: try again later
+                return Report(report.RETRYABLE, f"could not read the inputs: {_brief(err)}")
+        return self._call(handler, run)
+
+    def _inputs(self, depends_on: tuple[str, ...]) -> dict[str, Input]:
+        """Each dependency's phase and output, from its Task (a missing one has no phase)."""
+        from kubernetes.client.rest import ApiException
+
+        found: list[tuple[str, str | None, str | None]] = []
+        for name in depends_on:
+            try:
+                dep = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", name,
+                                                               _request_timeout=10)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+                found.append((name, None, None))
+                continue
+            status = dep.get("status") or {}
+            output = status.get("output") if status.get("outputAvailable") else None
+            found.append((name, status.get("phase"), output if isinstance(output, str) else None))
+        return parse_inputs(encode_inputs(inputs_of(found)))
 
     def _call(self, handler: Handler, run: Running) -> Report:
         try:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronoq.api import TERMINAL_PHASES, Task, TaskPhase, TaskPool, TaskSchedule
+from cronoq.cli.render import passed_on
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -238,7 +239,8 @@ def timeline(task: Task, now: datetime) -> list[Bar]:
 def graph(task: Task, namespace_tasks: Iterable[Task], depth: int = 10) -> list[dict[str, Any]]:
     """The task, the tasks it depends on and those that depend on it (transitively, up to
     `depth` steps each way), as Cytoscape elements: nodes with their phase, edges from a
-    dependency to its dependent labelled with the edge's `on`."""
+    dependency to its dependent labelled with the edge's `on` and the output the dependency passes
+    on (`passed`: the dependent's input, cut to a line; docs/inputs.md)."""
     by_name = {t.metadata.name: t for t in namespace_tasks}
     by_name[task.metadata.name] = task
     dependents: dict[str, list[tuple[str, str]]] = defaultdict(list)
@@ -274,7 +276,11 @@ def graph(task: Task, namespace_tasks: Iterable[Task], depth: int = 10) -> list[
         elements.append({"data": {"id": name, "label": f"{name}\n{phase}", "phase": str(phase),
                                   "root": name == task.metadata.name}})
     for source, target, on in sorted(edges):
-        elements.append({"data": {"id": f"{source}->{target}", "source": source, "target": target, "on": on}})
+        known = by_name.get(source)
+        passed = passed_on(known) if known is not None else None
+        label = on if passed is None else f"{on}\n{passed}"
+        elements.append({"data": {"id": f"{source}->{target}", "source": source, "target": target, "on": on,
+                                  "passed": passed, "label": label}})
     return elements
 
 

@@ -24,7 +24,8 @@
             "border-width": (n) => (n.data("root") ? 3 : 1), "border-color": "#111" } },
         { selector: "edge", style: {
             "curve-style": "bezier", "target-arrow-shape": "triangle", "width": 2, "line-color": "#888",
-            "target-arrow-color": "#888", "label": "data(on)", "font-size": 9, "text-rotation": "autorotate" } },
+            "target-arrow-color": "#888", "label": "data(label)", "font-size": 9, "text-rotation": "autorotate",
+            "text-wrap": "wrap", "text-max-width": 220 } },
       ],
     });
     cy.on("tap", "node", (event) => {
