@@ -388,6 +388,16 @@ def test_default_pool_is_created_only_when_asked_in_the_release_namespace(render
     assert "timeout" not in pool["spec"] and "template" not in pool["spec"]
 
 
+def test_default_pool_carries_retention_by_outcome_only_when_given(render):
+    pool = only(render(sets={"defaultPool.create": "true"}), "TaskPool")
+    assert pool["spec"]["ttlAfterFinished"] == "24h" and "ttlAfterFailure" not in pool["spec"]
+    given = only(render(sets={"defaultPool.create": "true", "defaultPool.ttlAfterSuccess": "1h",
+                              "defaultPool.ttlAfterFailure": "168h",
+                              "defaultPool.jobRetentionAfterFailure": "168h"}), "TaskPool")["spec"]
+    assert (given["ttlAfterSuccess"], given["ttlAfterFailure"], given["jobRetentionAfterFailure"]) == ("1h", "168h", "168h")
+    assert "jobRetentionAfterSuccess" not in given
+
+
 def test_default_pool_follows_watch_namespaces(render):
     objects = render(sets={"defaultPool.create": "true"}, set_json={"watchNamespaces": ["a", "b"]})
     assert sorted(p["metadata"]["namespace"] for p in find(objects, "TaskPool")) == ["a", "b"]

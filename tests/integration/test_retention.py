@@ -11,6 +11,7 @@ from datetime import datetime
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.integration.test_cli import Cli
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
 
@@ -94,6 +95,27 @@ def test_changing_the_pools_ttl_applies_to_tasks_that_already_finished(cq):
                                              {"spec": {"ttlAfterFinished": "1s"}})
     wait_until(lambda: not exists(cq, "kept") and not exists(cq, "probe"), timeout=30,
                what="both finished tasks deleted under the pool's new TTL")
+
+
+def test_a_success_is_deleted_while_a_dead_letter_of_the_same_pool_is_kept(cq, kubeconfig):
+    """Issue 40: retention by outcome. The dead letter finishes first, so under one TTL it would go
+    first; the success goes (its Job first, re-timed to its outcome's jobRetention) and the dead
+    letter stays with its Job, kept for the failure's retention."""
+    cq.pool(ttlAfterFinished="2s", ttlAfterFailure="1h", jobRetentionAfterSuccess="0s",
+            jobRetentionAfterFailure="1h", leaseTTL="0s")
+    cq.task("dead", outcome="Fail", exit_code=1, delay="100ms", retry={"maxAttempts": 1})
+    dead = cq.wait_phase("dead", "DeadLettered")
+    cq.task("ok", message="done", delay="100ms")
+    cq.wait_phase("ok", "Succeeded")
+
+    wait_until(lambda: not exists(cq, "ok"), timeout=30, what="the success deleted after ttlAfterFinished")
+    assert time.time() - ts(dead["finishedAt"]).timestamp() > 2.0  # the dead letter was due first under one TTL
+    assert cq.status("dead")["phase"] == "DeadLettered"
+    assert [j.spec.ttl_seconds_after_finished for j in cq.jobs("dead")] == [3600]
+    cli = Cli(cq.namespace, kubeconfig)
+    assert "(failure: task 1h, Jobs 1h)" in cli.ok("describe", "dead").stdout
+    assert "tasks 2s after success, 1h after failure; Jobs 0s after success, 1h after failure" in \
+        cli.ok("pool", "status", "default").stdout
 
 
 def test_job_retention_removes_the_jobs_while_the_task_keeps_its_outcome(cq):

@@ -153,6 +153,9 @@ class OneTaskClient:
     def retries_of(self, name: str) -> list:
         return []
 
+    def pool(self, name: str) -> None:
+        return None  # describe's Retention line, without the pool's defaults
+
     def events(self, task) -> list:
         return self._events
 

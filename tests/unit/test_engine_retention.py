@@ -4,11 +4,13 @@ which Jobs are re-timed when the jobRetention in effect changes."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 from cronoq.api import AttemptOutcome, TaskPhase, TaskPoolSpec
 from cronoq.engine import reasons
 from cronoq.engine.attempts import reconcile, settle
+from cronoq.engine.decide import Finished, Live, decide
 from cronoq.engine.jobs import build_job
 from cronoq.engine.naming import lease_id
 from cronoq.engine.retention import expires_at, job_may_be_gone, job_retention_of, retime, task_expires_at
@@ -36,11 +38,11 @@ def test_a_keyed_task_outlives_its_ttl_until_its_key_retention_ends() -> None:
 
 def test_the_tasks_own_ttl_wins_over_the_pools_and_keys_extend_it() -> None:
     pool = TaskPoolSpec.model_validate({"ttlAfterFinished": "1h", "keyRetention": "10m"})
-    assert task_expires_at(T0, None, None, pool) == T0 + HOUR
-    assert task_expires_at(T0, timedelta(seconds=5), None, pool) == at(5)
-    assert task_expires_at(T0, timedelta(seconds=5), "k", pool) == T0 + timedelta(minutes=10)
-    assert task_expires_at(None, timedelta(seconds=5), None, pool) is None
-    assert task_expires_at(T0, None, None, None) is None  # no pool: DESIGN's default keeps tasks
+    assert task_expires_at(T0, None, None, pool, TaskPhase.SUCCEEDED) == T0 + HOUR
+    assert task_expires_at(T0, timedelta(seconds=5), None, pool, TaskPhase.SUCCEEDED) == at(5)
+    assert task_expires_at(T0, timedelta(seconds=5), "k", pool, TaskPhase.SUCCEEDED) == T0 + timedelta(minutes=10)
+    assert task_expires_at(None, timedelta(seconds=5), None, pool, TaskPhase.SUCCEEDED) is None
+    assert task_expires_at(T0, None, None, None, TaskPhase.SUCCEEDED) is None  # no pool: DESIGN's default keeps tasks
 
 
 def test_job_may_be_gone_only_after_its_retention() -> None:
@@ -102,10 +104,10 @@ def test_retime_leaves_jobs_that_are_going() -> None:
 
 def test_the_tasks_own_job_retention_wins_and_no_pool_means_unknown() -> None:
     pool = TaskPoolSpec.model_validate({"jobRetention": "10m"})
-    assert job_retention_of(None, pool) == timedelta(minutes=10)
-    assert job_retention_of(timedelta(seconds=5), pool) == timedelta(seconds=5)
-    assert job_retention_of(timedelta(seconds=5), None) == timedelta(seconds=5)
-    assert job_retention_of(None, None) is None
+    assert job_retention_of(None, pool, TaskPhase.SUCCEEDED) == timedelta(minutes=10)
+    assert job_retention_of(timedelta(seconds=5), pool, TaskPhase.SUCCEEDED) == timedelta(seconds=5)
+    assert job_retention_of(timedelta(seconds=5), None, TaskPhase.SUCCEEDED) == timedelta(seconds=5)
+    assert job_retention_of(None, None, TaskPhase.SUCCEEDED) is None
 
 
 def test_a_job_built_with_the_retention_in_effect_is_never_retimed() -> None:
@@ -174,3 +176,98 @@ def test_a_finished_tasks_running_leftover_is_deleted_not_retimed() -> None:
     leftover = attempt_job("t", 3).running(T0).with_(ttl_after_finished=3600)  # an attempt the status never named
     plan = settle("t", 2, [_Mark(1), _Mark(2)], [_kept(3600, 1), leftover], timedelta(0))
     assert plan.delete_jobs == ("t-a3",) and plan.retime_jobs == (("t-a1", 0),)
+
+
+# --------------------------------------------------------------------------- retention by outcome
+
+DAY, WEEK = timedelta(days=1), timedelta(days=7)
+BY_OUTCOME = {"ttlAfterFinished": "24h", "ttlAfterSuccess": "1h", "ttlAfterFailure": "168h"}
+NOT_SUCCEEDED = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED, TaskPhase.CANCELLED, TaskPhase.SKIPPED)
+
+
+def _finished(phase: TaskPhase, **spec: str) -> Finished:
+    task = make_task("t").spec(**spec).status({"phase": phase, "finishedAt": T0, "attempt": 1}).obj()
+    return Finished.of(task)
+
+
+def _deleted_at(phase: TaskPhase, pool: dict, **spec: str):
+    plan = decide(_finished(phase, **spec), observe(now=T0, pool=TaskPoolSpec.model_validate(pool)),
+                  random.Random(0))
+    return plan.deletion.at
+
+
+def test_success_and_every_other_end_have_their_own_ttl() -> None:
+    assert _deleted_at(TaskPhase.SUCCEEDED, BY_OUTCOME) == T0 + HOUR
+    for phase in NOT_SUCCEEDED:
+        assert _deleted_at(phase, BY_OUTCOME) == T0 + WEEK, phase
+
+
+def test_a_plain_ttl_after_finished_still_means_any_outcome() -> None:
+    for phase in (TaskPhase.SUCCEEDED, *NOT_SUCCEEDED):
+        assert _deleted_at(phase, {"ttlAfterFinished": "1h"}) == T0 + HOUR
+    # one outcome given, the other falls back to the general value, else is kept
+    assert _deleted_at(TaskPhase.DEAD_LETTERED, {"ttlAfterFinished": "24h", "ttlAfterSuccess": "1h"}) == T0 + DAY
+    assert _deleted_at(TaskPhase.DEAD_LETTERED, {"ttlAfterSuccess": "1h"}) is None
+    assert _deleted_at(TaskPhase.SUCCEEDED, {"ttlAfterSuccess": "1h"}) == T0 + HOUR
+
+
+def test_the_tasks_own_ttl_wins_over_the_pools_outcome_ttl() -> None:
+    """Own fields first (the outcome's, then the general one), then the pool's in the same order."""
+    assert _deleted_at(TaskPhase.SUCCEEDED, BY_OUTCOME, ttlAfterFinished="2h") == T0 + 2 * HOUR
+    assert _deleted_at(TaskPhase.FAILED, BY_OUTCOME, ttlAfterFinished="2h", ttlAfterFailure="3h") == T0 + 3 * HOUR
+    assert _deleted_at(TaskPhase.SUCCEEDED, BY_OUTCOME, ttlAfterFailure="3h") == T0 + HOUR  # not its outcome
+
+
+def test_key_retention_outlasts_an_outcomes_shorter_ttl() -> None:
+    pool = {**BY_OUTCOME, "ttlAfterSuccess": "0s", "keyRetention": "2h"}
+    assert _deleted_at(TaskPhase.SUCCEEDED, pool, key="k") == T0 + 2 * HOUR
+    assert _deleted_at(TaskPhase.SUCCEEDED, pool) == T0
+    assert _deleted_at(TaskPhase.DEAD_LETTERED, pool, key="k") == T0 + WEEK
+
+
+def test_a_task_that_ends_now_is_scheduled_by_its_outcome() -> None:
+    """The reconcile that ends a task schedules its deletion at once, by the outcome it ended with."""
+    task = _running(BY_OUTCOME)
+    done = replace(attempt_job("t", 1).exited(0, started=T0, finished=at(4)), lease_id=lease_id(1, 1),
+                   ttl_after_finished=WEEK // timedelta(seconds=1))
+    plan = decide(Live(task), observe(done, now=at(5), pool=TaskPoolSpec.model_validate(BY_OUTCOME)),
+                  random.Random(0))
+    assert plan.status.phase is TaskPhase.SUCCEEDED
+    assert plan.deletion.at == plan.status.finished_at + HOUR
+
+
+JOBS_BY_OUTCOME = {"jobRetention": "1h", "jobRetentionAfterSuccess": "10m", "jobRetentionAfterFailure": "168h"}
+
+
+def test_an_unfinished_tasks_jobs_are_kept_for_the_longest_outcome() -> None:
+    task = make_task("t").obj()
+    assert settings(task, JOBS_BY_OUTCOME).job_retention == WEEK
+    assert settings(task, {"jobRetention": "1h"}).job_retention == HOUR  # no outcome fields: as before
+    own = make_task("t").spec(jobRetentionAfterSuccess="2h").obj()
+    assert settings(own, {"jobRetention": "30m"}).job_retention == 2 * HOUR
+    assert settings(own, JOBS_BY_OUTCOME).job_retention == WEEK
+
+
+def _retimed(phase: TaskPhase, pool: dict, **spec: str):
+    jobs = [_kept(WEEK // timedelta(seconds=1), 1)]
+    plan = decide(_finished(phase, **spec), observe(*jobs, now=T0, pool=TaskPoolSpec.model_validate(pool)),
+                  random.Random(0))
+    return plan.retime_jobs
+
+
+def test_a_finished_tasks_jobs_are_brought_to_its_outcomes_job_retention() -> None:
+    assert _retimed(TaskPhase.SUCCEEDED, JOBS_BY_OUTCOME) == (("t-a1", 600),)
+    for phase in NOT_SUCCEEDED:
+        assert _retimed(phase, JOBS_BY_OUTCOME) == (), phase  # already at the week
+    assert _retimed(TaskPhase.SUCCEEDED, JOBS_BY_OUTCOME, jobRetention="2h") == (("t-a1", 7200),)
+
+
+def test_without_outcome_fields_a_finished_task_costs_no_retime() -> None:
+    """Writes per task stay as they were: the Job's TTL at creation is the one it ends with."""
+    task = make_task("t").obj()
+    created = settings(task, {"jobRetention": "1h"}).job_retention // timedelta(seconds=1)
+    for phase in (TaskPhase.SUCCEEDED, *NOT_SUCCEEDED):
+        plan = decide(_finished(phase), observe(_kept(created, 1), now=T0,
+                                                pool=TaskPoolSpec.model_validate({"jobRetention": "1h"})),
+                      random.Random(0))
+        assert plan.retime_jobs == ()

@@ -2,7 +2,7 @@
 
 Unlike a Task, a pool's spec may change at any time (raise concurrency, change the defaults);
 the change applies to attempts started afterwards, but for the retention of finished work
-(`ttlAfterFinished`, `jobRetention`), which applies to what is already there. Its retry policy is complete — the API
+(`ttlAfterFinished`, `jobRetention` and their by-outcome forms), which applies to what is already there. Its retry policy is complete — the API
 server fills in DESIGN's defaults — so a task's `retry` only has to say what differs.
 """
 from __future__ import annotations
@@ -137,6 +137,23 @@ class TaskPoolSpec(Model):
     readable (0s to 720h; set as the Job's ttlSecondsAfterFinished). Changing it applies to the
     Jobs already there, finished ones included: lowered, Jobs past it are deleted at once.
     Default 1h. A task's own value wins."""
+    ttl_after_success: TTLAfterFinished | None = None
+    """ttlAfterFinished for tasks that end Succeeded, e.g. `1h` (0s to 8760h); overrides
+    ttlAfterFinished for them, and keyRetention is still honoured. Unset: ttlAfterFinished.
+    A task's own ttlAfterSuccess or ttlAfterFinished wins."""
+    ttl_after_failure: TTLAfterFinished | None = None
+    """ttlAfterFinished for tasks that end in any other way (Failed, DeadLettered, Cancelled,
+    Skipped), e.g. `168h` to keep dead letters for a week (0s to 8760h); overrides
+    ttlAfterFinished for them, and keyRetention is still honoured. Unset: ttlAfterFinished.
+    A task's own ttlAfterFailure or ttlAfterFinished wins."""
+    job_retention_after_success: JobRetention | None = None
+    """jobRetention for the Jobs of tasks that end Succeeded (0s to 720h). While a task is
+    unfinished its Jobs are kept for the longest retention it may end with; when it succeeds they
+    are brought to this one. Unset: jobRetention. A task's own value wins."""
+    job_retention_after_failure: JobRetention | None = None
+    """jobRetention for the Jobs of tasks that end in any other way (Failed, DeadLettered,
+    Cancelled, Skipped), e.g. `168h` to keep a dead letter's logs for a week (0s to 720h). Unset:
+    jobRetention. A task's own value wins."""
     allow_link_local: bool = False
     """Let the pool's push tasks (`http`) call link-local addresses (169.254.0.0/16, fe80::/10) and
     cloud metadata addresses (169.254.169.254, fd00:ec2::254, Alibaba Cloud's 100.100.100.200, Azure

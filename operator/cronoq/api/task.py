@@ -209,6 +209,19 @@ class TaskSpec(PodSettings):
     job_retention: JobRetention | None = None
     """Keep each attempt's Job and pod this long after the attempt ends, e.g. `1h` (0s to 720h).
     Unset: the pool's (1h)."""
+    ttl_after_success: TTLAfterFinished | None = None
+    """ttlAfterFinished if the task ends Succeeded, e.g. `1h` (0s to 8760h; never before its key's
+    keyRetention has passed). Unset: the task's ttlAfterFinished, else the pool's."""
+    ttl_after_failure: TTLAfterFinished | None = None
+    """ttlAfterFinished if the task ends in any other way (Failed, DeadLettered, Cancelled,
+    Skipped), e.g. `168h` (0s to 8760h; never before its key's keyRetention has passed). Unset:
+    the task's ttlAfterFinished, else the pool's."""
+    job_retention_after_success: JobRetention | None = None
+    """jobRetention if the task ends Succeeded (0s to 720h). Unset: the task's jobRetention, else
+    the pool's."""
+    job_retention_after_failure: JobRetention | None = None
+    """jobRetention if the task ends in any other way (Failed, DeadLettered, Cancelled, Skipped),
+    e.g. `168h` (0s to 720h). Unset: the task's jobRetention, else the pool's."""
     depends_on: tuple[Dependency, ...] = Field((), max_length=32, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["task"]})
     """Tasks that must end a certain way before this one is queued (at most 32). Each attempt

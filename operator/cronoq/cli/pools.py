@@ -12,7 +12,7 @@ import sys
 from rich.text import Text
 
 from cronoq.api import TaskPhase, TaskPool
-from cronoq.cli import EXIT_OK, EXIT_TIMEOUT, render
+from cronoq.cli import EXIT_OK, EXIT_TIMEOUT, render, retention
 from cronoq.client import Client
 
 RESOURCE = "taskpool.cronoq.io"
@@ -87,6 +87,7 @@ def pool_status(args: argparse.Namespace, client: Client) -> int:
         ("Concurrency", pool.spec.concurrency), ("Paused", "true" if pool.spec.paused else "false"),
         ("Rate limit", rate_limit(pool) or "none"),
         ("Running", s.running if s else 0), ("Queued", s.queued if s else 0),
+        ("Retention", retention.pool_line(pool.spec)),
     ]
     if s and s.counts:
         counts = s.counts.model_dump()

@@ -19,7 +19,7 @@ from kubernetes.config import ConfigException
 from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskPool, TaskStatus
 from cronoq.api.durations import format as format_duration, parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
-from cronoq.cli import render
+from cronoq.cli import render, retention
 from cronoq.client import (
     Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
     TaskNotFound, WaitTimeout, status_of,
@@ -62,6 +62,8 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
                                             "after submission (spec.startDeadline), e.g. 5m")
     s.add_argument("--deadline", help="the whole task's time limit from submission (spec.deadline), e.g. 1h: "
                                       "a running attempt is stopped then and the task fails")
+    for flag, field, what in RETENTION_FLAGS:
+        s.add_argument(flag, help=f"{what} (spec.{field}), e.g. 168h")
     s.add_argument("--max-retry-duration", help="no retry starts this long after the first attempt "
                                                 "(spec.retry.maxRetryDuration), e.g. 30m")
     s.add_argument("--retry-rule", action="append", default=[], metavar="ACTION:FIELD=V,V[:FIELD=V]",
@@ -205,7 +207,8 @@ def _check_input(args: argparse.Namespace) -> None:
         flags = any(getattr(args, f) for f in (
             "image", "args", "env", "pool", "priority", "key", "payload", "payload_file", "attempt_timeout",
             "max_attempts", "retry_rule", "depends_on", "label", "pod_annotation", "name", "generate_name", "delay",
-            "not_before", "start_deadline", "deadline", "max_retry_duration")) or args.trailing
+            "not_before", "start_deadline", "deadline", "max_retry_duration",
+            *(_dest(flag) for flag, _, _ in RETENTION_FLAGS))) or args.trailing
         if args.filename and flags:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
@@ -363,6 +366,22 @@ def _read_manifests(path: str) -> list[dict]:
     return items
 
 
+RETENTION_FLAGS = (
+    ("--ttl-after-finished", "ttlAfterFinished", "delete the task this long after it ends"),
+    ("--ttl-after-success", "ttlAfterSuccess", "delete the task this long after it succeeds"),
+    ("--ttl-after-failure", "ttlAfterFailure", "delete the task this long after it ends otherwise (Failed, "
+                                               "DeadLettered, Cancelled, Skipped)"),
+    ("--job-retention", "jobRetention", "keep each attempt's Job and pod this long after it ends"),
+    ("--job-retention-after-success", "jobRetentionAfterSuccess", "jobRetention if the task succeeds"),
+    ("--job-retention-after-failure", "jobRetentionAfterFailure", "jobRetention if the task ends otherwise"),
+)
+"""Submit flags for the retention fields (docs/retention.md): (flag, spec field, help)."""
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def _manifest_from_flags(args: argparse.Namespace) -> dict:
     spec: dict[str, Any] = {"pool": args.pool or "default"}
     if args.image:
@@ -400,6 +419,9 @@ def _manifest_from_flags(args: argparse.Namespace) -> dict:
         spec["startDeadline"] = args.start_deadline
     if args.deadline:
         spec["deadline"] = args.deadline
+    for flag, field, _ in RETENTION_FLAGS:
+        if value := getattr(args, _dest(flag)):
+            spec[field] = value
     if args.retry_rule:
         spec.setdefault("retry", {})["rules"] = [_retry_rule(text) for text in args.retry_rule]
     if args.depends_on:
@@ -731,6 +753,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Waiting", render.cell(_why_queued(task, client))))
     if not (task.phase and task.phase.terminal) and (limits := _limits(task, client)):
         pairs.append(("Deadlines", limits))
+    pool = client.pool(task.spec.pool)
+    pairs.append(("Retention", retention.task_line(task, pool.spec if pool is not None else None)))
     if s and s.message:
         pairs.append(("Message", render.cell(s.message, multiline=True)))
     if s and s.output_available:

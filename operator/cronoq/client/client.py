@@ -28,6 +28,7 @@ from cronoq.client.errors import (
 )
 from cronoq.client.results import Result, SavedCheckpoint
 from cronoq.engine import keys, naming
+from cronoq.engine.retention import job_retention_for, job_retention_of, unfinished_job_retention
 from cronoq.kube.refusal import server_message
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
 
@@ -37,6 +38,9 @@ RETRY_OF_UID = "cronoq.io/retry-of-uid"
 """Annotation on a Task made by `retry`: the uid of the task it re-drives (names can be reused)."""
 RETRY_OF_KEY = "cronoq.io/retry-of-key"
 """Annotation keeping the original's key, which the retry cannot carry (see `retry`)."""
+RETENTION_FIELDS = ("ttlAfterFinished", "ttlAfterSuccess", "ttlAfterFailure", "jobRetention",
+                    "jobRetentionAfterSuccess", "jobRetentionAfterFailure")
+"""What `submit(retention=...)` may set (docs/retention.md)."""
 DEFAULT_KEY_RETENTION: timedelta = TaskPoolSpec.model_fields["key_retention"].default
 """A pool's keyRetention when the pool cannot be read."""
 RETRYABLE_PHASES = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED)
@@ -179,7 +183,8 @@ class Client:
                depends_on: Iterable[str | Mapping[str, str]] = (), labels: Mapping[str, str] | None = None,
                annotations: Mapping[str, str] | None = None, spec: Mapping[str, Any] | None = None,
                start_delay: str | timedelta | None = None, not_before: datetime | None = None,
-               start_deadline: str | timedelta | None = None, deadline: str | timedelta | None = None) -> Task:
+               start_deadline: str | timedelta | None = None, deadline: str | timedelta | None = None,
+               retention: Mapping[str, str | timedelta] | None = None) -> Task:
         """Create a Task and return it. With a `key`, a task of the same pool already holding it
         (unfinished, or finished within the pool's keyRetention) is returned instead, and nothing
         is created. A `group` (a tenant, a customer) takes turns with the pool's other groups. Without `name`,
@@ -187,7 +192,10 @@ class Client:
         `spec` adds any other TaskSpec fields (camelCase, e.g. `podMetadata`, `resources`).
         `start_delay` (after its creation) or `not_before` (an aware time) delays its start.
         `start_deadline` and `deadline` (from submission) are the task's own time limits; the retry
-        budget in time is `retry={"maxRetryDuration": "30m"}`."""
+        budget in time is `retry={"maxRetryDuration": "30m"}`. `retention` sets how long the task and
+        its Jobs are kept, by outcome (docs/retention.md): `{"ttlAfterSuccess": "1h", "ttlAfterFailure":
+        "168h"}`, any of ttlAfterFinished, ttlAfterSuccess, ttlAfterFailure, jobRetention,
+        jobRetentionAfterSuccess, jobRetentionAfterFailure."""
         body_spec: dict[str, Any] = dict(spec or {})
         fields = {"image": image, "command": command, "args": args, "template": template, "key": key,
                   "group": group, "retry": dict(retry) if retry else None}
@@ -205,6 +213,10 @@ class Client:
         for field, limit in (("startDeadline", start_deadline), ("deadline", deadline)):
             if limit is not None:
                 body_spec[field] = limit if isinstance(limit, str) else format_duration(limit)
+        for field, kept in (retention or {}).items():
+            if field not in RETENTION_FIELDS:
+                raise ValueError(f"retention: {field} is not one of {', '.join(RETENTION_FIELDS)}")
+            body_spec[field] = kept if isinstance(kept, str) else format_duration(kept)
         if depends_on:
             body_spec["dependsOn"] = [_edge(d) for d in depends_on]
         if start_delay is not None:
@@ -448,14 +460,21 @@ class Client:
                                              int(e.metadata.resource_version or 0)))
 
     def _retention(self, task: Task) -> str:
-        """Which jobRetention applies to the task's attempt Jobs, and where to change it."""
-        if task.spec.job_retention is not None:
-            return (f"attempt Jobs are kept for the task's jobRetention ({format_duration(task.spec.job_retention)}) "
-                    "after they finish")
+        """Which jobRetention applies to the task's attempt Jobs (the one of its outcome once it
+        ended, the longest it may end with before), and where to change it."""
+        phase = task.phase if task.phase is not None and task.phase.terminal else None
+        own = (job_retention_for(task.spec, phase) if phase is not None
+               else unfinished_job_retention(task.spec, None))
+        if own is not None:
+            return f"attempt Jobs are kept for the task's jobRetention ({format_duration(own)}) after they finish"
         pool = self._pool_or_none(task.spec.pool)
-        held = f" ({format_duration(pool.spec.job_retention)})" if pool else ""
+        kept = None
+        if pool is not None:
+            kept = (job_retention_of(job_retention_for(task.spec, phase), pool.spec, phase)
+                    if phase is not None else unfinished_job_retention(task.spec, pool.spec))
+        held = f" ({format_duration(kept)})" if kept is not None else ""
         return (f"attempt Jobs are kept for the jobRetention{held} of TaskPool {task.spec.pool} after they finish; "
-                "raise it there (or spec.jobRetention on the task) to keep logs longer")
+                "raise it there (or spec.jobRetention, jobRetentionAfterFailure on the task) to keep logs longer")
 
     def logs(self, name: str, attempt: int | None = None, *, follow: bool = False, tail: int | None = None,
              since: float | None = None, timestamps: bool = False) -> Iterator[str]:

@@ -19,7 +19,7 @@ from cronoq.engine.gate import Gate
 from cronoq.engine.jobs import build_job
 from cronoq.engine.plan import Deletion, Effective, Observation, Plan
 from cronoq.engine.pools import roomiest
-from cronoq.engine.retention import job_retention_of, task_expires_at
+from cronoq.engine.retention import job_retention_for, job_retention_of, retime, task_expires_at, ttl_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +50,9 @@ class Finished:
     duplicate_of: str | None = None
     output_available: bool = False
     ttl_after_finished: timedelta | None = None
-    """The task's own ttlAfterFinished (None: its pool's)."""
+    """The task's own ttlAfterFinished for the way it ended (None: its pool's)."""
     job_retention: timedelta | None = None
-    """The task's own jobRetention (None: its pool's)."""
+    """The task's own jobRetention for the way it ended (None: its pool's)."""
 
     @classmethod
     def of(cls, task: Task) -> Finished:
@@ -64,7 +64,8 @@ class Finished:
                    marks=tuple(Mark(a.number, a.lease_id, a.reason, a.worker) for a in status.attempts),
                    key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
                    duplicate_of=status.duplicate_of, output_available=status.output_available,
-                   ttl_after_finished=spec.ttl_after_finished, job_retention=spec.job_retention)
+                   ttl_after_finished=ttl_for(spec, status.phase),
+                   job_retention=job_retention_for(spec, status.phase))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +94,9 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
         return Plan(status=status)
     if isinstance(subject, Finished):
         plan = settle(subject.name, subject.attempt, subject.marks, seen.jobs,
-                      job_retention_of(subject.job_retention, seen.pool))
+                      job_retention_of(subject.job_retention, seen.pool, subject.phase))
         return replace(plan, deletion=Deletion(task_expires_at(subject.finished_at, subject.ttl_after_finished,
-                                                               subject.key, seen.pool)))
+                                                               subject.key, seen.pool, subject.phase)))
     task = subject.task
     settings = Effective.of(task, seen.pool)
     if seen.worker_room is not None and is_ready(task, seen.now):
@@ -108,8 +109,9 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
     plan = reconcile(task, settings, seen, rng)
     status = plan.status
     if status is not None and status.phase is not None and status.phase.terminal:
-        plan = replace(plan, deletion=Deletion(task_expires_at(status.finished_at, task.spec.ttl_after_finished,
-                                                               task.spec.key, seen.pool)))
+        plan = replace(plan, deletion=Deletion(task_expires_at(status.finished_at, ttl_for(task.spec, status.phase),
+                                                               task.spec.key, seen.pool, status.phase)),
+                       retime_jobs=_retimed_for_outcome(task, status.phase, seen, plan))
     order = plan.create_job
     if order is None:
         return plan
@@ -127,6 +129,14 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
 def _checkpoint(status: TaskStatus | None) -> str | None:
     """The newest checkpoint an attempt saved, for the next one (CRONOQ_CHECKPOINT)."""
     return status.checkpoint.data if status is not None and status.checkpoint is not None else None
+
+
+def _retimed_for_outcome(task: Task, phase: TaskPhase, seen: Observation, plan: Plan) -> tuple[tuple[str, int], ...]:
+    """The Jobs of a task ending in this reconcile, brought to its outcome's jobRetention in the
+    same plan: the write that ends it may be the last event the task sees for a long time."""
+    own = job_retention_for(task.spec, phase)
+    kept = job_retention_of(own, seen.pool if seen.pool_found else None, phase)
+    return retime(seen.jobs, kept, plan.delete_jobs)
 
 
 def _gate(task: Task, seen: Observation) -> Gate | str:

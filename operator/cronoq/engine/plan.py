@@ -15,6 +15,7 @@ from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.keys import KeyHolders
 from cronoq.engine.observed import AttemptJob
+from cronoq.engine.retention import unfinished_job_retention
 from cronoq.engine.retryrules import Labelled, labelled
 
 DEFAULT_JOB_RETENTION = TaskPoolSpec.model_fields["job_retention"].default
@@ -37,6 +38,8 @@ class Effective:
     start_timeout: timedelta = DEFAULT_START_TIMEOUT
     heartbeat_sidecar: bool = False
     job_retention: timedelta = DEFAULT_JOB_RETENTION
+    """What the task's Jobs are kept for while it is unfinished: the longest retention it may end
+    with (`retention.unfinished_job_retention`)."""
     workers: bool = False
     """The pool delivers to pull workers (`delivery: Workers`): no Job, no pod."""
     start_deadline: timedelta | None = None
@@ -55,7 +58,7 @@ class Effective:
                    start_timeout=spec.start_timeout or pool.start_timeout,
                    heartbeat_sidecar=spec.heartbeat_sidecar if spec.heartbeat_sidecar is not None
                    else pool.heartbeat_sidecar,
-                   job_retention=spec.job_retention if spec.job_retention is not None else pool.job_retention,
+                   job_retention=unfinished_job_retention(spec, pool) or timedelta(0),
                    workers=pool.delivery == "Workers", rules=labelled(spec.retry, pool.retry),
                    start_deadline=_own_else(spec.start_deadline, pool.start_deadline),
                    deadline=_own_else(spec.deadline, pool.deadline))

@@ -145,7 +145,7 @@ def reconcile(task: Task, settings: Effective, seen: Observation, rng: random.Ra
                               task.metadata.generation, seen.epoch)
     if plan.status is not None and plan.status.worker != (serving := serving_worker(plan.status)):
         plan = replace(plan, status=plan.status.model_copy(update={"worker": serving}))
-    known = seen.pool_found or task.spec.job_retention is not None
+    known = seen.pool_found or retention.unfinished_job_retention(task.spec, None) is not None
     return replace(plan, retime_jobs=retention.retime(seen.jobs, settings.job_retention if known else None,
                                                       plan.delete_jobs))
 
