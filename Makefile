@@ -68,12 +68,14 @@ $(ACTIONLINT):
 image:
 	$(PYTHON) hack/image.py build
 
-## go-tools: build (or find cached) the control plane, toxiproxy, Prometheus and promtool
+## go-tools: build (or find cached) the control plane, the oldest supported one (hack/controlplane-1.31,
+## tests/versions), toxiproxy, Prometheus and promtool
 ## (hack/prometheus: the chart's alert tests and the real-Prometheus test) and the real node's
 ## kubelet and containerd (with Debian's runc and CNI plugins), and warm the Go cache of the PromQL
 ## checker, before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
+	CRONOQ_KUBE=1.31 $(CLUSTER) build
 	$(PYTHON) hack/realnode.py build
 	cd tests/chart/promql && go build -mod=readonly -o /dev/null .
 
@@ -150,4 +152,4 @@ reference-docs: $(BIN)/.installed
 	$(BIN)/python -m cronoq.api.docgen
 
 clean: cluster-down
-	rm -rf $(VENV) .cluster .pytest_cache .hypothesis .mypy_cache site
+	rm -rf $(VENV) .cluster .cluster-* .pytest_cache .hypothesis .mypy_cache site

@@ -7,6 +7,11 @@
     python3 hack/devcluster.py down    # stop everything it started, free the ports, wipe state
     python3 hack/devcluster.py status  # say what runs
     python3 hack/devcluster.py restart kube-apiserver   # stop one component, start it again (faults)
+    CRONOQ_KUBE=1.31 CRONOQ_PORT_OFFSET=600 python3 hack/devcluster.py up   # the oldest supported release
+
+The control plane's release is a parameter: CRONOQ_KUBE names a build module hack/controlplane-<KUBE>/
+(unset: hack/controlplane/, the default and newest release). Such a cluster keeps its state in
+.cluster-<KUBE>/ unless CRONOQ_CLUSTER_DIR says otherwise; give it its own CRONOQ_PORT_OFFSET too.
 
 Binaries are built from the build modules in hack/<component>/ (pinned go.mod + go.sum) into
 ~/.cache/cronoq/<component>-<hash of the module files>/, so a second build rebuilds nothing and a
@@ -34,7 +39,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 HACK = REPO / "hack"
-STATE = Path(os.environ.get("CRONOQ_CLUSTER_DIR", REPO / ".cluster"))
+# The control plane's release line: "" is the default (hack/controlplane/), "1.31" hack/controlplane-1.31/.
+KUBE = os.environ.get("CRONOQ_KUBE", "")
+CONTROLPLANE = f"controlplane-{KUBE}" if KUBE else "controlplane"
+STATE = Path(os.environ.get("CRONOQ_CLUSTER_DIR", REPO / (f".cluster-{KUBE}" if KUBE else ".cluster")))
 CACHE = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq"))
 KUBECONFIG = STATE / "kubeconfig"
 NODES = int(os.environ.get("CRONOQ_KWOK_NODES", "2"))
@@ -54,7 +62,7 @@ SERVICE_RANGE = "10.96.0.0/16"
 # Each build module and the binaries it provides (its go.mod `tool` lines). toxiproxy and
 # prometheus are no part of the cluster: the network fault tests put toxiproxy between an operator
 # and the API server; the chart's alerts are tested with promtool, and a real Prometheus scrapes an operator.
-COMPONENTS = ("controlplane", "etcd", "kwok", "helm", "toxiproxy", "prometheus")
+COMPONENTS = (CONTROLPLANE, "etcd", "kwok", "helm", "toxiproxy", "prometheus")
 
 
 class ClusterError(RuntimeError):
@@ -69,9 +77,11 @@ def log(msg: str) -> None:
 
 
 # Build tags and version stamps some components need. containerd's btrfs snapshotter wants C
-# headers; the kubelet reports its version to the API server as its node's kubeletVersion.
+# headers; the kubelet reports its version to the API server as its node's kubeletVersion, and the
+# API server its own at /version (`kubectl version`; the version tests check they run the release asked for).
 BUILD_TAGS = {"containerd": "no_btrfs"}
-STAMPED = {"kubelet": "k8s.io/kubernetes"}
+# A control plane of another release (controlplane-1.31) is stamped as the default one is.
+STAMPED = {"kubelet": "k8s.io/kubernetes", "controlplane": "k8s.io/kubernetes"}
 
 
 @dataclass(frozen=True)
@@ -107,15 +117,19 @@ class Component:
     def ldflags(self) -> str:
         """-s -w, and for a stamped component the version of the module it is built from."""
         flags = "-s -w"
-        if self.name in STAMPED:
-            module = STAMPED[self.name]
-            version = next(line.split()[1] for line in (self.module / "go.mod").read_text().splitlines()
-                           if line.split()[:1] == [module])
+        module = STAMPED.get(self.name) or STAMPED.get(self.name.split("-", 1)[0])
+        if module:
+            version = self.release(module)
             major, minor = version.lstrip("v").split(".")[:2]
             base = "k8s.io/component-base/version"
             flags += (f" -X {base}.gitVersion={version} -X {base}.gitMajor={major} -X {base}.gitMinor={minor}"
                       f" -X {base}.gitTreeState=clean")
         return flags
+
+    def release(self, module: str = "k8s.io/kubernetes") -> str:
+        """The version of `module` its go.mod requires (the Kubernetes release it builds)."""
+        return next(line.split()[1] for line in (self.module / "go.mod").read_text().splitlines()
+                    if line.split()[:1] == [module] or line.split()[:2] == ["require", module])
 
     @property
     def cache_dir(self) -> Path:
@@ -427,6 +441,9 @@ def up() -> Path:
         str(bins["kube-apiserver"]),
         f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT}",
         "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={APISERVER}",
+        # Since 1.37 the endpoint reconciler refuses a loopback address for the `kubernetes`
+        # Service; nothing here needs its endpoints (the real node DNATs the Service IP itself).
+        "--endpoint-reconciler-type=none",
         f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
         "--authorization-mode=Node,RBAC",

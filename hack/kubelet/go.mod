@@ -1,5 +1,7 @@
-// Build module for the real node's kubelet (hack/realnode.py), the same k8s.io/kubernetes
-// release as hack/controlplane, with the same replaces, so it shares that build's Go cache.
+// Build module for the real node's kubelet (hack/realnode.py): k8s.io/kubernetes 1.36.3, one
+// minor release older than hack/controlplane (1.37.2), which the version skew policy allows (a
+// kubelet up to three minors older than its API server). It moves to 1.37 once tests/realnode
+// has passed with a 1.37 kubelet (`failCgroupV1: false` is set for this cgroup-v1 host).
 // Built into ~/.cache/cronoq only when a real node is asked for.
 module cronoq.io/hack/kubelet
 

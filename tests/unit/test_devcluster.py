@@ -28,6 +28,28 @@ def test_the_cache_key_follows_the_pinned_module_files(tmp_path, monkeypatch):
     assert component.cache_dir.name.startswith("kwok-")
 
 
+def test_the_control_planes_release_is_a_parameter(monkeypatch):
+    """CRONOQ_KUBE=1.31 picks the build module hack/controlplane-1.31: its own cache key, state
+    directory and version stamp; unset, the default module and .cluster/."""
+    import sys
+
+    default = devcluster.Component(devcluster.CONTROLPLANE)
+    monkeypatch.setenv("CRONOQ_KUBE", "1.31")
+    monkeypatch.delenv("CRONOQ_CLUSTER_DIR", raising=False)
+    try:
+        oldest = load_devcluster()
+    finally:
+        sys.modules["devcluster"] = devcluster
+    assert oldest.CONTROLPLANE == "controlplane-1.31" and oldest.CONTROLPLANE in oldest.COMPONENTS
+    assert oldest.STATE.name == ".cluster-1.31"
+    component = oldest.Component(oldest.CONTROLPLANE)
+    assert component.module == devcluster.HACK / "controlplane-1.31"
+    assert component.binaries() == default.binaries()
+    assert "gitVersion=v1.31.14" in component.ldflags() and "gitMinor=31" in component.ldflags()
+    assert "gitVersion=v1.37.2" in default.ldflags(), "the default control plane reports its release too"
+    assert component.cache_dir.name.startswith("controlplane-1.31-") and component.cache_dir != default.cache_dir
+
+
 @pytest.mark.parametrize("test_name", ["test_a[Succeed-1]", "x" * 200, "Test_Upper_CASE"])
 def test_namespace_names_are_valid_dns_labels(test_name):
     name = namespace_name(test_name)
@@ -46,11 +68,14 @@ def test_the_real_node_components_and_how_they_are_built():
     assert devcluster.BUILD_TAGS == {"containerd": "no_btrfs"}
 
 
-def test_the_kubelet_is_the_control_planes_release():
-    def kubernetes(module: str) -> str:
-        return next(line.split()[1] for line in (devcluster.HACK / module / "go.mod").read_text().splitlines()
-                    if line.split()[:1] == ["k8s.io/kubernetes"])
-    assert kubernetes("kubelet") == kubernetes("controlplane")
+def test_the_kubelet_is_within_the_supported_skew_of_the_control_plane():
+    """Kubernetes' version skew policy: a kubelet may be up to three minor releases older than
+    its API server, never newer. (The real node's kubelet stays on 1.36 while the control plane
+    moved to 1.37: README, "The local test cluster".)"""
+    def minor(module: str) -> int:
+        return int(devcluster.Component(module).release().split(".")[1])
+    assert 0 <= minor("controlplane") - minor("kubelet") <= 3
+    assert 0 <= minor("controlplane-1.31") - 31 <= 0, "the oldest control plane is 1.31"
 
 
 def test_the_pause_image_is_an_archive_containerd_can_import(tmp_path):
