@@ -51,8 +51,8 @@ DEADLINE_KINDS = ("start", "total", "retry")
 RATE_LIMITED = Counter("cronoq_dispatch_rate_limited_total", "Waits for a pool's rate limit: counted when a ready "
                        "task with a free slot is recorded as waiting for a token (reason RateLimited), once per wait, "
                        "by namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
-TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their ttlAfterFinished "
-                        "(and keyRetention) passed.", registry=REGISTRY)
+TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their time to live "
+                        "(ttlAfterFinished, ttlAfterSuccess or ttlAfterFailure, and keyRetention) passed.", registry=REGISTRY)
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
                   "per-key exponential delay, by kind (task, pool, schedule).", ["kind"], registry=REGISTRY)
 SCHEDULE_FIRES = Counter("cronoq_schedule_fires_total", "Fire times of TaskSchedules, by schedule (namespace/name) "

@@ -70,8 +70,8 @@ class Dependency(Model):
     task: ObjectName
     """Name of the Task (in the same namespace) this one waits for."""
     on: Edge = Edge.SUCCESS
-    """`Success` (it succeeded, the default), `Failure` (it failed, dead-lettered or was
-    cancelled) or `Complete` (it ended in any way). Quote the key in YAML ("on"): YAML 1.1
+    """`Success` (it succeeded, the default), `Failure` (it failed or was dead-lettered; a
+    cancelled task skips its Failure dependents) or `Complete` (it ended in any way). Quote the key in YAML ("on"): YAML 1.1
     reads a bare `on` as true."""
 
     @model_validator(mode="before")
