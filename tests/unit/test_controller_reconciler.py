@@ -302,3 +302,37 @@ def served_events(pool_events: str | None = None) -> list[tuple[str, str, str]]:
         assert world.status("a")["phase"] == "Succeeded" and "worker" not in world.status("a")
         return sorted(world.writer.events)
     return asyncio.run(scenario())
+
+
+def test_a_live_workers_renewal_queues_its_pool_but_none_of_its_tasks_and_a_changed_room_queues_them() -> None:
+    """Issue 42: each renewal (every TTL/3) used to reconcile every task the worker serves. Their
+    decisions already come back when the lease they saw lapses; a renewal only moves that on."""
+    from datetime import timedelta
+
+    from cronoq.engine.pools import WorkerTrust
+
+    def lease(renewed: str, capacity: str = "2") -> dict[str, Any]:
+        return {"metadata": {"name": "w", "namespace": NS, "labels": {"cronoq.io/worker-pool": "p"},
+                             "annotations": {"cronoq.io/capacity": capacity}},
+                "spec": {"holderIdentity": "w", "leaseDurationSeconds": 30, "renewTime": renewed}}
+
+    async def scenario() -> None:
+        world = World(concurrency=2)
+        world.controller.store.worker_trust = WorkerTrust.GUARDED
+        world.controller.intake.on_pool(None, pool(2, delivery="Workers"))
+        world.controller.intake.on_worker_lease(None, lease(T0.isoformat()))
+        for name in ("a", "b"):
+            raw = task(name)
+            raw["spec"].pop("image")
+            world.writer.tasks[name] = copy.deepcopy(raw)
+            world.controller.intake.on_task(None, raw)
+        await world.settle()
+        assert world.controller.store.by_worker[(NS, "w")] == {"a", "b"}
+        queue = world.controller.queue
+        await world.clock.advance(10)
+        world.controller.intake.on_worker_lease(None, lease((T0 + timedelta(seconds=10)).isoformat()))
+        assert set(queue._waiting) == {("pool", NS, "p")}, "a renewal: the pool may admit, no task reconciled"
+        await world.settle()
+        world.controller.intake.on_worker_lease(None, lease((T0 + timedelta(seconds=10)).isoformat(), capacity="0"))
+        assert set(queue._waiting) == {("pool", NS, "p"), ("task", NS, "a"), ("task", NS, "b")}, "its room changed"
+    asyncio.run(scenario())

@@ -15,7 +15,7 @@ from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.engine import delay, naming
 from cronoq.engine.admission import Candidate
-from cronoq.kube.observe import checkpoint_of, job_facts, pod_facts, served_facts, worker_facts
+from cronoq.kube.observe import WorkerFacts, checkpoint_of, job_facts, pod_facts, served_facts, worker_facts
 
 
 class Intake:
@@ -141,9 +141,18 @@ class Intake:
                 return
             pool = old.pool
         else:
-            if not self.store.put_worker(namespace, facts, self.clock()):
+            now = self.clock()
+            was = self.store.workers.get((namespace, name))
+            alive = self.store.worker_alive_until(namespace, name)
+            if not self.store.put_worker(namespace, facts, now):
                 return
             pool = facts.pool
+            if was is not None and alive is not None and alive > now and _renewal_only(was[0], facts):
+                # Its tasks' next look at it is already due when the lease it had lapses (their
+                # decision's requeue): a renewal only moves that further. Reconciling every task
+                # it serves on each renewal cost a reconcile per 5 s per task held.
+                self.queue.add(("pool", namespace, pool))
+                return
         for task in self.store.by_worker.get((namespace, name), ()):
             self.queue.add(("task", namespace, task))
         self.queue.add(("pool", namespace, pool))
@@ -153,3 +162,9 @@ class Intake:
         pool = self.slots.drained(job)
         if pool is not None:
             self.queue.add(("pool", *pool), urgent=True)
+
+
+def _renewal_only(old: WorkerFacts, new: WorkerFacts) -> bool:
+    """The worker's Lease changed by its renewal alone: same holder, pool, room and duration."""
+    return (old.holder == new.holder and old.pool == new.pool and old.capacity == new.capacity
+            and old.duration == new.duration)
