@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                                "options": {"tasks": args.tasks, "rounds": args.rounds, "fleets": args.fleets,
                                            "creators": args.creators},
                                "rounds": [], "profiles": []}
+    args.results.mkdir(parents=True, exist_ok=True)
     out = args.results / f"pull-ab-{stamp}"
 
     def save() -> None:
