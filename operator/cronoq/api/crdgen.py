@@ -275,23 +275,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the files differ from the models")
     parser.add_argument("--out", type=Path, default=CRD_DIR, help=f"directory of the CRD files (default {CRD_DIR})")
     args = parser.parse_args(argv)
+    return write_or_check({args.out / name: text for name, text in generated().items()}, check=args.check,
+                          command="python -m cronoq.api.crdgen")
+
+
+def write_or_check(files: dict[Path, str], *, check: bool, command: str) -> int:
+    """Write the files generated from the models, or (check) print how the committed ones differ
+    and return 1 when any does: one way for every generator (CRDs, reference pages)."""
     drifted = []
-    for name, text in generated().items():
-        path = args.out / name
+    for path, text in files.items():
         current = path.read_text() if path.exists() else ""
         if current == text:
             continue
-        if args.check:
-            drifted.append(name)
+        if check:
+            drifted.append(path.name)
             sys.stdout.writelines(difflib.unified_diff(
                 current.splitlines(keepends=True), text.splitlines(keepends=True), f"{path} (committed)",
                 f"{path} (from the models)"))
         else:
-            args.out.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path}")
     if drifted:
-        print(f"\n{', '.join(drifted)} drifted from the models: run `python -m cronoq.api.crdgen`", file=sys.stderr)
+        print(f"\n{', '.join(drifted)} drifted from the models: run `{command}`", file=sys.stderr)
         return 1
     return 0
 

@@ -11,13 +11,12 @@ table; only the part between START and END is generated.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from cronoq.api.crdgen import REPO, Resource, audit, object_schema
+from cronoq.api.crdgen import REPO, Resource, audit, object_schema, write_or_check
 from cronoq.api.pool import TaskPool
 from cronoq.api.schedule import TaskSchedule
 from cronoq.api.task import Task
@@ -104,25 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cronoq.api.docgen", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a page's table differs from the models")
     args = parser.parse_args(argv)
-    drifted = []
-    for model in MODELS:
-        path = page(model)
-        current = path.read_text()
-        text = rendered(model, current)
-        if text == current:
-            continue
-        if args.check:
-            drifted.append(path.name)
-            sys.stdout.writelines(difflib.unified_diff(
-                current.splitlines(keepends=True), text.splitlines(keepends=True), f"{path} (committed)",
-                f"{path} (from the models)"))
-        else:
-            path.write_text(text)
-            print(f"wrote {path}")
-    if drifted:
-        print(f"\n{', '.join(drifted)} drifted from the models: run `python -m cronoq.api.docgen`", file=sys.stderr)
-        return 1
-    return 0
+    pages = {page(model): rendered(model, page(model).read_text()) for model in MODELS}
+    return write_or_check(pages, check=args.check, command="python -m cronoq.api.docgen")
 
 
 if __name__ == "__main__":
