@@ -217,12 +217,7 @@ class PushRequest:
     @classmethod
     def from_json(cls, text: str) -> PushRequest:
         """The request in `text`; ValueError naming the field when it is not one."""
-        try:
-            spec = json.loads(text)
-        except ValueError as err:
-            raise ValueError(f"not JSON: {err}") from None
-        if not isinstance(spec, dict):
-            raise ValueError(f"not a JSON object but {type(spec).__name__}")
+        spec = json_object(text)
         url = _field(spec, "url", str, required=True)
         timeout = _field(spec, "timeout", (int, float)) or 30.0
         if not math.isfinite(timeout) or timeout < 0:
@@ -305,3 +300,15 @@ def worker_lease_body(namespace: str, name: str, pool: str, capacity: int, ttl: 
                      "annotations": {Annotation.CAPACITY: str(capacity)}},
         "spec": {"holderIdentity": name, "leaseDurationSeconds": max(1, math.ceil(ttl))},
     }
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """The JSON object in `text`; ValueError saying what it is instead (the environment's JSON
+    values: a push request, a dependent's inputs)."""
+    try:
+        found = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"not JSON: {err}") from None
+    if not isinstance(found, dict):
+        raise ValueError(f"not a JSON object but {type(found).__name__}")
+    return found

@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Mapping, Sequence
 
+from cronoq.pod_protocol import json_object
+
 INPUTS_LIMIT: Final = 64 * 1024
 """Bytes of CRONOQ_INPUTS (UTF-8). Linux refuses to start a process with one environment string
 over 128 KiB (MAX_ARG_STRLEN: the container would fail with E2BIG), and the pod also carries the
@@ -76,14 +78,8 @@ def encode_inputs(inputs: Mapping[str, Input], limit: int = INPUTS_LIMIT) -> str
 
 def parse_inputs(text: str) -> dict[str, Input]:
     """The inputs CRONOQ_INPUTS holds; ValueError when it is not an encoding of them."""
-    try:
-        found = json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"not JSON: {err}") from None
-    if not isinstance(found, dict):
-        raise ValueError(f"not a JSON object but {type(found).__name__}")
     inputs = {}
-    for name, entry in found.items():
+    for name, entry in json_object(text).items():
         if not isinstance(entry, dict) or not isinstance(entry.get("phase"), (str, type(None))):
             raise ValueError(f"{name}: not an object with a phase")
         inputs[name] = Input(entry.get("phase"), entry.get("output"), entry.get("omitted") is True)
