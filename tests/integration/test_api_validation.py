@@ -278,6 +278,17 @@ def test_status_never_goes_back(kubectl, namespace, later, field) -> None:
     assert patch_status(kubectl, namespace, "work", {"epoch": 8}).returncode == 0
 
 
+def test_the_status_cannot_be_removed(kubectl, namespace) -> None:
+    """Its attempt and epoch guard against stale writers; a status removed would take them along."""
+    assert apply(kubectl, namespace, BASE).returncode == 0
+    assert patch_status(kubectl, namespace, "work", {"phase": "Running", "attempt": 3, "epoch": 7}).returncode == 0
+    removed = kubectl("patch", "task", "work", "--subresource=status", "--type=json",
+                      "-p", json.dumps([{"op": "remove", "path": "/status"}]), check=False, namespace=namespace)
+    refused(removed, "status", "cannot be removed")
+    stored = json.loads(kubectl("get", "task", "work", "-o", "json", namespace=namespace).stdout)
+    assert (stored["status"]["attempt"], stored["status"]["epoch"]) == (3, 7)
+
+
 def test_finished_stays_finished(kubectl, namespace) -> None:
     assert apply(kubectl, namespace, BASE).returncode == 0
     assert patch_status(kubectl, namespace, "work", {"phase": "DeadLettered", "attempt": 2}).returncode == 0

