@@ -38,6 +38,8 @@ class BenchCluster:
     port_offset: int = DEFAULT_OFFSET
     nodes: int = 2
     started_here: bool = False
+    crds: Path | None = None
+    """The CRDs applied last (use_crds)."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -76,12 +78,19 @@ class BenchCluster:
             self.started_here = True
         if not self.audit_log.exists():
             raise RuntimeError(f"{self.audit_log} is missing: the cluster was started without CRONOQ_AUDIT=1")
-        subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", "apply", "--server-side",
-                        "--force-conflicts", "-f", str(REPO / "crds")], check=True, capture_output=True)
         self.api = Api(self.kubeconfig)
+        self.use_crds(REPO / "crds")
+        self.make_identity()
+
+    def use_crds(self, directory: Path) -> None:
+        """Apply these CRDs (a revision's own: its schema's rules are part of its API-server cost)."""
+        if directory == self.crds:
+            return
+        subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", "apply", "--server-side",
+                        "--force-conflicts", "-f", str(directory)], check=True, capture_output=True)
         for crd in ("tasks.cronoq.io", "taskpools.cronoq.io", "taskschedules.cronoq.io"):
             self._wait(lambda: _established(self.api, crd), 30, f"CRD {crd} established")
-        self.make_identity()
+        self.crds = directory
 
     def _healthy_or_absent(self) -> bool:
         """True: a healthy cluster runs. False: none does. A cluster whose processes run but that

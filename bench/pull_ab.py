@@ -8,16 +8,22 @@ Every round runs N bare Jobs, then the bench's pull burst (bench/pull.py: N Task
 namespace, operator and fleet) for every fleet (`--fleets`, workers x concurrency: 2x64 and 32x4,
 128 handler slots each) and every revision, the revisions' order swapped every round; operator and
 workers both come from the revision (`--source NAME=REV`, as bench/run.py's --source), with the
-shipped defaults (the bench's own flags only: no leader election, --trust-worker-leases). A pull
+shipped defaults (the bench's own flags only: no leader election, --trust-worker-leases), and so do
+the CRDs (applied before each of its bursts: the API server's rules are part of a revision's cost). A pull
 burst's ratio is to the bare Jobs of its own round. With --profile, one more burst per revision
-and fleet, sampled (bench/pull_profile.py), kept apart from the measured ones.
+and fleet, sampled (bench/pull_profile.py; a cluster this run starts serves the API server's
+profile), kept apart from the measured ones.
 
 Writes `pull-ab-<stamp>.json` and `.md` into --results (never latest.*).
 """
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import subprocess
+import tarfile
 import statistics
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -59,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     work = args.cluster_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     sources = {name: snapshot(rev, work) for name, rev in args.source}
+    crds = {name: crds_at(rev, work) for name, rev in args.source}
+    if args.profile:
+        os.environ["CRONOQ_APISERVER_PROFILING"] = "1"  # read by hack/devcluster.py when it starts the cluster
     started = datetime.now(timezone.utc)
     stamp = started.strftime("%Y%m%d-%H%M%S")
     results: dict[str, Any] = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
@@ -87,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             results["rounds"].append(row)
             for workers, concurrency in args.fleets:
                 for name in order:
+                    cluster.use_crds(crds[name])
                     run = pull(ctx[name], n, label=f"{name}-w{workers}", workers=workers, concurrency=concurrency)
                     run["source"] = name
                     row["pull"].append(run)
@@ -95,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             for workers, concurrency in args.fleets:
                 for name in names:
+                    cluster.use_crds(crds[name])
                     run = pull(ctx[name], n, label=f"prof-{name}-w{workers}", workers=workers,
                                concurrency=concurrency, profile=True)
                     run["source"] = name
@@ -108,6 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     log(f"results: {out.with_suffix('.md')}")
     return 0
+
+
+def crds_at(revision: str, into: Path) -> Path:
+    """crds/ at `revision` (the worktree's own for `worktree`)."""
+    if revision == "worktree":
+        return REPO / "crds"
+    commit = subprocess.run(["git", "rev-parse", revision], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    target = into / f"crds-{commit[:12]}"
+    if not (target / "crds").exists():
+        archive = subprocess.run(["git", "archive", commit, "crds"], cwd=REPO, capture_output=True, check=True).stdout
+        tarfile.open(fileobj=io.BytesIO(archive)).extractall(target)
+    return target / "crds"
 
 
 def figures(run: dict[str, Any], jobs: float | None) -> dict[str, Any]:

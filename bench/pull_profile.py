@@ -1,6 +1,7 @@
 """Where a pull burst's CPU goes, in every process that spends it: py-spy samples the operator and
 (some of) the workers (bench/profiling.py, GIL holders only), and the API server's own profiler
-(`/debug/pprof/profile`, on by default, read with the admin certificate) is taken in back-to-back
+(`/debug/pprof/profile`, served when the cluster started with CRONOQ_APISERVER_PROFILING=1, as
+`python -m bench.pull_ab --profile` starts it; read with the admin certificate) is taken in back-to-back
 windows of WINDOW seconds while the burst runs, merged afterwards by `go tool pprof`.
 
 Only for finding what to fix: sampling costs CPU of its own (py-spy's processes, the API server's
