@@ -19,11 +19,8 @@ Writes `pull-ab-<stamp>.json` and `.md` into --results (never latest.*).
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
-import subprocess
-import tarfile
 import statistics
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -34,7 +31,7 @@ from bench.cluster import BenchCluster, log
 from bench.failover import LEASE
 from bench.procstat import load_average
 from bench.pull import pull
-from bench.run import machine, snapshot
+from bench.run import crds_beside, machine, snapshot
 from bench.throughput import Context, baseline
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.cluster_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     sources = {name: snapshot(rev, work) for name, rev in args.source}
-    crds = {name: crds_at(rev, work) for name, rev in args.source}
+    crds = {name: crds_beside(path) for name, (path, _) in sources.items()}
     if args.profile:
         os.environ["CRONOQ_APISERVER_PROFILING"] = "1"  # read by hack/devcluster.py when it starts the cluster
     started = datetime.now(timezone.utc)
@@ -119,19 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     log(f"results: {out.with_suffix('.md')}")
     return 0
-
-
-def crds_at(revision: str, into: Path) -> Path:
-    """crds/ at `revision` (the worktree's own for `worktree`)."""
-    if revision == "worktree":
-        return REPO / "crds"
-    commit = subprocess.run(["git", "rev-parse", revision], cwd=REPO, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    target = into / f"crds-{commit[:12]}"
-    if not (target / "crds").exists():
-        archive = subprocess.run(["git", "archive", commit, "crds"], cwd=REPO, capture_output=True, check=True).stdout
-        tarfile.open(fileobj=io.BytesIO(archive)).extractall(target)
-    return target / "crds"
 
 
 def figures(run: dict[str, Any], jobs: float | None) -> dict[str, Any]:

@@ -111,7 +111,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def snapshot(revision: str, into: Path) -> tuple[str | None, str]:
-    """Export operator/ at `revision` into `into`; return (PYTHONPATH entry, description)."""
+    """Export operator/ and crds/ at `revision` into `into`; return (PYTHONPATH entry, description).
+    The CRDs sit beside the PYTHONPATH entry (`crds_beside`)."""
     if revision == "worktree":
         dirty = subprocess.run(["git", "status", "--porcelain", "operator"], cwd=REPO, capture_output=True,
                                text=True).stdout.strip()
@@ -120,10 +121,16 @@ def snapshot(revision: str, into: Path) -> tuple[str | None, str]:
     if subprocess.run(["git", "merge-base", "--is-ancestor", OLDEST, commit], cwd=REPO).returncode != 0:
         raise SystemExit(f"bench/run.py: --source {revision} is older than {OLDEST}, the oldest revision the bench runs")
     target = into / f"src-{commit[:12]}"
-    if not (target / "operator" / "cronoq").exists():
-        archive = subprocess.run(["git", "archive", commit, "operator"], cwd=REPO, capture_output=True, check=True).stdout
+    if not ((target / "operator" / "cronoq").exists() and (target / "crds").exists()):
+        archive = subprocess.run(["git", "archive", commit, "operator", "crds"], cwd=REPO, capture_output=True,
+                                 check=True).stdout
         tarfile.open(fileobj=io.BytesIO(archive)).extractall(target)
     return str(target / "operator"), f"{commit[:12]} ({_git('log', '-1', '--format=%s', commit)[:70]})"
+
+
+def crds_beside(pythonpath: str | None) -> Path:
+    """The CRDs of a snapshot (its PYTHONPATH entry), or the worktree's (None)."""
+    return REPO / "crds" if pythonpath is None else Path(pythonpath).parent / "crds"
 
 
 def _git(*args: str) -> str:
