@@ -120,14 +120,17 @@ cluster-down:
 cluster-status:
 	$(CLUSTER) status
 
-## crds: regenerate crds/ from the models in operator/cronoq/api, and the chart's copy
+## crds: regenerate crds/ from the models in operator/cronoq/api, and the chart's copy; and the
+## chart's protected keys (templates/_protected_keys.tpl) from cronoq.pod_protocol
 crds: $(BIN)/.installed
 	$(BIN)/python -m cronoq.api.crdgen
 	bash charts/sync-crds.sh
+	$(BIN)/python -m cronoq.api.keysgen
 
-## check-crds: fail if crds/ drifted from the models
+## check-crds: fail if crds/ drifted from the models, or the chart's protected keys from the pod protocol
 check-crds: $(BIN)/.installed
 	$(BIN)/python -m cronoq.api.crdgen --check
+	$(BIN)/python -m cronoq.api.keysgen --check
 
 ## install-crds: install or upgrade the CRDs in the cluster KUBECONFIG points at
 install-crds:

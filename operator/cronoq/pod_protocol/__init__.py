@@ -83,6 +83,31 @@ class Annotation:
     of at most `checkpoint.CHECKPOINT_LIMIT` bytes, carried by a renewal."""
 
 
+def _keys(cls: type) -> tuple[str, ...]:
+    return tuple(sorted(v for k, v in vars(cls).items() if k.isupper() and k != "PREFIX" and isinstance(v, str)))
+
+
+UNPROTECTED_KEYS: Final[Mapping[str, str]] = {
+    Label.HANDLER: "a producer's choice on its own Task (which of a worker's handlers runs it); the operator never "
+                   "reads it, and a Task's labels are its writers' to set",
+    "cronoq.io/schedule": "on a Task, read only from a Task a TaskSchedule controls: the chart's schedule-owners policy "
+                          "lets only the operator make one (engine/schedule.py SCHEDULE)",
+    "cronoq.io/fire-time": "as cronoq.io/schedule (engine/schedule.py FIRE_TIME)",
+    "cronoq.io/trigger": "as cronoq.io/schedule (engine/schedule.py TRIGGER)",
+}
+"""Keys of cronoq's prefix that admission does not guard, each with why. Everything else of `Label`
+and `Annotation` is protected: a key added there is protected the day it is added."""
+
+PROTECTED_LABELS: Final[tuple[str, ...]] = tuple(k for k in _keys(Label) if k not in UNPROTECTED_KEYS)
+"""The label keys the operator reads on Jobs, pods and Leases. The chart's admission policies refuse
+an object carrying one unless its writer is the operator, the attempt's own pod (its own Lease), a
+worker allowed to serve the pool it names, or (pods) the Job controller: `python -m
+cronoq.api.keysgen` writes them into the chart (templates/_protected_keys.tpl)."""
+PROTECTED_ANNOTATIONS: Final[tuple[str, ...]] = tuple(k for k in _keys(Annotation) if k not in UNPROTECTED_KEYS)
+"""The annotation keys the operator reads (on Leases), guarded like `PROTECTED_LABELS`."""
+PROTECTED_KEYS: Final[tuple[str, ...]] = tuple(sorted({*PROTECTED_LABELS, *PROTECTED_ANNOTATIONS}))
+
+
 MAX_ATTEMPT_NAME: Final = 57
 """The Job controller names a pod `<job>-<5 random characters>`, cutting `<job>-` to 58
 characters: a Job name of at most 57 keeps the pod name `<job>-xxxxx` whole, so the task-lease
