@@ -1,7 +1,8 @@
 """The streaming watch (kube/watch.py) against recorded API answers played by a real local HTTP
 server (aiohttp), without a cluster: paging, resuming from the last resourceVersion (bookmarks
 included), 410 Gone → a fresh listing that reports what vanished meanwhile, events arriving split
-across chunks, a watch that falls silent (stalled), and one listing at a time."""
+across chunks, a watch that falls silent (stalled), one listing at a time, and a listing whose
+`continue` token expires between its pages."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,7 @@ from kubernetes import client
 
 from cronoq.kube import watch as watching
 from cronoq.kube.session import ApiSession
-from cronoq.kube.watch import PAGE, Gone, Stalled, Watch
+from cronoq.kube.watch import PAGE, Expired, Gone, Stalled, Watch
 
 PATH = "/apis/batch/v1/namespaces/ns/jobs"
 
@@ -128,6 +129,74 @@ def test_a_listing_is_paged_and_reports_what_it_held_and_no_longer_exists() -> N
     assert fed == [(None, "a"), (None, "b"), ("DELETED", "gone")]
     assert [q for _, q in calls] == [{"limit": str(PAGE), "labelSelector": "x"},
                                      {"limit": str(PAGE), "labelSelector": "x", "continue": "p2"}]
+
+
+def test_the_watch_starts_from_the_first_pages_version_the_snapshot_of_the_whole_listing() -> None:
+    """Every page of a listing is read from the first page's snapshot; should a later page ever say
+    a newer version, watching from it could miss a change to an object of an earlier page."""
+    pages = [Answer({"items": [obj("a", 5)], "metadata": {"continue": "p2", "resourceVersion": "9"}}),
+             Answer({"items": [obj("b", 6)], "metadata": {"resourceVersion": "12"}})]
+    version = play(pages, lambda _, http: jobs(http, [])._list())
+    assert version == "9"
+
+
+def test_a_continue_token_expiring_between_pages_means_listing_again_from_the_first_page() -> None:
+    """410 on a page after the first: the server no longer keeps the listing's snapshot. Going on
+    with the token it offers would mix two times with no version to watch from: the listing starts
+    over, and what the first try handed over is handed over again, nothing reported deleted."""
+    expired = {"kind": "Status", "code": 410, "reason": "Expired", "metadata": {"continue": "inconsistent"}}
+    answers = [Answer({"items": [obj("a", 5)], "metadata": {"continue": "p2", "resourceVersion": "9"}}),
+               Answer(expired, status=410),
+               Answer({"items": [obj("a", 5)], "metadata": {"continue": "q2", "resourceVersion": "14"}}),
+               Answer({"items": [obj("b", 13)], "metadata": {"resourceVersion": "14"}}),
+               Answer(chunks=[line("MODIFIED", obj("b", 15))], stall=True)]
+    fed: list = []
+    held: set = set()
+
+    def feed(kind: str | None, o: dict) -> None:
+        fed.append((kind, o["metadata"]["name"]))
+        held.add((o["metadata"]["namespace"], o["metadata"]["name"]))
+
+    async def step(server: Recorded, http: ApiSession) -> list:
+        with pytest.raises(Expired) as first:
+            await Watch("Job", "batch/v1", http, PATH, feed, known=lambda: sorted(held))._list()
+        assert first.value.handed == 1
+        watch = Watch("Job", "batch/v1", http, PATH, feed, known=lambda: sorted(held))
+        watch.start()
+        for _ in range(200):
+            if ("MODIFIED", "b") in fed:
+                break
+            await asyncio.sleep(0.02)
+        watch.stop()
+        return server.calls
+    calls = play(answers, step)
+    assert fed == [(None, "a"), (None, "a"), (None, "b"), ("MODIFIED", "b")]
+    assert [(q.get("continue"), q.get("resourceVersion")) for _, q in calls] == [
+        (None, None), ("p2", None), (None, None), ("q2", None), (None, "14")]
+
+
+def test_a_running_watch_whose_listing_expires_lists_again_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    """The loop treats an expired listing as a 410: no back-off, a fresh listing from page one."""
+    answers = [Answer({"items": [obj("a", 5)], "metadata": {"continue": "p2", "resourceVersion": "9"}}),
+               Answer(status=410),
+               Answer({"items": [obj("a", 5)], "metadata": {"resourceVersion": "14"}}),
+               Answer(chunks=[line("MODIFIED", obj("a", 15))], stall=True)]
+    fed: list = []
+
+    async def step(server: Recorded, http: ApiSession) -> None:
+        watch = jobs(http, fed)
+        watch.start()
+        for _ in range(200):
+            if ("MODIFIED", "a") in fed:
+                break
+            await asyncio.sleep(0.02)
+        watch.stop()
+    with caplog.at_level("INFO", logger="cronoq.kube.watch"):
+        play(answers, step)
+    assert fed == [(None, "a"), (None, "a"), ("MODIFIED", "a")]
+    said = [r.getMessage() for r in caplog.records]
+    assert any("continue token expired after 1 objects" in m for m in said), said
+    assert not any("watch failed" in m for m in said), said  # the failure back-off was not taken
 
 
 def test_a_watch_resumes_from_the_last_version_bookmarks_included() -> None:

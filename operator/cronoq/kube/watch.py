@@ -13,11 +13,21 @@ Each watch is a coroutine on the event loop, over the operator's one HTTP stack 
 aiohttp, shared with the writes and the leader Lease): no thread of its own, no hand-off to the
 loop. It reads the stream as raw JSON lines (orjson: parsing was the largest single cost of the
 operator's CPU with the standard library's decoder; no typed models) and hands what arrived
-together to the callback, in order. It lists in pages, one listing of the process at a time, each
-page handed over and handled before the next is parsed (so a listing of 50,000 objects never sits
-in memory at once), watches from the listing's resourceVersion with bookmarks, resumes from the
-last version it saw when a watch ends, and lists afresh when the server says that version is gone
+together to the callback, in order. It lists in pages (`limit`/`continue`, PAGE objects each), one
+listing of the process at a time, each page handed over and handled before the next is parsed (so
+a new leader's listing of 100,000 Tasks never sits in memory at once, as one response or as
+parsed objects), watches from the listing's resourceVersion with bookmarks, resumes from the last
+version it saw when a watch ends, and lists afresh when the server says that version is gone
 (410); then objects it had reported and the new listing lacks are reported DELETED.
+
+Paging follows the API's consistency rules (Kubernetes API concepts, "Retrieving large results
+sets in chunks"): every page of one listing is read from the same snapshot, the first page's
+resourceVersion, which is the version the watch starts from. A `continue` token lives only as
+long as the server keeps that snapshot (etcd's compaction, every 5 minutes by default): an
+expired one is answered 410 together with a token to go on from the newest snapshot, which would
+make the listing a mix of two times with no single version to watch from, so the listing starts
+again from its first page instead (what was handed over already is handed over again: the
+callers keep facts by object, so a repeat is harmless).
 """
 from __future__ import annotations
 
@@ -42,6 +52,11 @@ Feed = Callable[[str | None, dict[str, Any]], None]
 """(event type — None for an object of a listing —, object)."""
 
 PAGE = 250
+"""Objects per page of a listing. A page is the most the listing holds at once: its bytes, then
+its parsed objects until the feed has handled them. An unfinished Task weighs about 3 KiB of JSON
+(and a few times that parsed), up to ~1.5 MiB with a large env or args: 250 bounds a page at a few
+MiB in the usual case while 100,000 objects still take only 400 requests (kubectl and client-go's
+informers use 500; half of that halves the worst page for requests that cost ~1 ms each)."""
 LIST_TIMEOUT = (10, 60)
 """(connect, read) seconds for one page of a listing."""
 CONNECT_TIMEOUT = 10
@@ -64,6 +79,14 @@ def listing() -> asyncio.Lock:
 
 class Gone(Exception):
     """The resourceVersion we watch from is too old (410): list again."""
+
+
+class Expired(Gone):
+    """The listing's `continue` token expired (410) after `handed` objects: list again from the start."""
+
+    def __init__(self, handed: int) -> None:
+        super().__init__(handed)
+        self.handed = handed
 
 
 class Stalled(Exception):
@@ -112,6 +135,10 @@ class Watch:
                     version = await self._list()
                 version = await self._watch(version)
                 failures = 0
+            except Expired as expired:
+                log.warning("%s listing: its continue token expired after %d objects (a listing slower than the "
+                            "server keeps its snapshot); listing again from the start", self.kind, expired.handed)
+                version = None
             except Gone:
                 log.info("%s watch: resourceVersion %s is gone; listing again", self.kind, version)
                 version = None
@@ -135,11 +162,17 @@ class Watch:
         work overlaps ours), but parsed only once the feed is done with the previous one: at most one
         page of objects exists at a time."""
         seen: set[tuple[str, str]] = set()
-        version = ""
+        version: str | None = None
+        cont: str | None = None
         fetching = asyncio.ensure_future(self._page(None))
         try:
             while True:
-                data = await fetching
+                try:
+                    data = await fetching
+                except Gone:
+                    if cont is None:
+                        raise
+                    raise Expired(len(seen)) from None
                 body = orjson.loads(data)
                 del data
                 items, meta = body.get("items") or [], body.get("metadata") or {}
@@ -149,7 +182,9 @@ class Watch:
                     seen.add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
                 page: list[tuple[str | None, dict[str, Any]]] = [(None, obj) for obj in items]
                 del body, items
-                cont, version = meta.get("continue"), str(meta.get("resourceVersion", version))
+                cont = meta.get("continue")
+                if version is None:  # the snapshot every page is read from: the first page's
+                    version = str(meta.get("resourceVersion", ""))
                 if cont:
                     fetching = asyncio.ensure_future(self._page(cont))
                     await asyncio.sleep(0)  # the next page's request leaves before this page is handled
@@ -163,7 +198,7 @@ class Watch:
         self._deliver([("DELETED", {"kind": self.kind, "apiVersion": self.api_version,
                                     "metadata": {"namespace": ns, "name": name}}) for ns, name in missing])
         self.synced.set()
-        return version
+        return version or ""
 
     async def _page(self, cont: str | None) -> bytes:
         params = {"limit": str(PAGE)}
