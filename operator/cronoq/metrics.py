@@ -6,18 +6,50 @@ terminal phase is recorded, a stale completion once per Job.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 disable_created_metrics()  # the *_created series double every counter's size and say little
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-TASKS = Counter("cronoq_tasks_total", "Tasks that reached a terminal phase, by namespace, pool and status "
+NO_POOL = "(none)"
+"""The pool label of what happens to tasks whose TaskPool does not exist. `spec.pool` is the task
+producer's word: a series per name a producer makes up would be memory without bound, so every
+such name shares this one (no pool can be named so: names are DNS labels)."""
+
+_POOLS: set[tuple[str, str]] = set()
+"""(namespace, pool) of the TaskPools that exist (`start_series` to `end_series`)."""
+
+
+class _ByPool:
+    """A metric labelled (namespace, pool, …) whose pool label is the pool's name only while that
+    TaskPool exists, else NO_POOL: its series are bounded by the pools, not by what tasks say."""
+
+    def labels(self, *values: Any, **named: Any) -> Any:
+        if named or len(values) < 2 or (values[0], values[1]) in _POOLS:
+            return super().labels(*values, **named)  # type: ignore[misc]
+        return super().labels(values[0], NO_POOL, *values[2:])  # type: ignore[misc]
+
+
+class PoolCounter(_ByPool, Counter):
+    pass
+
+
+class PoolGauge(_ByPool, Gauge):
+    pass
+
+
+class PoolHistogram(_ByPool, Histogram):
+    pass
+
+TASKS = PoolCounter("cronoq_tasks_total", "Tasks that reached a terminal phase, by namespace, pool and status "
                 "(succeeded, failed, dead_lettered, cancelled, skipped).",
                 ["namespace", "pool", "status"], registry=REGISTRY)
-ATTEMPTS = Counter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
+ATTEMPTS = PoolCounter("cronoq_attempts_total", "Attempts that ended, by namespace, pool and outcome "
                    "(success, retryable, permanent, cancelled).", ["namespace", "pool", "outcome"], registry=REGISTRY)
-ATTEMPTS_IGNORED = Counter("cronoq_attempts_ignored_total", "Attempts an Ignore retry rule left uncounted (they "
+ATTEMPTS_IGNORED = PoolCounter("cronoq_attempts_ignored_total", "Attempts an Ignore retry rule left uncounted (they "
                            "did not use up one of maxAttempts), by namespace and pool.", ["namespace", "pool"],
                            registry=REGISTRY)
 STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs (or pull workers) of attempts that "
@@ -25,30 +57,30 @@ STALE_COMPLETIONS = Counter("cronoq_stale_completions_total", "Reports from Jobs
                             "(ignored: they change nothing).", registry=REGISTRY)
 LEASE_EXPIRATIONS = Counter("cronoq_lease_expirations_total", "Attempts aborted because their heartbeat lease "
                             "was not renewed within its TTL.", registry=REGISTRY)
-QUEUE_DEPTH = Gauge("cronoq_queue_depth", "Tasks of the pool ready to run and waiting for a slot, by namespace "
+QUEUE_DEPTH = PoolGauge("cronoq_queue_depth", "Tasks of the pool ready to run and waiting for a slot, by namespace "
                     "and pool.", ["namespace", "pool"], registry=REGISTRY)
-RUNNING_ATTEMPTS = Gauge("cronoq_running_attempts", "Attempts running now, by namespace and pool.",
+RUNNING_ATTEMPTS = PoolGauge("cronoq_running_attempts", "Attempts running now, by namespace and pool.",
                          ["namespace", "pool"], registry=REGISTRY)
-WORKERS = Gauge("cronoq_workers", "Live pull workers of a pool with delivery: Workers (their Lease renewed), by "
+WORKERS = PoolGauge("cronoq_workers", "Live pull workers of a pool with delivery: Workers (their Lease renewed), by "
                 "namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
-WORKER_ROOM = Gauge("cronoq_worker_room", "Attempts the live workers of a pool could still take now, by namespace "
+WORKER_ROOM = PoolGauge("cronoq_worker_room", "Attempts the live workers of a pool could still take now, by namespace "
                     "and pool.", ["namespace", "pool"], registry=REGISTRY)
-TASK_DURATION = Histogram("cronoq_task_duration_seconds", "From submission to the terminal phase, per task "
+TASK_DURATION = PoolHistogram("cronoq_task_duration_seconds", "From submission to the terminal phase, per task "
                           "(labels: namespace, pool, status as in cronoq_tasks_total).", ["namespace", "pool", "status"],
                           registry=REGISTRY,
                           buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400))
-DISPATCH_LATENCY = Histogram("cronoq_dispatch_latency_seconds", "From the moment an attempt could start (submission, "
+DISPATCH_LATENCY = PoolHistogram("cronoq_dispatch_latency_seconds", "From the moment an attempt could start (submission, "
                              "or the end of its backoff) to its Job's creation, or its hand-over to a pull worker "
                              "(labels: namespace, pool).",
                              ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
-DEADLINES = Counter("cronoq_deadlines_total", "Tasks ended by a time limit of their own, by namespace, pool and "
+DEADLINES = PoolCounter("cronoq_deadlines_total", "Tasks ended by a time limit of their own, by namespace, pool and "
                     "kind: start (its startDeadline passed before it started), total (its deadline passed), retry "
                     "(its retry policy's maxRetryDuration left no room for a retry).", ["namespace", "pool", "kind"],
                     registry=REGISTRY)
 DEADLINE_KINDS = ("start", "total", "retry")
-RATE_LIMITED = Counter("cronoq_dispatch_rate_limited_total", "Waits for a pool's rate limit: counted when a ready "
+RATE_LIMITED = PoolCounter("cronoq_dispatch_rate_limited_total", "Waits for a pool's rate limit: counted when a ready "
                        "task with a free slot is recorded as waiting for a token (reason RateLimited), once per wait, "
                        "by namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their time to live "
@@ -78,11 +110,12 @@ def label(value: str) -> str:
 
 
 def start_series(namespace: str, pool: str) -> None:
-    """Create a pool's counter series at 0, so `increase()` sees its very first dead letter. A
-    pool is named within its namespace (the chart makes a `default` pool in each), so every
-    per-pool series carries the namespace too."""
+    """The TaskPool exists: create its counter series at 0, so `increase()` sees its very first
+    dead letter. A pool is named within its namespace (the chart makes a `default` pool in each),
+    so every per-pool series carries the namespace too."""
     from cronoq.api import TERMINAL_PHASES, AttemptOutcome
 
+    _POOLS.add((namespace, pool))
     for phase in TERMINAL_PHASES:
         TASKS.labels(namespace, pool, label(phase.value))
     for outcome in AttemptOutcome:
@@ -93,3 +126,16 @@ def start_series(namespace: str, pool: str) -> None:
     QUEUE_DEPTH.labels(namespace, pool)
     RATE_LIMITED.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)
+
+
+def end_series(namespace: str, pool: str) -> None:
+    """The TaskPool went: its series go too (what its tasks do from now on counts under NO_POOL),
+    so the registry holds series of the pools that exist, however many came and went."""
+    _POOLS.discard((namespace, pool))
+    for metric in _BY_POOL:
+        metric.remove_by_labels({"namespace": namespace, "pool": pool})
+
+
+_BY_POOL = (TASKS, ATTEMPTS, ATTEMPTS_IGNORED, QUEUE_DEPTH, RUNNING_ATTEMPTS, WORKERS, WORKER_ROOM, TASK_DURATION,
+            DISPATCH_LATENCY, DEADLINES, RATE_LIMITED)
+"""Every metric labelled by pool (each one a Pool* metric)."""

@@ -168,8 +168,7 @@ class Applier:
             return None
         except Rejected as err:
             log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
-            self.slots.take_grant(key)
-            return None
+            return None  # its grant, if any, goes back when the reconcile ends (controller/reconciler.py)
         landed = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
         for other in self.store.related(namespace, name):  # the watch event will be a no-op
             self.queue.add(("task", namespace, other))

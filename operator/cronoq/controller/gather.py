@@ -56,8 +56,9 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
     if rate_limits is not None and found is not None and found.spec.rate_limit is not None \
             and slots.free((namespace, record.pool), capacity(found.spec)) > 0:
         common["next_start_at"] = rate_limits.next_start_at((namespace, record.pool), found, now)
-    return Live(task), Observation(admit=(namespace, record.name) in slots.grants, pool_name=task.spec.pool,
-                                   admitted_at=slots.granted_at.get((namespace, record.name)),
+    grant = slots.grants.get((namespace, record.name))
+    return Live(task), Observation(admit=grant is not None, pool_name=task.spec.pool,
+                                   admitted_at=grant.at if grant is not None else None,
                                    job_rejected=record.rejected.get(attempt), job_refused=record.refused.get(attempt),
                                    **common)
 

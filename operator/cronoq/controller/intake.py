@@ -54,7 +54,8 @@ class Intake:
         meta = raw["metadata"]
         key = (meta["namespace"], meta["name"])
         if kind == "DELETED":
-            self.store.pools.pop(key, None)
+            if self.store.pools.pop(key, None) is not None:
+                metrics.end_series(*key)
         else:
             old = self.store.pools.get(key)
             pool = TaskPool.model_validate(raw)

@@ -48,6 +48,12 @@ class RateLimits:
         if kept is not None and n:
             self._buckets[key] = (kept[0], kept[1].take(n, self.clock.monotonic()))
 
+    def refund(self, key: Key, n: int) -> None:
+        """`n` tokens spent on grants that went unused come back (controller/slots.py `release`)."""
+        kept = self._buckets.get(key)
+        if kept is not None and n:
+            self._buckets[key] = (kept[0], kept[1].given_back(n, self.clock.monotonic()))
+
     def wait(self, key: Key, pool: TaskPool) -> float | None:
         """Seconds until the pool's next token (0: one is there; None: no limit)."""
         bucket = self._current(key, pool)

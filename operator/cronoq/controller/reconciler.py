@@ -22,7 +22,7 @@ from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
 from cronoq.controller.poolstatus import PoolStatuses
 from cronoq.controller.ratelimits import RateLimits
-from cronoq.controller.slots import Slots
+from cronoq.controller.slots import Grant, Slots
 from cronoq.controller.store import Store
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
@@ -115,12 +115,15 @@ class Controller:
     _rng = random.Random()
 
     def _forgotten(self, key: tuple[str, str]) -> None:
-        """A task left the store: its slot, its due deletion and its timers go too."""
-        pool = self.slots.forget(key)
+        """A task left the store: its slot (and the token its grant took), its due deletion and its
+        timers go too."""
+        grant = self.slots.forget(key)
         self.expiry.forget(key)
         self.queue.drop(("task", *key))
-        if pool is not None:
-            self.queue.add(("pool", *pool))
+        if grant is not None:
+            if grant.token:
+                self.rate_limits.refund(grant.pool, 1)
+            self.queue.add(("pool", *grant.pool))
 
     def _refused(self, namespace: str, name: str) -> bool:
         """Whether the task's current attempt waits on a refused Job (its backoff goes on)."""
@@ -140,9 +143,36 @@ class Controller:
     # ------------------------------------------------------------------ one task
 
     async def reconcile_task(self, namespace: str, name: str) -> None:
+        """One reconcile of the task (`_reconcile_task`), answering for the slot grant it starts
+        with: the grant is booked when its status lands (controller/apply.py); a reconcile that
+        has already asked for the next one (a detour to read, a conflicting write) hands it on;
+        whatever else ends it — an exception, a refused write, a return without booking — gives
+        the grant and its rate-limit token back, and the pool grants the slot again. So a task
+        whose reconcile fails never holds a slot, whichever way it fails. A status write that
+        failed without an answer may yet have landed: its slot is then counted among the running
+        when the watch brings the task back, as a scheduler forgets an assumed placement whose
+        write failed."""
+        key = (namespace, name)
+        grant = self.slots.grants.get(key)
+        failed = True
+        try:
+            await self._reconcile_task(key)
+            failed = False
+        finally:
+            if grant is not None and (failed or not self.queue.queued(("task", namespace, name))):
+                self._give_back(key, grant)
+
+    def _give_back(self, key: tuple[str, str], grant: Grant) -> None:
+        """An unused grant: its slot and its token go back to the pool, which grants again."""
+        if not self.slots.release(key, grant):
+            return
+        if grant.token:
+            self.rate_limits.refund(grant.pool, 1)
+        self.queue.add(("pool", *grant.pool), urgent=True)
+
+    async def _reconcile_task(self, key: tuple[str, str]) -> None:
         """Gather, decide once, apply: what the store holds of the task and around it, the one
         plan the engine makes of it, carried out."""
-        key = (namespace, name)
         record = self.store.tasks.get(key)
         if record is None:
             self.store.forget(key)

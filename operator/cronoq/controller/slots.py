@@ -5,10 +5,18 @@ between watch events and reconciles, and decides nothing about a task but its tu
 A slot is taken from the moment a task is granted it (before its attempt is even recorded) until
 its attempt is recorded as ended — or, for an attempt the operator aborted, until its pod has
 stopped (`draining`), so `concurrency` also holds while a cancelled container shuts down.
+
+A grant lives for one reconcile of its task (controller/reconciler.py): the reconcile that starts
+holding it books it when its status lands (`take_grant`), or hands it on to the task's next
+reconcile when it has already asked for one (a detour to read something, a conflicting write);
+any other end — an exception, a refused write, a return without booking — gives it back
+(`release`), with the rate-limit token it took. So no path through a reconcile, present or
+future, can keep a slot that no attempt uses.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 
 from cronoq.controller.store import Key, Store
@@ -16,13 +24,23 @@ from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import is_ready
 
 
+@dataclass(frozen=True, eq=False)
+class Grant:
+    """A slot granted to a task and not used yet. Compared by identity: a reconcile answers for the
+    grant it started with, not for one made while it was waiting on the API server."""
+
+    pool: Key
+    at: datetime
+    """When it was granted (the attempt's dispatchedAt)."""
+    token: bool = False
+    """It took a token of the pool's rate limit (given back with it when unused)."""
+
+
 class Slots:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.grants: dict[Key, Key] = {}
-        """Tasks admitted to a slot and not yet Running: task key → pool key."""
-        self.granted_at: dict[Key, datetime] = {}
-        """Task key → when it was granted its slot (its attempt's dispatchedAt)."""
+        self.grants: dict[Key, Grant] = {}
+        """Tasks admitted to a slot and not yet Running: task key → its grant."""
         self.waiting: dict[Key, Queue] = defaultdict(Queue)
         """Pool key → its ready tasks waiting for a slot, in admission order (new tasks enter as
         soon as they are seen, before their first reconcile, so a burst is ordered as a whole)."""
@@ -41,15 +59,21 @@ class Slots:
 
     def take_grant(self, key: Key) -> bool:
         """The task's reconcile used (or passed on) its grant."""
-        self.granted_at.pop(key, None)
         return self.grants.pop(key, None) is not None
 
-    def forget(self, key: Key) -> Key | None:
-        """The task is gone; returns the pool whose grant it held, if any."""
+    def release(self, key: Key, grant: Grant) -> bool:
+        """`grant` went unused: its slot is free again (False: it was used or released already).
+        The task no longer waits; its next reconcile asks again, in its place by priority and time."""
+        if self.grants.get(key) is not grant:
+            return False
+        del self.grants[key]
+        return True
+
+    def forget(self, key: Key) -> Grant | None:
+        """The task is gone; returns the grant it held, if any."""
         for waiting in self.waiting.values():
             waiting.discard(key)
         self.ready_since.pop(key, None)
-        self.granted_at.pop(key, None)
         return self.grants.pop(key, None)
 
     def abort(self, namespace: str, job: str, pool: Key) -> None:
@@ -77,13 +101,13 @@ class Slots:
 
     def free(self, pool: Key, concurrency: int) -> int:
         """Slots neither running nor granted."""
-        return concurrency - self.running(pool) - sum(1 for p in self.grants.values() if p == pool)
+        return concurrency - self.running(pool) - sum(1 for g in self.grants.values() if g.pool == pool)
 
     def admit(self, pool: Key, concurrency: int, now: datetime, most: int | None = None,
               group_cap: int | None = None) -> list[Key]:
         """Free drained slots, then grant the pool's free slots (`most` of them at most: its rate
-        limit's tokens) to its best waiting tasks, no group beyond `group_cap` attempts at once (a
-        pool's groupConcurrency); return them, best first."""
+        limit's tokens, each grant taking one) to its best waiting tasks, no group beyond `group_cap`
+        attempts at once (a pool's groupConcurrency); return them, best first."""
         self.release_drained(pool)
         waiting = self.waiting[pool]
         free = self.free(pool, concurrency)
@@ -100,8 +124,7 @@ class Slots:
             entry = self.store.tasks.get(key)
             if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
                 continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
-            self.grants[key] = pool
-            self.granted_at[key] = now
+            self.grants[key] = Grant(pool, now, token=most is not None)
             granted.append(key)
             free -= 1
             if using is not None:
@@ -111,7 +134,7 @@ class Slots:
     def by_group(self, pool: Key) -> Counter[str]:
         """Slots in use per fairness group: running attempts, grants, aborted attempts still running.
         O(concurrency): what runs, never what waits."""
-        holders = [*self.store.running.get(pool, ()), *(k for k, p in self.grants.items() if p == pool)]
+        holders = [*self.store.running.get(pool, ()), *(k for k, g in self.grants.items() if g.pool == pool)]
         holders += [(job[0], owner[1]) for job, p in self.draining.items()
                     if p == pool and (owner := self.store.job_owner.get(job)) is not None]
         using: Counter[str] = Counter()

@@ -260,9 +260,12 @@ class Store:
         pool = (key[0], record.pool)
         _discard(self.in_pool, pool, key[1])
         if record.phase is not None:
-            self.phases[pool][record.phase] -= 1
-            if not self.phases[pool][record.phase]:
-                del self.phases[pool][record.phase]
+            counts = self.phases[pool]
+            counts[record.phase] -= 1
+            if not counts[record.phase]:
+                del counts[record.phase]
+                if not counts:  # like the other indexes: no pool kept that no task names
+                    del self.phases[pool]
         _discard(self.running, pool, key)
         if (worker := _serving(record)) is not None:
             _discard(self.by_worker, (key[0], worker), key[1])

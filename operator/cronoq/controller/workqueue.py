@@ -90,6 +90,11 @@ class WorkQueue(Generic[K]):
             timer.cancel()
         self._failures.pop(key, None)
 
+    def queued(self, key: K) -> bool:
+        """Whether `key` is to be processed again without waiting for a timer: waiting, or added
+        while it was being processed."""
+        return key in self._waiting or key in self._again
+
     @property
     def urgent(self) -> bool:
         """Whether urgent keys (slot grants) are waiting."""

@@ -50,6 +50,12 @@ class TokenBucket:
         assert n <= refilled.tokens + EPSILON, f"{n} tokens taken of {refilled.tokens}"
         return replace(refilled, tokens=max(refilled.tokens - n, 0.0))
 
+    def given_back(self, n: int, now: float) -> TokenBucket:
+        """`n` tokens taken for starts that did not happen (a grant its reconcile gave back), up to
+        `burst`: what did not start does not count against the limit."""
+        refilled = self.refilled(now)
+        return replace(refilled, tokens=min(float(self.burst), refilled.tokens + n))
+
     def wait(self, now: float) -> float:
         """Seconds from `now` until a whole token is there (0: one is)."""
         tokens = self.refilled(now).tokens
