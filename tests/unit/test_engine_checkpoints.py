@@ -54,7 +54,33 @@ def test_a_checkpoint_on_the_open_attempts_lease_is_recorded_once_with_its_attem
     assert plan.status.phase is TaskPhase.RUNNING and plan.status.epoch == 1
     task = step(task, plan)
     assert run(task, running(checkpoint='{"done":40}'), now=at(7)).status is None, "the same checkpoint: no write"
-    assert run(task, running(checkpoint='{"done":80}'), now=at(8)).status.checkpoint.data == '{"done":80}'
+    assert run(task, running(checkpoint='{"done":80}'), now=at(16)).status.checkpoint.data == '{"done":80}'
+
+
+def test_a_checkpoint_gets_a_write_of_its_own_at_most_once_per_renewal_interval() -> None:
+    """leaseTTL 30s: renewals every 10s. A newer checkpoint seen sooner waits (the reconcile comes
+    back when the interval is over), then the newest one is written."""
+    task = first_attempt()
+    assert task.status.attempts[-1].lease_ttl_ms == 30_000
+    task = step(task, run(task, running(checkpoint='{"done":1}'), now=at(5)))
+
+    for second, done in ((6, 2), (9, 3), (14.9, 4)):
+        plan = run(task, running(checkpoint=f'{{"done":{done}}}'), now=at(second))
+        assert plan.status is None, f"at {second}s: within the interval, no write of its own"
+        assert plan.requeue_after is not None and abs(plan.requeue_after - (15 - second)) < 1e-6, "back when it is over"
+    plan = run(task, running(checkpoint='{"done":4}'), now=at(15))
+    assert plan.status.checkpoint.data == '{"done":4}' and plan.status.checkpoint.saved_at == at(15)
+
+
+def test_a_checkpoint_rides_along_with_a_write_made_anyway_and_the_closing_write_keeps_the_newest() -> None:
+    task = first_attempt()
+    task = step(task, run(task, running(checkpoint='{"done":1}'), now=at(5)))
+
+    plan = run(task, exited(1, 0, '{"done":9}'), now=at(6))  # 1s later: well within the interval
+
+    assert plan.status.phase is TaskPhase.SUCCEEDED and plan.status.checkpoint.data == '{"done":9}'
+    killed = run(task, exited(1, 137, '{"done":7}', reason="OOMKilled"), now=at(6), admit=True)
+    assert killed.status.checkpoint.data == '{"done":7}', "the attempt that dies hands over its newest"
 
 
 def exited(number: int, code: int, checkpoint: str | None, reason: str | None = None):

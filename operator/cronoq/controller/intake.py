@@ -125,7 +125,11 @@ class Intake:
                                            self.clock(), uid)
             served = served_facts(raw, self.skew())
             reported = bool(served is not None and uid and self.store.put_served(uid, served))
-            saved = self.store.put_checkpoint(namespace, name, spec.get("holderIdentity"), checkpoint_of(raw))
+            # A finished task's checkpoint is recorded (or moot): what its Lease still says is not kept.
+            record = self.store.tasks.get((namespace, task))
+            done = record is not None and record.uid == uid and record.finished is not None
+            saved = self.store.put_checkpoint(namespace, name, spec.get("holderIdentity"),
+                                              None if done else checkpoint_of(raw))
             if not (renewed or reported or saved):
                 return
         if task:

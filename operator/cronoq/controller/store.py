@@ -237,6 +237,9 @@ class Store:
         self._unindex(key, old)
         old.take(new)
         self._index(key, old)
+        if old.finished is not None:  # its checkpoint is recorded: what its Leases said is not kept
+            for lease in (*old.jobs, *old.served):
+                self.checkpoints.pop((key[0], lease), None)
         return old
 
     def _index(self, key: Key, record: TaskRecord) -> None:
