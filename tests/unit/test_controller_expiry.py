@@ -41,3 +41,31 @@ def test_expired_tasks_are_deleted_from_their_due_time_at_the_bounded_rate() -> 
         assert deleted()[-1] == "moved" and len(expiry) == 0
         runner.cancel()
     asyncio.run(scenario())
+
+
+def test_the_heap_does_not_grow_with_updates_and_the_current_due_time_still_counts() -> None:
+    """Issue 49: an entry per retention change, never dropped until it came up, grew the heap by
+    every update. Now it stays within twice the tasks due (plus COMPACT_SLACK)."""
+    from cronoq.controller.expiry import COMPACT_SLACK
+
+    async def scenario() -> None:
+        clock, writer = FakeClock(T0), FakeWriter()
+        expiry = Expiry(writer, Term(), clock)
+        for change in range(10_000):  # ten tasks, each re-timed 1,000 times (their pool's retention moving)
+            task = change % 10
+            expiry.schedule(("ns", f"t{task}"), f"uid-{task}", T0 + timedelta(hours=1, seconds=change))
+            assert len(expiry._heap) <= 2 * len(expiry) + COMPACT_SLACK + 1
+        for gone in range(5, 10):  # tasks deleted before their time: their entries go too
+            expiry.forget(("ns", f"t{gone}"))
+        for i in range(1000):  # and others come and go
+            expiry.schedule(("ns", f"brief{i}"), f"uid-b{i}", T0 + timedelta(days=365))
+            expiry.forget(("ns", f"brief{i}"))
+        assert len(expiry) == 5 and len(expiry._heap) <= 2 * 5 + COMPACT_SLACK + 1
+
+        runner = asyncio.create_task(expiry.run())
+        await clock.advance(3600 + 9989)
+        assert [n for c, n in writer.calls if c == "delete-task"] == [], "none before its current due time"
+        await clock.advance(10)
+        assert sorted(n for c, n in writer.calls if c == "delete-task") == [f"t{i}" for i in range(5)]
+        runner.cancel()
+    asyncio.run(scenario())

@@ -9,7 +9,9 @@ garbage collector then removes what the task owns (its remaining Jobs, pods and 
 
 Due times are recomputed from the store whenever a task or its pool is reconciled, and an entry
 is only acted on if it is still the task's current due time, so changing a pool's retention
-applies to tasks that finished long ago.
+applies to tasks that finished long ago. Entries left behind that way are dropped once they are
+half the heap, so the heap stays within twice the tasks due (plus a little), however often
+retention changes.
 
 It stays off the work queue on purpose (its keys would wait behind, or crowd out, reconciles), but
 waits on the controller's one clock, so tests advance time through retention and the delete rate.
@@ -33,6 +35,9 @@ log = logging.getLogger(__name__)
 
 DELETES_PER_SECOND = 20.0
 
+COMPACT_SLACK = 64
+"""Superseded heap entries tolerated beyond the tasks due before the heap is rebuilt."""
+
 
 class Expiry:
     def __init__(self, writer: Writer, term: Term, clock: Clock,
@@ -50,18 +55,28 @@ class Expiry:
     def schedule(self, key: Key, uid: str, due: datetime | None) -> None:
         """Delete task `key` (with this uid) at `due`; None: keep it (forget an earlier due time)."""
         if due is None:
-            self._due.pop(key, None)
+            self.forget(key)
             return
         if self._due.get(key) == (due, uid):
             return
         self._due[key] = (due, uid)
         heapq.heappush(self._heap, (due, key, uid))
+        self._compact()
         if self._heap[0][1] == key:
             self._changed.set()
 
+    def _compact(self) -> None:
+        """Rebuild the heap from the current due times once superseded or forgotten entries are
+        most of it."""
+        if len(self._heap) > 2 * len(self._due) + COMPACT_SLACK:
+            self._heap = [(at, task, uid) for task, (at, uid) in self._due.items()]
+            heapq.heapify(self._heap)
+
     def forget(self, key: Key) -> None:
-        """The task left: nothing to delete (its stale heap entry is skipped when it comes up)."""
+        """The task left: nothing to delete (its stale heap entry is skipped when it comes up, or
+        dropped by a rebuild)."""
         self._due.pop(key, None)
+        self._compact()
 
     def __len__(self) -> int:
         return len(self._due)
