@@ -193,11 +193,11 @@ class Controller:
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         self.slots.release_drained(pool_key)
+        if pool is None:  # no series, no queue kept for a pool name no TaskPool has
+            return
         running = self.slots.running(pool_key)
         metrics.RUNNING_ATTEMPTS.labels(namespace, name).set(running)
         metrics.QUEUE_DEPTH.labels(namespace, name).set(len(self.slots.waiting[pool_key]))
-        if pool is None:
-            return
         capacity = admission.capacity(pool.spec)
         if pool.spec.delivery == "Workers":  # no more than its live workers have room for
             room = self.store.worker_room(pool_key, self.clock.now())

@@ -15,7 +15,7 @@ future, can keep a slot that no attempt uses.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,9 +41,13 @@ class Slots:
         self.store = store
         self.grants: dict[Key, Grant] = {}
         """Tasks admitted to a slot and not yet Running: task key → its grant."""
-        self.waiting: dict[Key, Queue] = defaultdict(Queue)
+        self.waiting: dict[Key, Queue] = _Queues()
         """Pool key → its ready tasks waiting for a slot, in admission order (new tasks enter as
-        soon as they are seen, before their first reconcile, so a burst is ordered as a whole)."""
+        soon as they are seen, before their first reconcile, so a burst is ordered as a whole).
+        A pool has a queue only while a task waits in it: a pool name that tasks make up costs
+        nothing once they stop waiting (reading a pool without one finds an empty queue)."""
+        self.waits_in: dict[Key, Key] = {}
+        """Task key → the pool key it waits in (a task that goes is found without a scan)."""
         self.ready_since: dict[Key, datetime] = {}
         """Task key → when it became ready to start (for the dispatch latency metric)."""
         self.draining: dict[Key, Key] = {}
@@ -51,11 +55,21 @@ class Slots:
 
     def want(self, pool: Key, candidate: Candidate, now: datetime) -> None:
         """The task waits for a slot; a changed priority re-ranks it."""
-        self.waiting[pool].put(candidate)
-        self.ready_since.setdefault(candidate.key, now)
+        key = candidate.key
+        if self.waits_in.get(key, pool) != pool:
+            self.unwant(self.waits_in[key], key)
+        self.waiting.setdefault(pool, Queue()).put(candidate)
+        self.waits_in[key] = pool
+        self.ready_since.setdefault(key, now)
 
     def unwant(self, pool: Key, key: Key) -> None:
-        self.waiting[pool].discard(key)
+        if self.waits_in.get(key) == pool:
+            del self.waits_in[key]
+        queue = self.waiting.get(pool)
+        if queue is not None:
+            queue.discard(key)
+            if not queue:
+                del self.waiting[pool]
 
     def take_grant(self, key: Key) -> bool:
         """The task's reconcile used (or passed on) its grant."""
@@ -71,8 +85,8 @@ class Slots:
 
     def forget(self, key: Key) -> Grant | None:
         """The task is gone; returns the grant it held, if any."""
-        for waiting in self.waiting.values():
-            waiting.discard(key)
+        if (waits_in := self.waits_in.get(key)) is not None:
+            self.unwant(waits_in, key)
         self.ready_since.pop(key, None)
         return self.grants.pop(key, None)
 
@@ -109,7 +123,9 @@ class Slots:
         limit's tokens, each grant taking one) to its best waiting tasks, no group beyond `group_cap`
         attempts at once (a pool's groupConcurrency); return them, best first."""
         self.release_drained(pool)
-        waiting = self.waiting[pool]
+        waiting = self.waiting.get(pool)
+        if waiting is None:
+            return []
         free = self.free(pool, concurrency)
         if most is not None:
             free = min(free, most)
@@ -121,6 +137,7 @@ class Slots:
         granted: list[Key] = []
         while free > 0 and (candidate := waiting.pop(eligible)) is not None:
             key = candidate.key
+            self.waits_in.pop(key, None)
             entry = self.store.tasks.get(key)
             if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
                 continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
@@ -129,6 +146,8 @@ class Slots:
             free -= 1
             if using is not None:
                 using[candidate.group] += 1
+        if not waiting:
+            del self.waiting[pool]
         return granted
 
     def by_group(self, pool: Key) -> Counter[str]:
@@ -143,3 +162,11 @@ class Slots:
             if record is not None and record.task is not None:
                 using[record.task.spec.group or ""] += 1
         return using
+
+
+class _Queues(dict[Key, Queue]):
+    """Pool key → its queue, kept only while the queue holds a task; a read of a pool without one
+    finds an empty queue, and keeps nothing."""
+
+    def __missing__(self, pool: Key) -> Queue:
+        return Queue()
