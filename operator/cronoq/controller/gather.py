@@ -35,7 +35,7 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
     pool = found.spec if found is not None else None
     common: dict[str, Any] = dict(now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None,
                                   pool=pool, first_seen=record.first_seen, sidecar_image=jobs.sidecar_image,
-                                  service_account=jobs.service_account)
+                                  service_account=jobs.service_account, awaited=_awaited(store, record))
     task = record.task
     if record.finished is not None:
         return record.finished, Observation(**common)
@@ -84,6 +84,14 @@ def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | N
         found["dependencies"] = {d.task: phase_of(d.task) for d in task.spec.depends_on}
         found["cycle"] = store.cycle_of(record)
     return found
+
+
+def _awaited(store: Store, record: TaskRecord) -> bool:
+    """Whether an unfinished task of the store depends on this one (so it is kept until they finish
+    or go, however short its retention)."""
+    namespace = record.namespace
+    return any((dep := store.tasks.get((namespace, name))) is not None and dep.finished is None
+               for name in store.dependents.get((namespace, record.name), ()))
 
 
 def holder(record: TaskRecord) -> keys.Holder:

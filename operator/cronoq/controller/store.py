@@ -279,11 +279,15 @@ class Store:
             _discard(self.dependents, (key[0], dep), key[1])
 
     def related(self, namespace: str, name: str) -> set[str]:
-        """Tasks whose gate may change when this one does: its dependents and its key's holders."""
+        """Tasks whose gate may change when this one does: its dependents and its key's holders; and
+        its finished dependencies, kept while it is unfinished (gather `awaited`)."""
         names = set(self.dependents.get((namespace, name), ()))
         record = self.tasks.get((namespace, name))
         if record is not None and record.key:
             names |= self.keyed.get((namespace, record.pool, record.key), set())
+        if record is not None:
+            names.update(d for d in record.depends_on
+                         if (dep := self.tasks.get((namespace, d))) is not None and dep.finished is not None)
         names.discard(name)
         return names
 

@@ -95,8 +95,8 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
     if isinstance(subject, Finished):
         plan = settle(subject.name, subject.attempt, subject.marks, seen.jobs,
                       job_retention_of(subject.job_retention, seen.pool, subject.phase))
-        return replace(plan, deletion=Deletion(task_expires_at(subject.finished_at, subject.ttl_after_finished,
-                                                               subject.key, seen.pool, subject.phase)))
+        return replace(plan, deletion=Deletion(None if seen.awaited else task_expires_at(
+            subject.finished_at, subject.ttl_after_finished, subject.key, seen.pool, subject.phase)))
     task = subject.task
     settings = Effective.of(task, seen.pool)
     if seen.worker_room is not None and is_ready(task, seen.now):
@@ -109,8 +109,8 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
     plan = reconcile(task, settings, seen, rng)
     status = plan.status
     if status is not None and status.phase is not None and status.phase.terminal:
-        plan = replace(plan, deletion=Deletion(task_expires_at(status.finished_at, ttl_for(task.spec, status.phase),
-                                                               task.spec.key, seen.pool, status.phase)),
+        plan = replace(plan, deletion=Deletion(None if seen.awaited else task_expires_at(
+            status.finished_at, ttl_for(task.spec, status.phase), task.spec.key, seen.pool, status.phase)),
                        retime_jobs=_retimed_for_outcome(task, status.phase, seen, plan))
     order = plan.create_job
     if order is None:

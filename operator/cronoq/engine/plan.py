@@ -178,6 +178,9 @@ class Observation:
     """A keyed task that has not started: who else holds its key."""
     dependencies: Mapping[str, DependencyPhase] | None = None
     """A task with dependencies that has not started: their phases, by name."""
+    awaited: bool = False
+    """An unfinished task depends on this one: a finished one is not deleted yet, whatever its
+    retention (its dependents read its phase, and its output when an attempt of theirs starts)."""
     cycle: tuple[str, ...] | None = None
     """The dependency cycle the task is on, if any."""
     inputs: str | None = None
