@@ -26,12 +26,13 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from cronoq.api.delayed import ONE_START_TIME, StartDelay
+from cronoq.api.delayed import ONE_START_TIME, StartDelay, check_not_before
 from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
 from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
 from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
+from cronoq.pod_protocol.jsontext import JSON_DEPTH, value_depth
 
 from cronoq.api.common import (
     API_VERSION, Conditions, HTTPRequest, LabelValue, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
@@ -100,6 +101,40 @@ class PodTemplate(Model):
         default_factory=dict)
     """A PodSpec. The container named `task`, or else the first container, runs the task; the
     task's image, command, args, env and resources are applied to it."""
+
+
+POD_SPEC_LISTS = {"containers": "a container", "initContainers": "a container", "volumes": "a volume",
+                  "tolerations": "a toleration"}
+"""The lists of a template's PodSpec the operator reads or extends when it builds a Job, and what
+each item is (an object)."""
+
+
+def pod_spec_shape(spec: dict[str, Any]) -> None:
+    """ValueError naming the first part of a template's PodSpec that the operator reads (to build
+    the attempt's Job) and that has not the PodSpec's shape (`containers: [1]`, `env: ["x"]`): the
+    task is then refused (InvalidSpec) with that message. The rest of the PodSpec is the API
+    server's to judge when the Job is created."""
+    def objects(value: Any, where: str, what: str) -> list[dict[str, Any]]:
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise ValueError(f"{where} must be a list of objects, each {what}")
+        return value
+
+    base = "spec.template.spec"
+    for key, what in POD_SPEC_LISTS.items():
+        items = objects(spec.get(key, []), f"{base}.{key}", what)
+        if key not in ("containers", "initContainers"):
+            continue
+        for i, container in enumerate(items):
+            where = f"{base}.{key}[{i}]"
+            if not isinstance(container.get("name", ""), str):
+                raise ValueError(f"{where}.name must be a string")
+            for j, var in enumerate(objects(container.get("env", []), f"{where}.env", "a variable")):
+                if not isinstance(var.get("name"), str):
+                    raise ValueError(f"{where}.env[{j}].name must be a string")
+            objects(container.get("volumeMounts", []), f"{where}.volumeMounts", "a mount")
+    selector = spec.get("nodeSelector", {})
+    if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
+        raise ValueError(f"{base}.nodeSelector must be an object of strings")
 
 
 PAYLOAD_LIMIT = 32768
@@ -183,8 +218,8 @@ class TaskSpec(PodSettings):
     group runs at once. Unset: the task is in the pool's one unnamed group."""
     payload: Any = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
     """Any JSON value, handed to the container as the CRONOQ_PAYLOAD environment variable. At
-    most 32 KiB of JSON; the operator fails a task with a larger payload (the API server cannot
-    measure free-form data)."""
+    most 32 KiB of JSON nested at most 100 levels; the operator fails a task with a larger or
+    deeper payload (the API server cannot measure free-form data)."""
     retry: RetryOverride | None = None
     """Changes to the pool's retry policy; fields left out are the pool's."""
     lease_ttl: LeaseTTL | None = Field(None, alias="leaseTTL")
@@ -234,7 +269,9 @@ class TaskSpec(PodSettings):
     SDK, a push task's default body (docs/inputs.md)."""
     template: PodTemplate | None = None
     """A full pod template, for pod settings that have no field of their own here. At most
-    64 KiB of JSON; the operator fails a task with a larger one."""
+    64 KiB of JSON nested at most 100 levels, with containers, initContainers, volumes and
+    tolerations lists of objects, each container's env a list of objects with a name; the
+    operator fails a task with any other (reason InvalidSpec, naming the part)."""
     http: HTTPRequest | None = None
     """Make this HTTP request instead of running a container: each attempt runs cronoq's push
     runner, and the answer decides the outcome. Excludes image, command, args and template; the
@@ -242,7 +279,8 @@ class TaskSpec(PodSettings):
     not_before: Timestamp | None = None
     """Do not start before this time (RFC 3339, e.g. `2026-12-06T14:00:00Z`): the task waits Blocked,
     without a slot, and then queues in its priority class as if submitted at that time. A time
-    past starts it at once. Excludes startDelay."""
+    past starts it at once. From 0002-01-01 to 9998-12-31 (UTC); the operator fails a task with
+    another (reason InvalidSpec). Excludes startDelay."""
     start_delay: StartDelay | None = None
     """Do not start before this long after the task's creation (its creationTimestamp), e.g. `10m`
     (0s to 720h); waits and queues as notBefore does. Excludes notBefore."""
@@ -252,6 +290,11 @@ class TaskSpec(PodSettings):
 
     @model_validator(mode="after")
     def _payload_bounded(self) -> TaskSpec:
+        for where, value in (("payload", self.payload), ("spec.template.spec", self.template and self.template.spec)):
+            if value_depth(value) > JSON_DEPTH:  # before anything recurses into it
+                raise ValueError(f"{where} is nested more than {JSON_DEPTH} levels deep")
+        if self.template is not None:
+            pod_spec_shape(self.template.spec)
         if self.payload is not None:
             size = len(json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode())
             if size > PAYLOAD_LIMIT:
@@ -269,6 +312,7 @@ class TaskSpec(PodSettings):
     def _one_start_time(self) -> TaskSpec:
         if self.not_before is not None and self.start_delay is not None:
             raise ValueError(ONE_START_TIME["message"])
+        check_not_before(self.not_before)
         return self
 
 

@@ -30,7 +30,7 @@ from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import job_facts
-from cronoq.pod_protocol.inputs import encode_inputs, inputs_of
+from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
 from cronoq.kube.writes import Conflict, Rejected
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,9 @@ class Applier:
                 full = Task.model_validate(raw) if raw is not None else None
             except ValueError:  # unreadable now (a newer CRD?): its output is not handed over
                 full = None
-            same = full is not None and full.metadata.uid == kept.uid and full.status is not None
+            started = task.status.first_attempt_at if task.status else None
+            same = full is not None and full.metadata.uid == kept.uid and full.status is not None \
+                and gated(full.status.finished_at, started)
             output = full.status.output if same and full.status.output_available else None  # type: ignore[union-attr]
             found.append((dep.task, phase, output))
         record.inputs = encode_inputs(inputs_of(found))

@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Mapping, TypeGuard
 
+from cronoq.pod_protocol.jsontext import json_value
+
 API_VERSION: Final = "cronoq.io/v1alpha1"
 """The Task's apiVersion, which the attempt names as its Lease's owner."""
 
@@ -245,6 +247,8 @@ class PushRequest:
         spec = json_object(text)
         url = _field(spec, "url", str, required=True)
         timeout = _field(spec, "timeout", (int, float)) or 30.0
+        if isinstance(timeout, int) and timeout > 10**9:  # an int of any size: float() would overflow
+            timeout = math.inf
         if not math.isfinite(timeout) or timeout < 0:
             raise ValueError(f"timeout must be a finite number of seconds >= 0, not {timeout!r}")
         headers = []
@@ -329,11 +333,8 @@ def worker_lease_body(namespace: str, name: str, pool: str, capacity: int, ttl: 
 
 def json_object(text: str) -> dict[str, Any]:
     """The JSON object in `text`; ValueError saying what it is instead (the environment's JSON
-    values: a push request, a dependent's inputs)."""
-    try:
-        found = json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"not JSON: {err}") from None
+    values: a push request, a dependent's inputs), never another exception (`jsontext`)."""
+    found = json_value(text)
     if not isinstance(found, dict):
         raise ValueError(f"not a JSON object but {type(found).__name__}")
     return found

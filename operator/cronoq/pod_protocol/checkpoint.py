@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from cronoq.pod_protocol.jsontext import check_depth, json_value
+
 CHECKPOINT_LIMIT: Final = 4096
 """Bytes of a checkpoint's JSON: as much as a report, so an attempt's Lease carries at most 8 KiB of
 cronoq annotations and the Task's status at most 4 KiB more; enough for a cursor, an offset or a
@@ -23,9 +25,10 @@ class CheckpointTooLarge(ValueError):
 
 
 def encode_checkpoint(data: Any) -> str:
-    """`data` as the checkpoint's compact JSON; CheckpointTooLarge when it is no JSON or too big."""
+    """`data` as the checkpoint's compact JSON; CheckpointTooLarge when it is no JSON, too big or
+    nested deeper than `jsontext.JSON_DEPTH`."""
     try:
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(check_depth(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as err:
         raise CheckpointTooLarge(f"a checkpoint must be JSON: {err}") from None
     size = len(text.encode())
@@ -37,11 +40,11 @@ def encode_checkpoint(data: Any) -> str:
 def parse_checkpoint(text: str | None) -> str | None:
     """The checkpoint in `text` as compact JSON, or None when it is none: absent, over the bound, or
     not JSON (nesting deep enough to exhaust the parser included)."""
-    if text is None or len(text) > CHECKPOINT_LIMIT or len(text.encode()) > CHECKPOINT_LIMIT:
+    if not isinstance(text, str) or len(text) > CHECKPOINT_LIMIT or len(text.encode(errors="replace")) > CHECKPOINT_LIMIT:
         return None
     try:
-        return encode_checkpoint(json.loads(text))
-    except (ValueError, RecursionError):
+        return encode_checkpoint(json_value(text))
+    except ValueError:  # not JSON, too deep (jsontext), or no longer fits once re-encoded
         return None
 
 

@@ -8,7 +8,7 @@ encoding, defined here, so both sides read the same thing:
      "scan":  {"phase": "Failed", "output": null}}
 
 Each dependency of `dependsOn`, in its order, maps to its phase and its output: JSON-parsed when
-the output is JSON, else the text as is; null when it produced none (it failed, was skipped or
+the output is JSON (nested at most 100 levels, `jsontext.JSON_DEPTH`), else the text as is; null when it produced none (it failed, was skipped or
 cancelled, or succeeded without output). A keyed duplicate's output is its original's (the
 duplicate's status carries it).
 
@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final, Mapping, Sequence
 
 from cronoq.pod_protocol import json_object
+from cronoq.pod_protocol.jsontext import json_value
 
 INPUTS_LIMIT: Final = 64 * 1024
 """Bytes of CRONOQ_INPUTS (UTF-8). Linux refuses to start a process with one environment string
@@ -45,13 +47,41 @@ class Input:
 
 
 def parsed_output(output: str | None) -> Any:
-    """An output as a dependent receives it: parsed when it is JSON, else the text."""
+    """An output as a dependent receives it: parsed when it is JSON (nested at most
+    `jsontext.JSON_DEPTH` levels), else the text, whatever the text."""
     if output is None:
         return None
     try:
-        return json.loads(output)
+        return json_value(output)
     except ValueError:
         return output
+
+
+def gated(finished_at: str | datetime | None, first_attempt_at: str | datetime | None) -> bool:
+    """Whether the dependency Task just read, which ended at `finished_at`, is the one whose end let
+    the dependent start: it ended no later than the dependent's first attempt was dispatched
+    (`status.firstAttemptAt`; None: it is being dispatched now). A Task of the same name made
+    later (the dependency deleted and created again, by anyone who may create Tasks there) ended
+    after, and hands over no output. Both times are the operator's; one that cannot be read
+    answers no. What a pull worker checks when it reads its inputs by name, as the operator does
+    (which also checks that the uid is the one it holds under that name)."""
+    if first_attempt_at is None:
+        return True
+    ended, started = _time(finished_at), _time(first_attempt_at)
+    return ended is not None and started is not None and ended <= started
+
+
+def _time(value: str | datetime | None) -> datetime | None:
+    if isinstance(value, datetime):
+        found = value
+    elif isinstance(value, str):
+        try:
+            found = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return found if found.tzinfo is not None else None
 
 
 def inputs_of(dependencies: Sequence[tuple[str, str | None, str | None]]) -> dict[str, Input]:
@@ -77,7 +107,8 @@ def encode_inputs(inputs: Mapping[str, Input], limit: int = INPUTS_LIMIT) -> str
 
 
 def parse_inputs(text: str) -> dict[str, Input]:
-    """The inputs CRONOQ_INPUTS holds; ValueError when it is not an encoding of them."""
+    """The inputs CRONOQ_INPUTS holds; ValueError when it is not an encoding of them (and no
+    other exception, whatever the text)."""
     inputs = {}
     for name, entry in json_object(text).items():
         if not isinstance(entry, dict) or not isinstance(entry.get("phase"), (str, type(None))):

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, TypeGuard
 
+from cronoq.pod_protocol.jsontext import json_value
+
 REPORT_LIMIT: Final = 4096
 """Bytes of a report: the kubelet's bound on a termination message, so a worker's report on a Lease
 has it too, and so do the output and the message the operator keeps from one."""
@@ -103,7 +105,7 @@ class Report:
     @classmethod
     def parse(cls, text: str | None) -> Report | None:
         """The report in `text`, or None when it is none: anything else, however it fails to parse
-        (nesting deep enough to exhaust the parser's recursion included), is plain text. Lenient
+        (nesting deeper than jsontext.JSON_DEPTH included), is plain text. Lenient
         where an older writer may differ (the outcome's case, an output that is JSON but no
         string), and it keeps only what it can believe: a positive retry hint (at most
         MAX_RETRY_AFTER), a reason of REPORT_REASONS, a response code of 100 to 599. The
@@ -111,14 +113,14 @@ class Report:
         if not text or not text.lstrip().startswith("{"):
             return None
         try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict):
-                return None
-            output = doc.get("output")
-            if output is not None and not isinstance(output, str):
-                output = json.dumps(output, separators=(",", ":"))
-        except (ValueError, RecursionError):
+            doc = json_value(text)
+        except ValueError:  # not JSON, or nested deeper than jsontext.JSON_DEPTH
             return None
+        if not isinstance(doc, dict):
+            return None
+        output = doc.get("output")
+        if output is not None and not isinstance(output, str):
+            output = json.dumps(output, separators=(",", ":"))
         outcome = str(doc.get("outcome", "")).lower()
         if outcome not in OUTCOMES:
             return None

@@ -8,7 +8,6 @@ the operator never has them.
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any, Mapping
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol.checkpoint import decode_checkpoint
 from cronoq.pod_protocol.inputs import Input, parse_inputs
+from cronoq.pod_protocol.jsontext import json_value
 from cronoq.worker.report import DEFAULT_PATH
 
 
@@ -57,7 +57,7 @@ class AttemptEnv:
 
         payload_text = environ.get(Env.PAYLOAD, "")
         try:
-            payload = json.loads(payload_text) if payload_text.strip() else None
+            payload = json_value(payload_text) if payload_text.strip() else None
         except ValueError as err:
             raise InvalidEnvironment(f"{Env.PAYLOAD} is not JSON: {err}") from None
 

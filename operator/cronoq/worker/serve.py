@@ -68,7 +68,7 @@ from cronoq.pod_protocol.durations import parse as parse_duration
 from cronoq.pod_protocol.checkpoint import decode_checkpoint
 from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.pod_protocol import report
-from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
+from cronoq.pod_protocol.inputs import Input, encode_inputs, gated, inputs_of, parse_inputs
 from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.worker.lease import (
@@ -146,6 +146,9 @@ class Running:
     handed over, or after its last successful renewal was sent. Its report must land before."""
     depends_on: tuple[str, ...] = ()
     """The task's dependencies, whose outputs the handler receives as `ctx.inputs`."""
+    first_attempt_at: str | None = None
+    """When the task's first attempt was dispatched: a dependency that ended later is not the one
+    it started after (`pod_protocol.inputs.gated`)."""
 
 
 @dataclass
@@ -445,7 +448,8 @@ class Worker:
         aborted = threading.Event()
         context = replace(context, _keeper=keeper, _aborted=aborted)
         run = Running(context, aborted, keeper, lease, alive_until=_lapses_at(attempt, ttl),
-                      depends_on=tuple(d.get("task", "") for d in spec.get("dependsOn") or ()))
+                      depends_on=tuple(d.get("task", "") for d in spec.get("dependsOn") or ()),
+                      first_attempt_at=(task.get("status") or {}).get("firstAttemptAt"))
         self.running[(meta["uid"], number)] = run
         handler = self._handler_for(meta.get("labels") or {})
         self.pool_runner.submit(self._attempt, run, handler)
@@ -486,13 +490,15 @@ class Worker:
         encoded as the operator hands them to a pod: `pod_protocol.inputs`)."""
         if run.depends_on:
             try:
-                run.context = replace(run.context, inputs=self._inputs(run.depends_on))
+                run.context = replace(run.context, inputs=self._inputs(run.depends_on, run.first_attempt_at))
             except Exception as err:  # noqa: BLE001 - the API server may be away: try again later
                 return Report(report.RETRYABLE, f"could not read the inputs: {_brief(err)}")
         return self._call(handler, run)
 
-    def _inputs(self, depends_on: tuple[str, ...]) -> dict[str, Input]:
-        """Each dependency's phase and output, from its Task (a missing one has no phase)."""
+    def _inputs(self, depends_on: tuple[str, ...], first_attempt_at: str | None = None) -> dict[str, Input]:
+        """Each dependency's phase and output, from its Task (a missing one has no phase). Read by
+        name, so only from the Task that ended before the attempt's task first started (`gated`):
+        one of the same name made since hands over its phase, not its output."""
         from kubernetes.client.rest import ApiException
 
         found: list[tuple[str, str | None, str | None]] = []
@@ -506,8 +512,11 @@ class Worker:
                 found.append((name, None, None))
                 continue
             status = dep.get("status") or {}
-            output = status.get("output") if status.get("outputAvailable") else None
-            found.append((name, status.get("phase"), output if isinstance(output, str) else None))
+            output = status.get("output") if status.get("outputAvailable") is True else None
+            if not gated(status.get("finishedAt"), first_attempt_at):
+                output = None
+            found.append((name, status.get("phase") if isinstance(status.get("phase"), str) else None,
+                          output if isinstance(output, str) else None))
         return parse_inputs(encode_inputs(inputs_of(found)))
 
     def _call(self, handler: Handler, run: Running) -> Report:
