@@ -10,7 +10,7 @@ from dataclasses import fields
 import pytest
 import yaml
 
-from tests.chart.chart import CHART, DATA, find, only
+from tests.chart.chart import CHART, DATA, find, only, run_helm
 
 NS = "cronoq-system"
 FULLNAME = "cronoq"  # release "cronoq" + chart "cronoq"
@@ -35,11 +35,10 @@ NAMESPACED_PERMISSIONS = {
 LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", "create"),
                      *{("coordination.k8s.io", "leases", v, "cronoq-leader") for v in ("get", "update")}}
 TASK_LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch")}
-# A pull worker (issues 31, 37): reads its pool's Tasks and the TaskPool, serves pools (every one when
-# workers.pools is empty), writes Leases (the worker policy and the lease guard narrow them to its
-# own); no Job, pod, Secret, Task or status write.
+# A pull worker (issues 31, 37, 49): reads its pool's Tasks and the TaskPool, writes Leases (the worker
+# policy and the lease guard narrow them to its own); no Job, pod, Secret, Task or status write. It
+# serves the pools of its own grant, from a role of its own (none without pools).
 WORKER_PERMISSIONS = {*{("cronoq.io", "tasks", v) for v in ("get", "list", "watch")}, ("cronoq.io", "taskpools", "get"),
-                      ("cronoq.io", "taskpools", "serve"),
                       *{("coordination.k8s.io", "leases", v) for v in ("get", "create", "update", "patch", "delete")}}
 
 
@@ -205,7 +204,7 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_uses(render):
 
 
 def test_no_role_grants_secrets_exec_escalation_or_wildcards(render):
-    workers = {"workers": {"serviceAccounts": ["mail-worker"], "namespaces": ["a"]}}
+    workers = {"workers": {"grants": [{"serviceAccount": "mail-worker", "pools": ["mail"]}], "namespaces": ["a"]}}
     for values in ({}, {"watchNamespaces": ["a", "b"]}, workers, {**workers, "watchNamespaces": ["a", "b"]}):
         for role in find(render(set_json=values), "ClusterRole") + find(render(set_json=values), "Role"):
             for group, resource, verb, *_ in permissions(role):
@@ -504,7 +503,8 @@ def test_by_default_only_the_task_service_account_holds_the_lease_role_and_the_o
 
 def test_worker_role_reads_the_pool_and_writes_leases_where_asked(render):
     assert not [o for o in render() if o["metadata"]["name"].endswith("-worker") or "worker-lease" in o["metadata"]["name"]]
-    objects = render(set_json={"workers": {"serviceAccounts": ["mail-worker", "sms-worker"], "namespaces": ["a", "b"]}})
+    grants = [{"serviceAccount": "mail-worker", "pools": ["mail"]}, {"serviceAccount": "sms-worker", "pools": ["sms", "sms-bulk"]}]
+    objects = render(set_json={"workers": {"grants": grants, "namespaces": ["a", "b"]}})
     role = only(objects, "ClusterRole", f"{NS}-{FULLNAME}-worker")
     assert permissions(role) == WORKER_PERMISSIONS
     for namespace in ("a", "b"):
@@ -514,14 +514,88 @@ def test_worker_role_reads_the_pool_and_writes_leases_where_asked(render):
                                        for n in ("mail-worker", "sms-worker")]
     assert not find(objects, "ClusterRoleBinding", f"{NS}-{FULLNAME}-worker")
     # With watchNamespaces (and no workers.namespaces): a Role in each watched namespace.
-    objects = render(set_json={"watchNamespaces": ["a"], "workers": {"serviceAccounts": ["mail-worker"]}})
+    objects = render(set_json={"watchNamespaces": ["a"], "workers": {"grants": grants[:1]}})
     assert not find(objects, "ClusterRole", f"{NS}-{FULLNAME}-worker")
     assert permissions(only(objects, "Role", f"{FULLNAME}-worker", "a")) == WORKER_PERMISSIONS
     assert only(objects, "RoleBinding", f"{FULLNAME}-worker", "a")["roleRef"]["kind"] == "Role"
     # Without RBAC the policy still narrows whatever Lease rights the workers are given.
-    objects = render(set_json={"rbac": {"create": False}, "workers": {"serviceAccounts": ["mail-worker"]}})
+    objects = render(set_json={"rbac": {"create": False}, "workers": {"grants": grants}})
     assert {o["kind"] for o in objects if "worker" in o["metadata"]["name"]} == {
         "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def serve_grants(objects: list[dict]) -> dict[tuple[str, str], set[tuple[str, ...]]]:
+    """(namespace, ServiceAccount) -> the `serve` permissions bound to it by the chart's RoleBindings."""
+    roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+             for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    granted: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+    for binding in (b for b in find(objects, "RoleBinding") if "-worker" in b["metadata"]["name"]):
+        ns, ref = binding["metadata"]["namespace"], binding["roleRef"]
+        role = roles[(ref["kind"], ns if ref["kind"] == "Role" else "", ref["name"])]
+        for subject in binding["subjects"]:
+            granted.setdefault((ns, subject["name"]), set()).update(p for p in permissions(role) if p[2] == "serve")
+    return granted
+
+
+def test_each_worker_serves_the_pools_of_its_own_grant_and_none_without(render):
+    """Issue 49, finding 7: grants per worker, closed by default."""
+    grants = [{"serviceAccount": "thumbs-worker", "pools": ["thumbs"]}, {"serviceAccount": "idle-worker"},
+              {"serviceAccount": "empty-worker", "pools": []}, {"serviceAccount": "any-worker", "pools": ["*"]}]
+    for extra in ({"workers": {"grants": grants, "namespaces": ["a"]}},
+                  {"workers": {"grants": grants}, "watchNamespaces": ["a"]}):
+        objects = render(set_json=extra)
+        served = serve_grants(objects)
+        assert served[("a", "thumbs-worker")] == {("cronoq.io", "taskpools", "serve", "thumbs")}
+        assert served[("a", "idle-worker")] == set() and served[("a", "empty-worker")] == set()
+        assert served[("a", "any-worker")] == {("cronoq.io", "taskpools", "serve")}  # every pool, asked for
+        # Never a serve rule with an empty resourceNames (RBAC reads it as every name).
+        for role in find(objects, "Role") + find(objects, "ClusterRole"):
+            assert all(rule.get("resourceNames", None) != [] for rule in role["rules"]), role["metadata"]["name"]
+    # Cluster-wide with no worker namespaces: the ClusterRoles alone, bound by nobody.
+    objects = render(set_json={"workers": {"grants": grants}})
+    assert permissions(only(objects, "ClusterRole", f"{NS}-{FULLNAME}-worker-serve-thumbs-worker")) == {
+        ("cronoq.io", "taskpools", "serve", "thumbs")}
+    assert not find(objects, "ClusterRole", f"{NS}-{FULLNAME}-worker-serve-idle-worker")
+    assert not [b for b in find(objects, "RoleBinding") if "worker" in b["metadata"]["name"]]
+    # The worker policy still judges every granted ServiceAccount, with pools or not.
+    policy = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-worker-lease")
+    assert '["thumbs-worker","idle-worker","empty-worker","any-worker"]' in policy["spec"]["matchConditions"][0]["expression"]
+
+
+def notes(helm_binary, workers: dict) -> str:
+    """The release notes (NOTES.txt) an install with these worker values prints, without a cluster."""
+    done = run_helm(helm_binary, "install", "cronoq", str(CHART), "--dry-run=client", f"--namespace={NS}",
+                    f"--set-json=workers={json.dumps(workers)}")
+    return done.stdout.split("NOTES:", 1)[1]
+
+
+def test_values_of_before_grants_keep_working_and_say_what_changed(render, helm_binary):
+    """Upgrading with workers.serviceAccounts and workers.pools: read as one grant each, with the
+    same pools as before (every pool when workers.pools is empty), and the notes say so."""
+    served = serve_grants(render(set_json={"workers": {"serviceAccounts": ["mail-worker"], "pools": ["mail", "sms"],
+                                                       "namespaces": ["a"]}}))
+    assert served == {("a", "mail-worker"): {("cronoq.io", "taskpools", "serve", p) for p in ("mail", "sms")}}
+    served = serve_grants(render(set_json={"workers": {"serviceAccounts": ["mail-worker"], "namespaces": ["a"]}}))
+    assert served == {("a", "mail-worker"): {("cronoq.io", "taskpools", "serve")}}
+    said = notes(helm_binary, {"serviceAccounts": ["mail-worker"]})
+    assert "workers.serviceAccounts and workers.pools are replaced by workers.grants" in said
+    assert '- serviceAccount: mail-worker\n    pools: ["*"]   # every pool' in said, said
+    assert "replaced by workers.grants" not in notes(helm_binary, {"grants": [{"serviceAccount": "m", "pools": ["mail"]}]})
+    assert "ServiceAccount idle-worker is granted no pool" in notes(helm_binary, {"grants": [{"serviceAccount": "idle-worker"}]})
+
+
+@pytest.mark.parametrize("workers, says", [
+    ({"grants": [{"serviceAccount": "a", "pools": ["x"]}], "serviceAccounts": ["b"]},
+     "workers.grants replaces workers.serviceAccounts and workers.pools"),
+    ({"grants": [{"serviceAccount": "a", "pools": ["x"]}], "pools": ["y"]}, "workers.grants replaces"),
+    ({"grants": [{"serviceAccount": "a", "pools": ["x"]}, {"serviceAccount": "a", "pools": ["y"]}]},
+     "ServiceAccount a is granted twice"),
+    ({"grants": [{"serviceAccount": "a", "pools": ["*", "x"]}]}, "and named pools too"),
+    ({"grants": [{"pools": ["x"]}]}, "serviceAccount"),
+], ids=["with-service-accounts", "with-pools", "twice", "star-and-names", "unnamed"])
+def test_grants_that_cannot_mean_one_thing_are_refused(template, workers, says):
+    done = template(set_json={"workers": workers})
+    assert done.returncode != 0 and says in done.stderr, done.stderr
 
 
 def test_worker_policy_judges_requests_by_the_worker_service_accounts(render):
@@ -539,8 +613,34 @@ def test_worker_policy_judges_requests_by_the_worker_service_accounts(render):
 
 def test_a_worker_service_account_that_is_a_task_one_too_is_refused(template, render):
     for account, lease_role in (("cronoq-task", []), ("default", ["default"])):
-        done = template(set_json={"workers": {"serviceAccounts": [account]},
+        done = template(set_json={"workers": {"grants": [{"serviceAccount": account, "pools": ["mail"]}]},
                                   "taskPods": {"leaseRole": {"serviceAccounts": lease_role}}})
-        assert done.returncode != 0 and f"workers.serviceAccounts: {account} is a task ServiceAccount too" in done.stderr
+        assert done.returncode != 0 and f"workers.grants: {account} is a task ServiceAccount too" in done.stderr
     # Without the task lease policy there is nothing to contradict.
-    assert render(set_json={"workers": {"serviceAccounts": ["default"]}, "taskPods": {"leasePolicy": {"enabled": False}}})
+    assert render(set_json={"workers": {"grants": [{"serviceAccount": "default"}]},
+                            "taskPods": {"leasePolicy": {"enabled": False}}})
+
+
+# ---- the keys the operator reads (issue 49) ---------------------------------------------------
+
+def test_the_guards_protect_every_key_of_the_protocol(render):
+    """The lease guard and the key guard match objects by the keys of cronoq.pod_protocol's one
+    list (generated into templates/_protected_keys.tpl), so a key added there is guarded at once."""
+    from cronoq.pod_protocol import PROTECTED_ANNOTATIONS, PROTECTED_LABELS
+
+    objects = render()
+    lease = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-lease-guard")
+    keys = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-key-guard")
+    for policy in (lease, keys):
+        (carries,) = [c["expression"] for c in policy["spec"]["matchConditions"] if c["name"] == "carries-cronoqs-keys"]
+        assert json.dumps(list(PROTECTED_LABELS)) in carries and json.dumps(list(PROTECTED_ANNOTATIONS)) in carries
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        assert {v["reason"] for v in policy["spec"]["validations"]} == {"Forbidden"}
+        (operator,) = [c["expression"] for c in policy["spec"]["matchConditions"] if c["name"] == "not-the-operator"]
+        assert operator == f"request.userInfo.username != 'system:serviceaccount:{NS}:{FULLNAME}'"
+    assert {(r["apiGroups"][0], r["resources"][0], tuple(r["operations"]))
+            for r in keys["spec"]["matchConstraints"]["resourceRules"]} == {
+        ("batch", "jobs", ("CREATE", "UPDATE")), ("", "pods", ("CREATE", "UPDATE"))}
+    binding = only(objects, "ValidatingAdmissionPolicyBinding", f"{NS}-{FULLNAME}-key-guard")
+    assert binding["spec"] == {"policyName": keys["metadata"]["name"], "validationActions": ["Deny"]}
+    assert not find(render(sets={"workloadPolicy.enabled": "false"}), "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-key-guard")

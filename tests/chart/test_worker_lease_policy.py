@@ -29,39 +29,49 @@ ACCOUNT = "pullworker"
 GROUP, VERSION = "cronoq.io", "v1alpha1"
 
 
-@pytest.fixture
-def worker_rights(helm_binary, kubectl, cronoq_crds, namespace):
-    """The worker role, its RoleBinding in the test's namespace, the worker policy and the lease
-    guard, rendered from the chart with workers.serviceAccounts=[pullworker], workers.pools=[mail]
-    (and the pool the real worker serves) and applied; removed afterwards."""
+def apply_worker_rights(helm_binary, kubectl, namespace: str, grants: list[dict]) -> list[dict]:
+    """The worker roles, their RoleBindings in the test's namespace, the worker policy and the lease
+    guard, rendered from the chart with these workers.grants and applied (the ServiceAccounts too)."""
     rendered = chart.run_helm(helm_binary, "template", "wtest", str(chart.CHART), "--namespace=cronoq-system",
                               "--show-only=templates/worker-rbac.yaml", "--show-only=templates/worker-lease-policy.yaml",
                               "--show-only=templates/lease-guard-policy.yaml",
-                              f"--set-json=workers.serviceAccounts={json.dumps([ACCOUNT])}",
-                              f"--set-json=workers.pools={json.dumps(['mail', 'default'])}",
+                              f"--set-json=workers.grants={json.dumps(grants)}",
                               f"--set-json=workers.namespaces={json.dumps([namespace])}").stdout
     objects = [d for d in yaml.safe_load_all(rendered) if d]
-    assert sorted(o["kind"] for o in objects) == ["ClusterRole", "RoleBinding", "ValidatingAdmissionPolicy",
-                                                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                                                  "ValidatingAdmissionPolicyBinding"]
-    kubectl("create", "serviceaccount", ACCOUNT, namespace=namespace)
+    for grant in grants:
+        kubectl("create", "serviceaccount", grant["serviceAccount"], namespace=namespace)
     kubectl("apply", "-f", "-", input=rendered)
-    yield objects
+    return objects
+
+
+def remove(kubectl, objects: list[dict]) -> None:
     for o in objects:
         if "namespace" not in o["metadata"]:
             kubectl("delete", o["kind"].lower(), o["metadata"]["name"], "--ignore-not-found", check=False)
 
 
-def worker_pod(api, namespace: str, pod_name: str) -> client.V1Pod:
+@pytest.fixture
+def worker_rights(helm_binary, kubectl, cronoq_crds, namespace):
+    """The chart's worker rights with workers.grants=[{pullworker: [mail, default]}] (default: the
+    pool the real worker serves); removed afterwards."""
+    objects = apply_worker_rights(helm_binary, kubectl, namespace, [{"serviceAccount": ACCOUNT, "pools": ["mail", "default"]}])
+    assert sorted(o["kind"] for o in objects) == ["ClusterRole", "ClusterRole", "RoleBinding", "RoleBinding",
+                                                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
+                                                  "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding"]
+    yield objects
+    remove(kubectl, objects)
+
+
+def worker_pod(api, namespace: str, pod_name: str, account: str = ACCOUNT) -> client.V1Pod:
     return client.CoreV1Api(api).create_namespaced_pod(namespace, {
         "metadata": {"name": pod_name, "annotations": {"kwok.cronoq.io/outcome": "Run"}},
-        "spec": {"serviceAccountName": ACCOUNT, "containers": [{"name": "worker", "image": "example.invalid/w:1"}]}})
+        "spec": {"serviceAccountName": account, "containers": [{"name": "worker", "image": "example.invalid/w:1"}]}})
 
 
-def pod_token(api, kubectl, namespace: str, pod_name: str) -> str:
+def pod_token(api, kubectl, namespace: str, pod_name: str, account: str = ACCOUNT) -> str:
     """A real token of the worker ServiceAccount bound to a (new) kwok pod: it carries the pod-name claim."""
-    pod = worker_pod(api, namespace, pod_name)
-    return kubectl("create", "token", ACCOUNT, "--bound-object-kind=Pod", f"--bound-object-name={pod_name}",
+    pod = worker_pod(api, namespace, pod_name, account)
+    return kubectl("create", "token", account, "--bound-object-kind=Pod", f"--bound-object-name={pod_name}",
                    f"--bound-object-uid={pod.metadata.uid}", "--duration=10m", namespace=namespace).stdout.strip()
 
 
@@ -227,6 +237,36 @@ def test_a_worker_serves_only_the_pools_it_is_granted_with_the_room_and_life_it_
     assert "(update)" in refusal(lambda: mine.patch_namespaced_lease(
         ME, namespace, {"spec": {"leaseDurationSeconds": 2**31 - 1}}))
     mine.patch_namespaced_lease(ME, namespace, {"metadata": {"annotations": {"cronoq.io/capacity": "1"}}})  # down: fine
+
+
+def test_a_worker_serves_only_the_pools_of_its_own_grant_and_none_without_one(
+        api, kubectl, helm_binary, cronoq_crds, namespace):
+    """Issue 49, finding 7: grants per worker, closed by default. `thumbs-worker`, granted pool
+    thumbs (workers.grants), may announce itself for thumbs but not for payments, nor write an
+    attempt Lease of payments; `idle-worker`, listed without pools, serves none."""
+    objects = apply_worker_rights(helm_binary, kubectl, namespace, [
+        {"serviceAccount": "thumbs-worker", "pools": ["thumbs"]}, {"serviceAccount": "idle-worker"}])
+    try:
+        thumbs = client.CoordinationV1Api(as_token(api, pod_token(api, kubectl, namespace, "thumbs-6c4f-x2k4q",
+                                                                  "thumbs-worker")))
+        idle = client.CoordinationV1Api(as_token(api, pod_token(api, kubectl, namespace, "idle-6c4f-x2k4q", "idle-worker")))
+        me, lazy = "thumbs-6c4f-x2k4q-a1b2c3", "idle-6c4f-x2k4q-a1b2c3"
+        enforced(api, namespace, thumbs, worker_lease(me, pool="payments"), "(serve)")
+        said = refusal(lambda: thumbs.create_namespaced_lease(namespace, worker_lease(me, pool="payments")))
+        assert f"system:serviceaccount:{namespace}:thumbs-worker may not serve pool payments" in said, said
+        payments = make_task(api, namespace, "pay")
+        assert "(serve)" in refusal(lambda: thumbs.create_namespaced_lease(
+            namespace, attempt_lease(payments, me, '{"outcome":"success"}', pool="payments")))
+        created = thumbs.create_namespaced_lease(namespace, worker_lease(me, pool="thumbs"))
+        assert created.metadata.labels == {"cronoq.io/worker-pool": "thumbs"}
+        for pool in ("thumbs", "payments", "default"):
+            said = refusal(lambda: idle.create_namespaced_lease(namespace, worker_lease(lazy, pool=pool)))
+            assert f"system:serviceaccount:{namespace}:idle-worker may not serve pool {pool}" in said, said
+        # Both still read their pools' Tasks (the worker role), and the worker policy judges both.
+        assert "(lease kind)" in refusal(lambda: idle.create_namespaced_lease(
+            namespace, {"metadata": {"name": "app-leader"}, "spec": {"holderIdentity": "x"}}))
+    finally:
+        remove(kubectl, objects)
 
 
 def test_no_other_lease_writer_can_report_or_squat_an_attempt(api, kubectl, namespace, worker_rights):

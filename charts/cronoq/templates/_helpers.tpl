@@ -177,15 +177,53 @@ object of a create, so create is on leases there; the Lease name is fixed by the
 {{- toJson (uniq $ns) -}}
 {{- end -}}
 
-{{/* ServiceAccounts of pull workers (names, a JSON list). */}}
-{{- define "cronoq.workerServiceAccounts" -}}
-{{- toJson (uniq (.Values.workers.serviceAccounts | default list)) -}}
+{{/* Pull workers' grants, a JSON list of {"serviceAccount": name, "pools": [pool, ...]}: which
+ServiceAccount serves which pools (the `serve` verb on those TaskPools, which the lease guard asks
+the authorizer about). workers.grants, closed by default: a grant without pools serves none, and
+["*"] is every pool of the worker namespaces. Values of before grants (workers.serviceAccounts,
+workers.pools) are read as one grant per ServiceAccount with workers.pools, or ["*"] when it is
+empty, as they meant then (NOTES.txt says so at each install and upgrade). */}}
+{{- define "cronoq.workerGrants" -}}
+{{- $grants := list -}}
+{{- $legacy := or .Values.workers.serviceAccounts .Values.workers.pools -}}
+{{- if and .Values.workers.grants $legacy -}}
+{{- fail "workers.grants replaces workers.serviceAccounts and workers.pools: move each ServiceAccount of workers.serviceAccounts into workers.grants with the pools it serves (e.g. --set-json 'workers.grants=[{\"serviceAccount\":\"thumbs-worker\",\"pools\":[\"thumbs\"]}]') and set workers.serviceAccounts and workers.pools to []" -}}
+{{- end -}}
+{{- if .Values.workers.grants -}}
+{{- $seen := list -}}
+{{- range .Values.workers.grants -}}
+{{- $account := required "workers.grants: each grant names its serviceAccount" .serviceAccount -}}
+{{- if has $account $seen -}}
+{{- fail (printf "workers.grants: ServiceAccount %s is granted twice: list all the pools it serves in one grant" $account) -}}
+{{- end -}}
+{{- $seen = append $seen $account -}}
+{{- $pools := uniq (.pools | default list) -}}
+{{- if and (has "*" $pools) (gt (len $pools) 1) -}}
+{{- fail (printf "workers.grants: ServiceAccount %s is granted \"*\" (every pool) and named pools too: keep one or the other" $account) -}}
+{{- end -}}
+{{- $grants = append $grants (dict "serviceAccount" $account "pools" $pools) -}}
+{{- end -}}
+{{- else -}}
+{{- range uniq (.Values.workers.serviceAccounts | default list) -}}
+{{- $grants = append $grants (dict "serviceAccount" . "pools" (uniq ($.Values.workers.pools | default (list "*")))) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $grants -}}
 {{- end -}}
 
-{{/* A pull worker (`delivery: Workers`) reads its pool's Tasks and its TaskPool, may serve the
-pools of workers.pools (every pool when empty: the lease guard asks for this verb), and writes its
-own Lease and its attempts' Leases (reports included); the worker policy and the lease guard narrow
-the Leases to its own. Never a Task, a Job, a pod or a Secret. */}}
+{{/* ServiceAccounts of pull workers (names, a JSON list): those of the grants, with pools or not. */}}
+{{- define "cronoq.workerServiceAccounts" -}}
+{{- $accounts := list -}}
+{{- range include "cronoq.workerGrants" . | fromJsonArray -}}
+{{- $accounts = append $accounts .serviceAccount -}}
+{{- end -}}
+{{- toJson $accounts -}}
+{{- end -}}
+
+{{/* A pull worker (`delivery: Workers`) reads its pool's Tasks and its TaskPool and writes its own
+Lease and its attempts' Leases (reports included); the worker policy and the lease guard narrow the
+Leases to its own. Which pools it may serve is its grant's (cronoq.workerServeRules). Never a Task,
+a Job, a pod or a Secret. */}}
 {{- define "cronoq.workerRules" -}}
 - apiGroups: ["cronoq.io"]
   resources: ["tasks"]
@@ -193,15 +231,21 @@ the Leases to its own. Never a Task, a Job, a pod or a Secret. */}}
 - apiGroups: ["cronoq.io"]
   resources: ["taskpools"]
   verbs: ["get"]
-- apiGroups: ["cronoq.io"]
-  resources: ["taskpools"]
-  verbs: ["serve"]
-  {{- with .Values.workers.pools }}
-  resourceNames: {{ toJson (uniq .) }}
-  {{- end }}
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "create", "update", "patch", "delete"]
+{{- end -}}
+
+{{/* The `serve` verb on a grant's pools (the grant is the context): on those TaskPools by name, or
+on every TaskPool for ["*"]. Never used for a grant without pools: RBAC reads an empty
+resourceNames as every name. */}}
+{{- define "cronoq.workerServeRules" -}}
+- apiGroups: ["cronoq.io"]
+  resources: ["taskpools"]
+  verbs: ["serve"]
+  {{- if not (has "*" .pools) }}
+  resourceNames: {{ toJson .pools }}
+  {{- end }}
 {{- end -}}
 
 {{/* Admission-policy variables naming the requester's pod: `pod`, from a pod-bound token's
