@@ -584,6 +584,19 @@ def test_values_of_before_grants_keep_working_and_say_what_changed(render, helm_
     assert "ServiceAccount idle-worker is granted no pool" in notes(helm_binary, {"grants": [{"serviceAccount": "idle-worker"}]})
 
 
+def test_the_grants_the_docs_show_render_as_they_say(render):
+    """The `workers.grants` values of docs/operating/ (install.md, upgrades.md), rendered."""
+    blocks = [m.group(1) for page in sorted((CHART.parents[1] / "docs" / "operating").glob("*.md"))
+              for m in re.finditer(r"```yaml\n(workers:\n  grants:.*?)```", page.read_text(), re.S)]
+    assert len(blocks) >= 2, blocks
+    for block in blocks:
+        values = yaml.safe_load(block)
+        values["workers"]["namespaces"] = ["a"]
+        served = serve_grants(render(set_json=values))
+        for grant in values["workers"]["grants"]:
+            assert served[("a", grant["serviceAccount"])] == {("cronoq.io", "taskpools", "serve", p) for p in grant["pools"]}
+
+
 @pytest.mark.parametrize("workers, says", [
     ({"grants": [{"serviceAccount": "a", "pools": ["x"]}], "serviceAccounts": ["b"]},
      "workers.grants replaces workers.serviceAccounts and workers.pools"),
