@@ -15,7 +15,7 @@ from typing import Any
 
 from cronoq.api import Task, TaskPoolSpec, TaskStatus
 from cronoq.engine.plan import DEFAULT_JOB_RETENTION, Effective, Observation
-from cronoq.engine.naming import job_name
+from cronoq.engine.naming import job_name, lease_id
 from cronoq.engine.observed import AttemptJob, Termination
 from cronoq.engine.retention import ttl_seconds
 
@@ -106,9 +106,11 @@ def with_status(task: Task, status: TaskStatus | None) -> Task:
 class JobBuilder:
     """What the kube layer reports of one attempt's Job (and its pod)."""
 
-    def __init__(self, task: str, number: int) -> None:
+    def __init__(self, task: str, number: int, epoch: int = 1) -> None:
+        """The Job of attempt `number` recorded by the leader of `epoch` (its lease id label)."""
         self._job = AttemptJob(number=number, name=job_name(task, number), uid=f"job-uid-{task}-{number}",
-                               created_at=T0, ttl_after_finished=ttl_seconds(DEFAULT_JOB_RETENTION))
+                               lease_id=lease_id(epoch, number), created_at=T0,
+                               ttl_after_finished=ttl_seconds(DEFAULT_JOB_RETENTION))
 
     def named(self, name: str) -> JobBuilder:
         self._job = replace(self._job, name=name)
@@ -150,8 +152,8 @@ class JobBuilder:
         return self._job
 
 
-def attempt_job(task: str, number: int) -> JobBuilder:
-    return JobBuilder(task, number)
+def attempt_job(task: str, number: int, epoch: int = 1) -> JobBuilder:
+    return JobBuilder(task, number, epoch)
 
 
 def observe(*jobs: AttemptJob, now: datetime = T0, epoch: int = 1, admit: bool = False, **more: Any) -> Observation:

@@ -30,6 +30,8 @@ class FakeWriter:
         """Exceptions the next Job creations raise, in order."""
         self.events: list[tuple[str, str, str]] = []
         self.jobs: dict[str, dict[str, Any]] = {}
+        self.deleted: list[tuple[str, str, str]] = []
+        """(namespace, name, uid precondition) of each Job deletion asked for."""
         self.version = 100
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -61,13 +63,14 @@ class FakeWriter:
         self.jobs[job["metadata"]["name"]] = self._bump(created)
         return copy.deepcopy(created)
 
-    async def delete_job(self, namespace: str, name: str) -> None:
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         self.calls.append(("delete-job", name))
+        self.deleted.append((namespace, name, uid))
 
-    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
+    async def retime_job(self, namespace: str, name: str, uid: str, seconds: int) -> dict[str, Any] | None:
         self.calls.append(("retime-job", f"{name}={seconds}"))
         job = self.jobs.get(name)
-        if job is None:
+        if job is None or job["metadata"].get("uid") != uid:
             return None
         job["spec"]["ttlSecondsAfterFinished"] = seconds
         return copy.deepcopy(self._bump(job))
@@ -96,10 +99,14 @@ def task(name: str) -> dict[str, Any]:
             "spec": {"pool": "p", "image": "busybox"}}
 
 
-def pod(job: str, task_name: str, exit_code: int) -> dict[str, Any]:
+def pod(job: str, task_name: str, exit_code: int, job_uid: str | None = None) -> dict[str, Any]:
+    """A pod of Job `job` (controlled by the Job of `job_uid`: the fake writer's uid by default)
+    whose task container exited with `exit_code`."""
     end = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
            "startedAt": "2026-12-03T12:00:01Z", "finishedAt": "2026-12-03T12:00:02Z"}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": job_uid or f"uid-{job}", "controller": True}
     return {"metadata": {"name": f"{job}-xyz12", "namespace": NS, "resourceVersion": "300",
+                         "ownerReferences": [owner],
                          "labels": {"batch.kubernetes.io/job-name": job, "cronoq.io/attempt": "1",
                                     "cronoq.io/task": task_name}},
             "status": {"phase": "Succeeded" if exit_code == 0 else "Failed",

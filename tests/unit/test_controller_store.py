@@ -127,14 +127,14 @@ def test_a_task_replaced_under_its_name_forgets_the_old_ones_attempts() -> None:
     store.drop_job("ns", "a-a1")
     store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-a2", uid="job-2"))
     store.put_lease("ns", "a-a2", "e1-a2", "t", T0)
-    store.put_served("uid-a", AttemptJob(number=3, name="a-a3", uid="lease-3", worker="w"))
+    store.put_served("ns", "uid-a", AttemptJob(number=3, name="a-a3", uid="lease-3", worker="w"))
     store.put_worker("ns", WorkerFacts("w", "default", 2, "w", "t", 10.0), T0)
 
     replacement = raw("a", 9)
     replacement["metadata"]["uid"] = "uid-a-2"
     store.put_task(replacement, at(1))
 
-    assert "uid-a" not in store.by_uid and "uid-a" not in store.unclaimed
+    assert ("ns", "uid-a") not in store.by_id and ("ns", "uid-a") not in store.unclaimed
     assert ("ns", "a-a2") not in store.job_owner and ("ns", "a-a2") not in store.leases
     assert store.attempt_jobs(store.tasks[("ns", "a")]) == []
     assert store.worker_alive_until("ns", "w") == at(10), "workers are the pool's, not the task's"
@@ -223,7 +223,7 @@ def test_an_attempt_leases_facts_go_when_the_lease_goes() -> None:
         facts = served_facts(lease)
         assert facts is not None and len(facts.termination.message.encode()) <= 4096, "cut to the bytes allowed"
         store.put_lease("ns", f"ghost-a1.w-{i}", "e1-a1", T0.isoformat(), T0, f"nobody-{i}")
-        store.put_served(f"nobody-{i}", facts)
+        store.put_served("ns", f"nobody-{i}", facts)
     assert len(store.unclaimed) == 100 and len(store.leases) == 100
     for i in range(100):
         store.drop_lease("ns", f"ghost-a1.w-{i}")
@@ -274,6 +274,7 @@ def test_a_checkpoint_is_folded_into_its_attempt_only_from_a_lease_its_lease_id_
     store.put_job("ns", "uid-a", "a", AttemptJob(number=1, name="a-a1", uid="job-1", lease_id="e1-a1"))
     lease = {"metadata": {"annotations": {"cronoq.io/checkpoint": '{"done": 4}'}}}
     assert checkpoint_of(lease) == '{"done":4}' and checkpoint_of({"metadata": {}}) is None
+    store.put_lease("ns", "a-a1", "e1-a1", T0.isoformat(), T0, "uid-a")
     assert store.put_checkpoint("ns", "a-a1", "e1-a1", checkpoint_of(lease)) is True
     assert store.put_checkpoint("ns", "a-a1", "e1-a1", '{"done":4}') is False, "unchanged: nothing to decide"
     (job,) = store.attempt_jobs(store.tasks[("ns", "a")])

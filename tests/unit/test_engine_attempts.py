@@ -131,7 +131,7 @@ def test_a_new_leader_recreates_the_recorded_job_and_keeps_its_number_and_lease(
 
 def test_a_running_job_of_the_open_attempt_is_adopted() -> None:
     task = started(make_task().obj(), epoch=3)
-    plan = run(task, observe(attempt_job("t", 1).running(at(1)).obj(), now=at(5), epoch=4, admit=True))
+    plan = run(task, observe(attempt_job("t", 1, epoch=3).running(at(1)).obj(), now=at(5), epoch=4, admit=True))
     assert plan == Plan()
 
 
@@ -176,7 +176,7 @@ def test_push_attempts_record_their_response_code_and_honour_retry_after() -> No
     second = run(retrying, observe(attempt_job("t", 1).exited(1, busy), now=at(17), admit=True, epoch=2))
     running = step(retrying, second)
     ok = json.dumps({"outcome": "success", "responseCode": 200, "output": '{"sent":true}'})
-    done = run(running, observe(attempt_job("t", 1).exited(1, busy), attempt_job("t", 2).created(at(17)).exited(0, ok), now=at(20),
+    done = run(running, observe(attempt_job("t", 1).exited(1, busy), attempt_job("t", 2, epoch=2).created(at(17)).exited(0, ok), now=at(20),
                                epoch=2))
     assert done.status.phase is TaskPhase.SUCCEEDED and done.status.output == '{"sent":true}'
     assert [(a.number, a.response_code) for a in done.status.attempts] == [(1, 503), (2, 200)]
@@ -541,7 +541,7 @@ def test_a_status_written_by_a_newer_leader_deposes_this_one() -> None:
 
 def test_a_newer_leader_stamps_its_epoch_on_what_it_writes() -> None:
     task = started(make_task().obj(), epoch=2)
-    plan = run(task, observe(attempt_job("t", 1).exited(0), now=at(1), epoch=3))
+    plan = run(task, observe(attempt_job("t", 1, epoch=2).exited(0), now=at(1), epoch=3))
     assert plan.status.epoch == 3
 
 

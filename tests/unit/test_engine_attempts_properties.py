@@ -87,10 +87,13 @@ class SimJob:
     created: datetime
     deleted_at: datetime | None = None
     foreign: bool = False
+    lease_id: str | None = None
+    """Its cronoq.io/lease-id label: the recorded attempt's for the operator's Jobs, none for foreign ones."""
 
     def facts(self, now: datetime) -> AttemptJob:
         fate = self.fate
-        job = AttemptJob(number=self.number, name=self.name, uid=self.uid, created_at=self.created)
+        job = AttemptJob(number=self.number, name=self.name, uid=self.uid, created_at=self.created,
+                         lease_id=self.lease_id)
         start = None if fate.kind == "never_starts" else self.created + timedelta(seconds=fate.start_delay)
         end = None if start is None or fate.kind == "hang" else start + timedelta(seconds=fate.duration)
         if self.deleted_at is not None and (end is None or self.deleted_at < end):
@@ -152,7 +155,7 @@ class World:
             if fate.kind == "rejected":
                 self.rejected[n] = "spec.template.spec.containers[0].image: Required value"
             elif name not in self.jobs:  # AlreadyExists: the Job is there already
-                self.jobs[name] = SimJob(n, name, f"uid-{n}", fate, self.now)
+                self.jobs[name] = SimJob(n, name, f"uid-{n}", fate, self.now, lease_id=plan.create_job.lease_id)
         for name in plan.delete_jobs:
             job = self.jobs.get(name)
             if job is not None and job.deleted_at is None:

@@ -124,7 +124,7 @@ def test_a_checkpoint_closed_attempt_or_foreign_lease_is_ignored() -> None:
     # A Lease held by another lease id than the attempt's (someone took its name): ignored.
     assert run(task, running(checkpoint='{"x":1}', lease_id="e9-a1"), now=at(5)).status is None
     # A Job of the attempt's name whose lease id is unknown cannot vouch for a checkpoint.
-    unknown = attempt_job("t", 1).running(at(1)).with_(checkpoint='{"x":1}')
+    unknown = attempt_job("t", 1).running(at(1)).with_(checkpoint='{"x":1}', lease_id=None)
     assert run(task, unknown, now=at(5)).status is None
     # The Job of an attempt the status never recorded (a number ahead of it): ignored.
     ahead = running(2, checkpoint='{"x":1}')

@@ -275,7 +275,7 @@ def test_a_retry_after_hint_counts_in_the_backoff_against_the_budget() -> None:
                                      maxRetryDuration="30s").obj())
     hint = json.dumps({"outcome": "retryable", "message": "later", "retryAfterSeconds": 60})
     end = AttemptJob(number=1, name="t-a1", created_at=T0, termination=Termination(exit_code=1, message=hint),
-                     finished="Failed", pod_phase="Failed")
+                     finished="Failed", pod_phase="Failed", lease_id="e1-a1")
     plan = run(task, observe(end, now=at(2)))
     assert finished_reason(plan) == reasons.RETRY_DURATION_EXHAUSTED
 

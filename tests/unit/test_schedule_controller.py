@@ -41,9 +41,9 @@ class FakeIO:
         if name in self.existing:
             uid = self.existing[name]
             refs = [{"kind": "TaskSchedule", "name": "s", "uid": uid, "controller": True}] if uid else []
-            return {"metadata": {"name": name, "ownerReferences": refs}}
+            return {"metadata": {"name": name, "uid": f"task-{name}", "ownerReferences": refs}}, False
         self.existing[name] = task["metadata"]["ownerReferences"][0]["uid"]
-        return None
+        return {**task, "metadata": {**task["metadata"], "uid": f"task-{name}"}}, True
 
     async def replace_status(self, raw, status):
         self._guard()
@@ -60,12 +60,14 @@ class FakeIO:
         self.rv += 1
         return {**(self.stored or RAW), "metadata": {**RAW["metadata"], "resourceVersion": str(self.rv)}}
 
-    async def cancel_task(self, namespace, name):
+    async def cancel_task(self, namespace, name, uid):
         self._guard()
+        assert uid == f"task-{name}", "a cancel holds only for the Task seen under its name"
         self.calls.append(("cancel", name))
 
-    async def delete_task(self, namespace, name):
+    async def delete_task(self, namespace, name, uid):
         self._guard()
+        assert uid == f"task-{name}", "a delete holds only for the Task seen under its name"
         self.calls.append(("delete", name))
 
 

@@ -193,8 +193,9 @@ class Applier:
                 await self._create_job(entry, plan.job, plan.create_job.number, plan, pool_key)
             except JobRefused as err:
                 refused = err
-        for job_name in plan.delete_jobs:
-            await self.writer.delete_job(namespace, job_name)
+        for job_name in plan.delete_jobs:  # only the Job seen as the task's, by its uid
+            if (seen := entry.jobs.get(job_name)) is not None and seen.uid:
+                await self.writer.delete_job(namespace, job_name, seen.uid)
         quiet = self.quiet(pool)
         for event in plan.events:
             if quiet and not event.warning:
@@ -205,7 +206,9 @@ class Applier:
         if refused is not None:
             raise refused  # the retry's plan re-times the Jobs
         for job_name, seconds in plan.retime_jobs:  # last: a failing patch holds up nothing else
-            retimed = await self.writer.retime_job(namespace, job_name, seconds)
+            if (seen := entry.jobs.get(job_name)) is None or not seen.uid:
+                continue
+            retimed = await self.writer.retime_job(namespace, job_name, seen.uid, seconds)
             facts = job_facts(retimed, self.skew()) if retimed is not None else None
             if facts is not None:  # known before its watch event: not patched again meanwhile
                 self.store.put_job(namespace, entry.uid, name, facts)

@@ -124,7 +124,7 @@ class Intake:
             renewed = self.store.put_lease(namespace, name, spec.get("holderIdentity"), spec.get("renewTime"),
                                            self.clock(), uid)
             served = served_facts(raw, self.skew())
-            reported = bool(served is not None and uid and self.store.put_served(uid, served))
+            reported = bool(served is not None and uid and self.store.put_served(namespace, uid, served))
             # A finished task's checkpoint is recorded (or moot): what its Lease still says is not kept.
             record = self.store.tasks.get((namespace, task))
             done = record is not None and record.uid == uid and record.finished is not None

@@ -155,7 +155,8 @@ class Schedules:
         decision = decide(schedule, own, now, self.min_interval)
         status = decision.status
         for name in decision.cancel:
-            await self.io.cancel_task(key[0], name)
+            if (uid := self._uid_of(key, name)) is not None:
+                await self.io.cancel_task(key[0], name, uid)
         if decision.create is not None:
             status = await self._fire(key, schedule, decision, decision.create)
         if status is not None:
@@ -175,25 +176,31 @@ class Schedules:
             if decision.skipped:
                 metrics.SCHEDULE_FIRES.labels(name, "skipped").inc(decision.skipped)
         for task in decision.delete:
-            await self.io.delete_task(key[0], task)
+            if (uid := self._uid_of(key, task)) is not None:
+                await self.io.delete_task(key[0], task, uid)
         due = self.due[key] = min(decision.wake_at or now + timedelta(seconds=IDLE_SECONDS),
                                   now + timedelta(seconds=IDLE_SECONDS))
         self.queue.add_after(key, (due - self.clock.now()).total_seconds())
+
+    def _uid_of(self, key: Key, name: str) -> str | None:
+        """The uid of the schedule's Task `name`, as seen (every cancel and delete carries it)."""
+        facts = self.tasks[key].get(name)
+        return facts.uid if facts is not None else None
 
     async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision,
                     fire_time: datetime) -> TaskScheduleStatus | None:
         """Create the Task of the fire at `fire_time` (`decision.create`); the status to write afterwards."""
         manifest = task_manifest(schedule, fire_time)
         try:
-            existing = await self.io.create_task(manifest)
+            stored, created = await self.io.create_task(manifest)
         except Rejected as err:
             log.error("the API server refused Task %s/%s of schedule %s: %s", key[0], manifest["metadata"]["name"],
                       key[1], err.message)
             return rejected(schedule, decision, err.message, self.clock.now())
         name = manifest["metadata"]["name"]
         uid = schedule.metadata.uid
-        if existing is not None:
-            controller = controller_of(existing)
+        if not created:
+            controller = controller_of(stored)
             if controller is None or controller.get("uid") != uid:
                 holder = f"{controller.get('kind')} {controller.get('name')}" if controller else None
                 log.warning("Task %s/%s, the name of a fire of schedule %s, is not the schedule's (%s): FireConflict",
@@ -202,9 +209,10 @@ class Schedules:
                 return conflicting(schedule, decision, name, holder, self.clock.now())
             log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
         # Known at once, so a decision before the watch event sees the fire as made.
-        self.tasks[key].setdefault(name, Fired(name=name, fire_time=fire_time, owner_uid=uid))
+        self.tasks[key].setdefault(name, Fired(name=name, fire_time=fire_time, owner_uid=uid,
+                                               uid=(stored.get("metadata") or {}).get("uid")))
         self.owner[(key[0], name)] = key
-        if existing is None:
+        if created:
             metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "created").inc()
             metrics.SCHEDULE_LAG.observe(lag(fire_time, self.clock.now()))
         status = decision.status or schedule.status

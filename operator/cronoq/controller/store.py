@@ -23,6 +23,10 @@ from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.observe import PodFacts, WorkerFacts
 
 Key = tuple[str, str]  # (namespace, name)
+Id = tuple[str, str]
+"""(namespace, uid): who a task is. A fact names a task by the uid in its labels, and counts for
+that task only when it was seen in the task's own namespace: the same uid on an object of
+another namespace names nobody (anyone may write any label on their own objects)."""
 
 
 def _rv(obj: dict[str, Any]) -> int:
@@ -157,8 +161,8 @@ class Store:
     pools: dict[Key, TaskPool] = field(default_factory=dict)
     workers: dict[Key, tuple[WorkerFacts, datetime]] = field(default_factory=dict)
     """(namespace, worker) → its Lease's facts and when we saw its renewTime change, by our clock."""
-    unclaimed: dict[str, Unclaimed] = field(default_factory=dict)
-    """task uid → Jobs and attempt Leases naming a task not (or not yet) in `tasks`."""
+    unclaimed: dict[Id, Unclaimed] = field(default_factory=dict)
+    """(namespace, task uid) → Jobs and attempt Leases naming a task not (or not yet) in `tasks`."""
     # What was seen of Kubernetes objects by (namespace, name): a Job's pod, an attempt's Lease.
     pods: dict[Key, PodFacts] = field(default_factory=dict)
     """(namespace, Job name) → its pod's facts."""
@@ -173,8 +177,8 @@ class Store:
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container terminated."""
     # Indexes, derived from the records by `_index`/`_unindex` (and by the Jobs they hold).
-    by_uid: dict[str, Key] = field(default_factory=dict)
-    """task uid → its key."""
+    by_id: dict[Id, Key] = field(default_factory=dict)
+    """(namespace, task uid) → its key."""
     job_owner: dict[Key, tuple[str, str]] = field(default_factory=dict)
     """(namespace, Job name) → (uid, name) of its task."""
     in_pool: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -227,11 +231,11 @@ class Store:
             old = None
         new = _record(raw, old.first_seen if old is not None else now)
         if old is None:
-            claimed = self.unclaimed.pop(new.uid, None)
+            claimed = self.unclaimed.pop((key[0], new.uid), None)
             if claimed is not None:
                 new.jobs, new.served = claimed.jobs, claimed.served
             self.tasks[key] = new
-            self.by_uid[new.uid] = key
+            self.by_id[(key[0], new.uid)] = key
             self._index(key, new)
             return new
         self._unindex(key, old)
@@ -297,7 +301,7 @@ class Store:
         record = self.tasks.pop(key, None)
         if record is not None:
             self._unindex(key, record)
-            self.by_uid.pop(record.uid, None)
+            self.by_id.pop((key[0], record.uid), None)
             self.handing.pop(key, None)
             for job in (*record.jobs, *record.gone):
                 self._drop_seen(key[0], job)
@@ -345,18 +349,19 @@ class Store:
     def tasks_in_pool(self, namespace: str, pool: str) -> list[TaskRecord]:
         return [self.tasks[(namespace, name)] for name in self.in_pool.get((namespace, pool), ())]
 
-    def _holder_of(self, uid: str) -> TaskRecord | Unclaimed:
-        """Where facts naming task `uid` go: its record, or the unclaimed ones until it comes."""
-        key = self.by_uid.get(uid)
+    def _holder_of(self, namespace: str, uid: str) -> TaskRecord | Unclaimed:
+        """Where facts seen in `namespace` naming task `uid` go: its record when the task is of that
+        namespace, else the unclaimed ones of (namespace, uid) until such a task comes (never)."""
+        key = self.by_id.get((namespace, uid))
         if key is not None:
             return self.tasks[key]
-        return self.unclaimed.setdefault(uid, Unclaimed())
+        return self.unclaimed.setdefault((namespace, uid), Unclaimed())
 
     # ------------------------------------------------------------------ jobs and pods
 
     def put_job(self, namespace: str, task_uid: str, task: str, facts: AttemptJob) -> bool:
         """Record a Job of task `task_uid`; True when what is known of it changed."""
-        jobs = self._holder_of(task_uid).jobs
+        jobs = self._holder_of(namespace, task_uid).jobs
         self.job_owner[(namespace, facts.name)] = (task_uid, task)
         if jobs.get(facts.name) == facts:
             return False
@@ -365,23 +370,28 @@ class Store:
 
     def job_keys(self) -> list[Key]:
         """(namespace, name) of the Jobs held as present (not seen deleted)."""
-        return [k for k, (uid, _) in self.job_owner.items() if k[1] in self._jobs_of(uid)]
+        return [k for k, (uid, _) in self.job_owner.items() if k[1] in self._jobs_of(k[0], uid)]
 
-    def _jobs_of(self, uid: str) -> dict[str, AttemptJob]:
-        key = self.by_uid.get(uid)
+    def _jobs_of(self, namespace: str, uid: str) -> dict[str, AttemptJob]:
+        key = self.by_id.get((namespace, uid))
         if key is not None:
             return self.tasks[key].jobs
-        claimed = self.unclaimed.get(uid)
+        claimed = self.unclaimed.get((namespace, uid))
         return claimed.jobs if claimed is not None else {}
+
+    def job_seen(self, namespace: str, name: str) -> AttemptJob | None:
+        """What was last seen of the Job `name` of `namespace`, while it is there."""
+        uid, _ = self.job_owner.get((namespace, name), (None, None))
+        return self._jobs_of(namespace, uid).get(name) if uid is not None else None
 
     def may_run(self, namespace: str, job: str) -> bool:
         """Whether the Job's task container may still be running: the Job is still there and its
         pod has not reported its container ended. (Jobs are deleted in the foreground, so an
         aborted Job stays until its pod is gone.)"""
-        uid, _ = self.job_owner.get((namespace, job), (None, None))
-        if uid is None or job not in self._jobs_of(uid):
+        seen = self.job_seen(namespace, job)
+        if seen is None:
             return False
-        pod = self.pods.get((namespace, job))
+        pod = self.pod_of(namespace, seen)
         return pod is None or (pod.termination is None and pod.phase not in ("Succeeded", "Failed"))
 
     def drop_job(self, namespace: str, name: str) -> str | None:
@@ -392,13 +402,13 @@ class Store:
         if owner is None:
             return None
         uid, task = owner
-        key = self.by_uid.get(uid)
+        key = self.by_id.get((namespace, uid))
         if key is None:
-            claimed = self.unclaimed.get(uid)
+            claimed = self.unclaimed.get((namespace, uid))
             if claimed is not None:
                 claimed.jobs.pop(name, None)
                 if not (claimed.jobs or claimed.served):
-                    del self.unclaimed[uid]
+                    del self.unclaimed[(namespace, uid)]
             del self.job_owner[(namespace, name)]
             self._drop_seen(namespace, name)
             return task
@@ -409,7 +419,12 @@ class Store:
         return task
 
     def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> bool:
-        """Record a Job's pod; True when what is known of it changed."""
+        """Record a Job's pod; True when what is known of it changed. A pod that another object than
+        the Job seen under its name controls is not that Job's pod: it changes nothing (and does
+        not push the real pod's facts out)."""
+        seen = self.job_seen(namespace, facts.job)
+        if seen is not None and seen.uid and facts.job_uid != seen.uid:
+            return False
         if self.pods.get((namespace, facts.job)) == facts:
             return False
         self.pods[(namespace, facts.job)] = facts
@@ -446,43 +461,52 @@ class Store:
         uid = old[3] if old is not None else None
         if not uid:
             return
-        key = self.by_uid.get(uid)
-        holder = self.tasks[key] if key is not None else self.unclaimed.get(uid)
+        key = self.by_id.get((namespace, uid))
+        holder = self.tasks[key] if key is not None else self.unclaimed.get((namespace, uid))
         if holder is not None and name in holder.served:
             holder.served = {k: v for k, v in holder.served.items() if k != name} or NOTHING
-        claimed = self.unclaimed.get(uid) if key is None else None
+        claimed = self.unclaimed.get((namespace, uid)) if key is None else None
         if claimed is not None:
             if not (claimed.jobs or claimed.served):
-                del self.unclaimed[uid]
+                del self.unclaimed[(namespace, uid)]
 
-    def _seen(self, namespace: str, job: AttemptJob, live: bool = True) -> AttemptJob:
+    def pod_of(self, namespace: str, job: AttemptJob) -> PodFacts | None:
+        """What was seen of the Job's own pod: one its Job (by uid) controls, none other."""
+        pod = self.pods.get((namespace, job.name))
+        return pod if pod is not None and job.uid and pod.job_uid == job.uid else None
+
+    def _seen(self, namespace: str, task_uid: str, job: AttemptJob, live: bool = True) -> AttemptJob:
         """A Job's facts with what was seen of its pod and (`live`) when, by our clock, its task
-        container was seen running, ended, and its heartbeat Lease renewed."""
+        container was seen running, ended, and its heartbeat Lease renewed. Only the Job's own pod
+        and a Lease of the task's own namespace that names the task's uid and is held by the
+        attempt's lease id speak for the attempt."""
         key = (namespace, job.name)
-        job = with_pod(job, self.pods.get(key))
+        job = with_pod(job, self.pod_of(namespace, job))
         if not live:
             return job
         lease = self.leases.get(key)
-        renewed = lease[2] if lease and lease[1] and lease[0] == job.lease_id else None
+        held = lease is not None and job.lease_id is not None and lease[0] == job.lease_id and lease[3] == task_uid
+        renewed = lease[2] if held and lease is not None and lease[1] else None
         saved = self.checkpoints.get(key)
-        checkpoint = saved[1] if saved is not None and job.lease_id is not None and saved[0] == job.lease_id else None
+        checkpoint = saved[1] if held and saved is not None and saved[0] == job.lease_id else None
         return replace(job, running_seen_at=self.running_seen.get(key), ended_seen_at=self.ended_seen.get(key),
                        renewed_seen_at=renewed, checkpoint=checkpoint)
 
     def attempt_jobs(self, record: TaskRecord) -> list[AttemptJob]:
         """The task's Jobs with their pods folded in, plus the ones seen deleted (as `gone`), and
         the attempt Leases pull workers wrote for it."""
-        namespace = record.namespace
-        seen = [self._seen(namespace, j) for j in (*record.jobs.values(), *record.served.values())]
+        namespace, uid = record.namespace, record.uid
+        seen = [self._seen(namespace, uid, j) for j in (*record.jobs.values(), *record.served.values())]
         present = {j.name for j in seen}
-        seen += [self._seen(namespace, gone, live=False) for name, gone in record.gone.items() if name not in present]
+        seen += [self._seen(namespace, uid, gone, live=False) for name, gone in record.gone.items()
+                 if name not in present]
         return seen
 
     # ------------------------------------------------------------------ pull workers
 
-    def put_served(self, task_uid: str, facts: AttemptJob) -> bool:
-        """Record what a worker's attempt Lease says; True when that changed."""
-        holder = self._holder_of(task_uid)
+    def put_served(self, namespace: str, task_uid: str, facts: AttemptJob) -> bool:
+        """Record what a worker's attempt Lease of `namespace` says; True when that changed."""
+        holder = self._holder_of(namespace, task_uid)
         if holder.served.get(facts.name) == facts:
             return False
         holder.served = {**holder.served, facts.name: facts}

@@ -14,10 +14,13 @@ class Writer(Protocol):
         """The attempt's Job as stored (the existing one if it exists already), None if gone again."""
         ...
 
-    async def delete_job(self, namespace: str, name: str) -> None: ...
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the Job only while it is still the one with this uid."""
+        ...
 
-    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
-        """Set the Job's ttlSecondsAfterFinished; the Job as stored, None when it is gone."""
+    async def retime_job(self, namespace: str, name: str, uid: str, seconds: int) -> dict[str, Any] | None:
+        """Set the Job's ttlSecondsAfterFinished while it is the one with this uid; the Job as
+        stored, None when it is gone (or its name holds another Job)."""
         ...
 
     async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None: ...

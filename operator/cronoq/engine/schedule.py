@@ -232,6 +232,8 @@ class Fired:
     owner_uid: str | None = None
     """uid of the TaskSchedule that controls the Task (its controller ownerReference): only the
     schedule of that uid counts the Task as one of its fires."""
+    uid: str | None = None
+    """The Task's own uid: a cancel or delete of it holds only while its name is still this Task's."""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ class PodFacts:
     termination: Termination | None
     waiting: tuple[str, str] | None = None
     """(reason, message) of a pod that cannot start; see `waiting`."""
+    job_uid: str | None = None
+    """uid of the Job that controls it (its controller owner reference): a pod speaks for the Job
+    of that uid alone, whatever its labels say."""
 
 
 def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | None:
@@ -83,7 +86,17 @@ def pod_facts(pod: dict[str, Any], skew: timedelta = NO_SKEW) -> PodFacts | None
                                       finished_at=parse_time(end.get("finishedAt"), skew))
     return PodFacts(job=job, phase=status.get("phase"), reason=status.get("reason"), message=status.get("message"),
                     deleting=bool(meta.get("deletionTimestamp")), disruption=disruption, started_at=started,
-                    termination=termination, waiting=None if started or termination else waiting(status))
+                    termination=termination, waiting=None if started or termination else waiting(status),
+                    job_uid=controller_uid(meta, "Job"))
+
+
+def controller_uid(meta: dict[str, Any], kind: str) -> str | None:
+    """uid of the object of `kind` that controls this one (its owner reference with controller set)."""
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == kind:
+            uid = ref.get("uid")
+            return uid if isinstance(uid, str) else None
+    return None
 
 
 # Waiting reasons of a container that starts normally: nothing to tell the user.

@@ -10,7 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from cronoq.api import TERMINAL_PHASES
 from cronoq.engine.schedule import EPOCH, FIRE_TIME, SCHEDULE, TRIGGER, Fired
-from cronoq.kube.writes import MERGE_PATCH, Rejected, Writer, api_message, custom_objects
+from cronoq.kube.writes import JSON_PATCH, Rejected, Writer, api_message, custom_objects
 
 
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
@@ -41,25 +41,25 @@ def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
         name=meta["name"], fire_time=EPOCH + timedelta(seconds=int(at)), manual=labels.get(TRIGGER) == "manual",
         finished=phase in _TERMINAL, succeeded=phase == "Succeeded",
         finished_at=datetime.fromisoformat(finished_at.replace("Z", "+00:00")) if finished_at else None,
-        cancelling=bool((raw.get("spec") or {}).get("cancel")), owner_uid=owner.get("uid"))
+        cancelling=bool((raw.get("spec") or {}).get("cancel")), owner_uid=owner.get("uid"), uid=meta.get("uid"))
 
 
 @dataclass
 class ScheduleWriter:
     writer: Writer
 
-    async def create_task(self, task: dict[str, Any]) -> dict[str, Any] | None:
-        """Create a fire's Task: None once created, or the Task that exists already under its name
-        (the create is the fence: whether that Task is the schedule's own decides if the fire happened)."""
+    async def create_task(self, task: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create a fire's Task: (the Task stored under its name, whether this call created it). The
+        create is the fence: when a Task existed already, whether it is the schedule's own decides
+        if the fire happened."""
         self.writer.check()
         namespace, name = task["metadata"]["namespace"], task["metadata"]["name"]
         try:
-            await self.writer.request("POST", custom_objects(namespace), task)
-            return None
+            return await self.writer.request("POST", custom_objects(namespace), task), True
         except ApiException as err:
             if err.status == 409:
                 existing = await self.writer.request("GET", f"{custom_objects(namespace)}/{name}")
-                return existing or {"metadata": {"name": name}}
+                return existing or {"metadata": {"name": name}}, False
             if err.status in (403, 422):
                 raise Rejected(err.status, api_message(err)) from None
             raise
@@ -68,21 +68,26 @@ class ScheduleWriter:
         """PUT the status with the stored resourceVersion as precondition (Conflict if it changed)."""
         return await self.writer.replace_status("taskschedules", raw, status)
 
-    async def cancel_task(self, namespace: str, name: str) -> None:
+    async def cancel_task(self, namespace: str, name: str, uid: str) -> None:
+        """Cancel the Task `name` while it is the one with this `uid` (a JSON patch that tests it)."""
         self.writer.check()
+        patch = [{"op": "test", "path": "/metadata/uid", "value": uid},
+                 {"op": "add", "path": "/spec/cancel", "value": True}]
         try:
-            await self.writer.request("PATCH", f"{custom_objects(namespace)}/{name}", {"spec": {"cancel": True}},
-                                      content_type=MERGE_PATCH)
+            await self.writer.request("PATCH", f"{custom_objects(namespace)}/{name}", patch,
+                                      content_type=JSON_PATCH)
         except ApiException as err:
-            if err.status != 404:
+            if err.status not in (404, 409, 422):  # gone, or its name holds another Task now
                 raise
 
-    async def delete_task(self, namespace: str, name: str) -> None:
+    async def delete_task(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the Task `name` while it is the one with this `uid`."""
         self.writer.check()
         try:
-            await self.writer.request("DELETE", f"{custom_objects(namespace)}/{name}", {"propagationPolicy": "Background"})
+            await self.writer.request("DELETE", f"{custom_objects(namespace)}/{name}",
+                                      {"propagationPolicy": "Background", "preconditions": {"uid": uid}})
         except ApiException as err:
-            if err.status != 404:
+            if err.status not in (404, 409):
                 raise
 
     async def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:

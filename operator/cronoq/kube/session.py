@@ -86,7 +86,7 @@ class ApiSession:
 
     @asynccontextmanager
     async def open(self, method: str, path: str, limits: aiohttp.ClientTimeout, *,
-                   params: dict[str, str] | None = None, body: dict[str, Any] | None = None,
+                   params: dict[str, str] | None = None, body: dict[str, Any] | list[Any] | None = None,
                    content_type: str = JSON, answered: Answered | None = None) -> AsyncIterator[aiohttp.ClientResponse]:
         """One request, its answer open to be read or streamed; a non-2xx answer raises ApiException."""
         conf = self.api.configuration
@@ -108,7 +108,8 @@ class ApiSession:
                 raise err
             yield response
 
-    async def request(self, method: str, path: str, limits: aiohttp.ClientTimeout, body: dict[str, Any] | None = None,
+    async def request(self, method: str, path: str, limits: aiohttp.ClientTimeout,
+                      body: dict[str, Any] | list[Any] | None = None,
                       content_type: str = JSON) -> dict[str, Any]:
         """One request, its JSON answer as a dict; a non-2xx answer raises ApiException."""
         async with self.open(method, path, limits, body=body, content_type=content_type) as response:

@@ -33,6 +33,7 @@ LIMITS = timeout(connect=TIMEOUT[0], read=TIMEOUT[1])
 CONNECTIONS = 32
 """Most writes in flight at once."""
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 class NotLeader(Exception):
@@ -81,7 +82,7 @@ class Writer:
             log.error("refusing to write: this replica's leadership lapsed")
             raise NotLeader()
 
-    async def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+    async def request(self, method: str, path: str, body: dict[str, Any] | list[Any] | None = None,
                       content_type: str = JSON) -> dict[str, Any]:
         """One request, its JSON answer as a dict; a non-2xx answer raises ApiException."""
         if self._slots is None:
@@ -152,26 +153,31 @@ class Writer:
             if err.status not in (404, 409):  # gone already, or the name now holds another task
                 raise
 
-    async def delete_job(self, namespace: str, name: str) -> None:
-        """Abort an attempt. Foreground: the Job stays (with a deletionTimestamp) until its pod is
-        gone, so the attempt's pool slot stays taken while its container may still run."""
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """Abort an attempt: the Job `name`, only while it is still the one with this `uid` (the one
+        the decision saw, never another that took its name). Foreground: the Job stays (with a
+        deletionTimestamp) until its pod is gone, so the attempt's pool slot stays taken while its
+        container may still run."""
         self.check()
         try:
-            await self.request("DELETE", f"{_jobs(namespace)}/{name}", {"propagationPolicy": "Foreground"})
+            await self.request("DELETE", f"{_jobs(namespace)}/{name}",
+                               {"propagationPolicy": "Foreground", "preconditions": {"uid": uid}})
         except ApiException as err:
-            if err.status != 404:
+            if err.status not in (404, 409):  # gone already, or the name now holds another Job
                 raise
 
-    async def retime_job(self, namespace: str, name: str, seconds: int) -> dict[str, Any] | None:
-        """Set a Job's ttlSecondsAfterFinished (a merge patch, nothing read first): the TTL
-        controller then deletes it (and its pod) that long after it finished, at once if that
-        has passed. Returns the Job as stored, or None when it is gone already."""
+    async def retime_job(self, namespace: str, name: str, uid: str, seconds: int) -> dict[str, Any] | None:
+        """Set a Job's ttlSecondsAfterFinished, only while it is the one with this `uid` (a JSON
+        patch whose first operation tests the uid; nothing read first): the TTL controller then
+        deletes it (and its pod) that long after it finished, at once if that has passed. Returns
+        the Job as stored, or None when it is gone (or its name holds another Job)."""
         self.check()
+        patch = [{"op": "test", "path": "/metadata/uid", "value": uid},
+                 {"op": "add", "path": "/spec/ttlSecondsAfterFinished", "value": seconds}]
         try:
-            return await self.request("PATCH", f"{_jobs(namespace)}/{name}",
-                                      {"spec": {"ttlSecondsAfterFinished": seconds}}, MERGE_PATCH)
+            return await self.request("PATCH", f"{_jobs(namespace)}/{name}", patch, JSON_PATCH)
         except ApiException as err:
-            if err.status == 404:
+            if err.status in (404, 409, 422):  # 422: the uid test failed, another Job has the name
                 return None
             raise
 

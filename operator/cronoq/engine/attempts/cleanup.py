@@ -93,4 +93,6 @@ def own(job: AttemptJob, task: str, attempt: Any) -> bool:
 
 
 def _same_lease(job: AttemptJob, lease: str | None) -> bool:
-    return lease is None or job.lease_id is None or job.lease_id == lease
+    """Whether the Job carries the lease id its attempt's record names (a Job without one never
+    does); with no record to compare (pruned from the history), its name alone speaks."""
+    return lease is None or job.lease_id == lease
