@@ -136,6 +136,12 @@ HOSTILE = "sent \x1b]52;c;QkFTRTY0\x07 then \x1b[2J, a C1 CSI \x9b31m, a DEL \x7
 RAW = ("\x1b", "\x07", "\x9b", "\x7f")
 
 
+class OnePage(list):
+    """What `Client.pages` returns: the pages, and whether a page came from a newer snapshot."""
+
+    mixed = False
+
+
 class OneTaskClient:
     """The reads `get` and `describe` make, answered with one task and its Events."""
 
@@ -146,6 +152,9 @@ class OneTaskClient:
 
     def list(self, **_filters) -> list:
         return [self.task]
+
+    def pages(self, **_filters) -> OnePage:
+        return OnePage([[self.task]])
 
     def get(self, name: str):
         return self.task

@@ -32,7 +32,7 @@ def _names(kind: str) -> Callable[..., list[str]]:
                             kubeconfig=getattr(parsed_args, "kubeconfig", None),
                             context=getattr(parsed_args, "context", None))
             if kind == "task":
-                names = [t.metadata.name or "" for t in client.list()]
+                return _task_names(client, prefix)
             elif kind == "pool":
                 names = [p.metadata.name or "" for p in client.pools()]
             else:
@@ -41,6 +41,21 @@ def _names(kind: str) -> Callable[..., list[str]]:
             return []
         return [n for n in names if n.startswith(prefix)]
     return complete
+
+
+def _task_names(client: Any, prefix: str) -> list[str]:
+    """The namespace's task names that start with `prefix`, read page by page in the API server's
+    order (by name): the reading stops at the first name past them, so completing among 100,000
+    tasks reads the pages up to the prefix, not all of them."""
+    names: list[str] = []
+    for page in client.pages():
+        for task in page:
+            name = task.metadata.name or ""
+            if name.startswith(prefix):
+                names.append(name)
+            elif name > prefix:
+                return names
+    return names
 
 
 def attach(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +25,7 @@ from cronoq.client import (
     Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
     TaskNotFound, WaitTimeout, status_of,
 )
-from cronoq.client.client import RETRYABLE_PHASES, check_manifest
+from cronoq.client.client import PAGE, RETRYABLE_PHASES, Pages, check_manifest
 from cronoq.engine import delay, reasons
 from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import task_deadlines
@@ -126,6 +127,9 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
 
     d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
     d.add_argument("name", metavar="NAME")
+    d.add_argument("--place", action="store_true",
+                   help=f"a queued task's place in its pool's queue even past {PLACE_LIMIT:,} queued (reads every "
+                        "queued task of the pool, page by page)")
 
     lg = sub.add_parser("logs", parents=[common], help="the log of a task's attempt (default: the newest)")
     lg.add_argument("name", metavar="TASK")
@@ -166,6 +170,16 @@ def _output_format(value: str) -> str:
                                      "custom-columns=HEADER:JSONPATH,...")
 
 
+def _chunk_size(value: str) -> int:
+    try:
+        size = int(value)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: a whole number of tasks, at least 1")
+    return size
+
+
 def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
     """The flags that select tasks: those of the listing verbs, and of the bulk actions."""
     p.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
@@ -173,6 +187,9 @@ def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
     p.add_argument("--key", "-k", help="only tasks with this key")
     p.add_argument("--selector", "-l", help="label selector, e.g. app=etl,tier!=web")
     p.add_argument("--all-namespaces", "-A", action="store_true", help="tasks of every namespace")
+    p.add_argument("--chunk-size", type=_chunk_size, default=PAGE, metavar="N",
+                   help=f"tasks per list request, as kubectl's (default {PAGE}): the listing is read, shown and "
+                        "acted on page by page, never held whole")
     if bulk:
         p.add_argument("--older-than", metavar="DURATION",
                        help="only tasks finished (unfinished: created) more than this long ago, e.g. 24h")
@@ -186,7 +203,8 @@ def run(args: argparse.Namespace, verb: Callable[[argparse.Namespace, Client], i
     verb = verb or VERBS[args.command]
     try:
         _check_input(args)  # bad input is reported before any cluster is contacted
-        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context)
+        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context,
+                        page_size=getattr(args, "chunk_size", None) or PAGE)
         return verb(args, client)
     except (UsageError, InvalidTask, TaskNotFound, ObjectNotFound, NotRetryable) as err:
         return _fail(str(err), EXIT_USAGE)
@@ -462,33 +480,82 @@ def _start_time(delay: str | None, not_before: str | None) -> dict[str, str]:
 
 
 def get(args: argparse.Namespace, client: Client) -> int:
+    """The tasks named (GETs), or those the filters select, read and printed a page at a time: a
+    table page by page (as kubectl's, each page's columns sized to its rows, the header once),
+    names, and JSON or YAML as one List written as its items arrive. A JSONPath template or
+    custom columns read the whole List (as kubectl's do)."""
     names = [_bare(n) for n in getattr(args, "names", [])]
     if args.watch:
         return _watch(args, client, names)
+    listing: Pages | None = None
     if names:
-        tasks = [client.get(n) for n in names]
+        pages: Iterable[list[Task]] = [[client.get(n) for n in names]]
     else:
-        tasks = client.list(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
-                            all_namespaces=args.all_namespaces)
-    if args.output in ("json", "yaml"):
-        print(render.dump([t.to_dict() for t in tasks], args.output, single=len(names) == 1))
+        pages = listing = client.pages(phase=args.phase or None, pool=args.pool, key=args.key,
+                                       label_selector=args.selector, all_namespaces=args.all_namespaces)
+    single = len(names) == 1
+    shown = 0
+    if args.output in ("json", "yaml") and not single:
+        shown = _print_list(args.output, (t.to_dict() for page in pages for t in page))
+    elif args.output in ("json", "yaml"):
+        tasks = [t for page in pages for t in page]
+        print(render.dump([t.to_dict() for t in tasks], args.output, single=True))
+        shown = len(tasks)
     elif args.output and args.output.startswith("jsonpath="):
-        _print_jsonpath(args.output, [t.to_dict() for t in tasks], single=len(names) == 1)
+        objects = [t.to_dict() for page in pages for t in page]
+        _print_jsonpath(args.output, objects, single=single)
+        shown = len(objects)
     elif args.output and args.output.startswith("custom-columns="):
         columns = render.custom_columns(args.output[len("custom-columns="):])
-        render.show(render.console(), render.table([h for h, _ in columns],
-                                                   [render.custom_row(columns, t.to_dict()) for t in tasks],
-                                                   show_header=not args.no_headers))
+        rows = [render.custom_row(columns, t.to_dict()) for page in pages for t in page]
+        render.show(render.console(), render.table([h for h, _ in columns], rows, show_header=not args.no_headers))
+        shown = len(rows)
     elif args.output == "name":
-        for t in tasks:
-            print(f"{RESOURCE}/{t.metadata.name}")
-    elif tasks:
-        render.show(render.console(), render.task_table(tasks, args.output == "wide", args.all_namespaces,
-                                                        show_header=not args.no_headers))
+        for page in pages:
+            for t in page:
+                print(f"{RESOURCE}/{t.metadata.name}")
+            sys.stdout.flush()
+            shown += len(page)
     else:
+        out = render.console()
+        for page in pages:
+            if page:
+                render.show(out, render.task_table(page, args.output == "wide", args.all_namespaces,
+                                                   show_header=not args.no_headers and not shown))
+            shown += len(page)
+    if listing is not None and listing.mixed:
+        _mixed_note()
+    if not shown and args.output in (None, "wide"):
         where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
         print(f"No tasks found in {where}.", file=sys.stderr)
     return EXIT_OK
+
+
+def _print_list(fmt: str, objects: Iterator[dict[str, Any]]) -> int:
+    """`{"apiVersion": "v1", "kind": "List", "items": [...]}` in JSON or YAML, the same text
+    `render.dump` makes of the whole List, written an item at a time; returns the items written."""
+    n = 0
+    if fmt == "json":
+        for obj in objects:
+            item = "\n".join("    " + line for line in json.dumps(obj, indent=2).splitlines())
+            sys.stdout.write(('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": [\n' if not n else ",\n") + item)
+            n += 1
+        sys.stdout.write("\n  ]\n}\n" if n else '{\n  "apiVersion": "v1",\n  "kind": "List",\n  "items": []\n}\n')
+    else:
+        for obj in objects:
+            sys.stdout.write(("apiVersion: v1\nkind: List\nitems:\n" if not n else "")
+                             + yaml.safe_dump([obj], sort_keys=False))
+            n += 1
+        if not n:
+            sys.stdout.write("apiVersion: v1\nkind: List\nitems: []\n")
+    sys.stdout.flush()
+    return n
+
+
+def _mixed_note() -> None:
+    print("note: the listing took longer than the API server keeps one snapshot (about 5 minutes): its later "
+          "pages were read from a newer one, so a task changed meanwhile may be missing or shown as it was",
+          file=sys.stderr)
 
 
 def _print_jsonpath(output: str, objects: list[dict[str, Any]], single: bool) -> None:
@@ -612,14 +679,20 @@ def select(tasks: list[Task], older_than: float | None, now: datetime) -> list[T
     return [t for t in tasks if (at := since(t)) is not None and at <= cutoff]
 
 
-def _targets(args: argparse.Namespace, client: Client) -> list[Task]:
+def _targets(args: argparse.Namespace, client: Client) -> Iterator[Task]:
     """The tasks a bulk verb acts on: the ones named (a missing one is an error), or the ones
-    its filters select."""
+    its filters select, a page at a time: each page is acted on before the next is read, so a
+    selection of 100,000 tasks is never held whole. A selection acted on for longer than the API
+    server keeps its snapshot goes on from a newer one (a note on stderr says so)."""
     if args.names:
-        return [client.get(_bare(n)) for n in args.names]
-    tasks = client.list(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
-                        all_namespaces=args.all_namespaces)
-    return select(tasks, args.older_than_seconds, datetime.now(timezone.utc))
+        yield from [client.get(_bare(n)) for n in args.names]
+        return
+    pages = client.pages(phase=args.phase or None, pool=args.pool, key=args.key, label_selector=args.selector,
+                         all_namespaces=args.all_namespaces)
+    for page in pages:
+        yield from select(page, args.older_than_seconds, datetime.now(timezone.utc))
+    if pages.mixed:
+        _mixed_note()
 
 
 def _ref(task: Task, everywhere: bool) -> str:
@@ -662,7 +735,7 @@ def cancel(args: argparse.Namespace, client: Client) -> int:
 def retry(args: argparse.Namespace, client: Client) -> int:
     everywhere = args.all_namespaces
     created: list[Task] = []
-    targets = _targets(args, client)
+    targets: Iterable[Task] = list(_targets(args, client)) if args.names else _targets(args, client)
     for task in targets if args.names else ():  # named: all of them retryable, or none is retried
         if task.phase not in RETRYABLE_PHASES:
             raise NotRetryable(f"task {task.metadata.name} is {task.phase or 'not started'}; only Failed or "
@@ -750,7 +823,7 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
-        pairs.append(("Waiting", render.cell(_why_queued(task, client))))
+        pairs.append(("Waiting", render.cell(_why_queued(task, client, args.place))))
     if not (task.phase and task.phase.terminal) and (limits := _limits(task, client)):
         pairs.append(("Deadlines", limits))
     pool = client.pool(task.spec.pool)
@@ -799,14 +872,27 @@ def _not_before(start: datetime, attempt: int) -> str:
     return text
 
 
-def _why_queued(task: Task, client: Client) -> str:
-    """Why a queued task has no slot, and where it stands: read from its pool and the pool's
-    queued tasks (a GET and a LIST, no write)."""
+PLACE_LIMIT = 2_000
+"""Past this many queued tasks in its pool (the pool's status says how many), `describe` does not
+work out a task's place unless asked (`--place`): that reads every queued task of the pool."""
+
+
+def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
+    """Why a queued task has no slot, and where it stands: read from its pool (a GET) and, while
+    the pool's status counts at most PLACE_LIMIT queued tasks (or when asked), the pool's queued
+    tasks (a LIST by the selectable fields spec.pool and status.phase, page by page; what is
+    kept of each is its place in the order, not the Task). No write."""
     name = task.spec.pool
     pool = client.pool(name)
     if pool is None:
         return f"TaskPool {name} does not exist: the task starts once it is created"
-    place = _place(task, client.list(pool=name, phase="Queued"))
+    counted = pool.status.queued if pool.status else 0
+    if counted > PLACE_LIMIT and not place_anyway:
+        place = (f"one of {counted:,} queued in pool {name} (the place is worked out up to {PLACE_LIMIT:,} "
+                 f"queued: `cronoq describe {task.metadata.name} --place` reads them all)")
+    else:
+        queued = client.pages(pool=name, phase="Queued")
+        place = _place(task, (t for page in queued for t in page))
     if pool.spec.paused:
         return (f"{place}; pool {name} is paused (concurrency {pool.spec.concurrency} kept): "
                 f"`cronoq pool resume {name}` starts it again")
@@ -820,7 +906,8 @@ def _why_queued(task: Task, client: Client) -> str:
     cap = pool.spec.group_concurrency
     if cap is not None:
         group = task.spec.group or ""
-        mine = sum(1 for t in client.list(pool=name, phase="Running") if (t.spec.group or "") == group)
+        mine = sum(1 for page in client.pages(pool=name, phase="Running") for t in page
+                   if (t.spec.group or "") == group)
         if mine >= cap:
             named = f"group {group}" if group else "the tasks without a group"
             return f"{place}; {named} has {mine} of {cap} running (pool {name}'s groupConcurrency)"
@@ -841,7 +928,7 @@ def rate_limited(task: Task, pool: TaskPool, now: datetime) -> str | None:
             f"(pool {pool.metadata.name} starts at most {limit.starts_per_second:g} attempts/s, burst {limit.burst})")
 
 
-def _place(task: Task, queued: list[Task]) -> str:
+def _place(task: Task, queued: Iterable[Task]) -> str:
     """`3rd of 7 in pool P's queue (ahead: a, b)`, in the operator's admission order: the
     highest priority first, groups of one priority in turn, then the oldest submission, then the
     name. Which group's turn it is the operator alone knows: with groups, the place is the one a
@@ -880,11 +967,24 @@ def logs(args: argparse.Namespace, client: Client) -> int:
 
 
 def tree(args: argparse.Namespace, client: Client) -> int:
-    tasks = {t.metadata.name: t for t in client.list()}
+    """Each task's dependencies, read by GETs from the roots down (a task reached twice is read
+    once): the tree's tasks, never the namespace's."""
+    names = [_bare(n) for n in args.names]
+    tasks = {n: client.get(n) for n in names}  # a root that does not exist is bad input
+    wanted = [d.task for t in tasks.values() for d in t.spec.depends_on]
+    missing: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name in tasks or name in missing:
+            continue
+        try:
+            tasks[name] = found = client.get(name)
+        except TaskNotFound:
+            missing.add(name)
+            continue
+        wanted.extend(d.task for d in found.spec.depends_on)
     out = render.console()
-    for name in (_bare(n) for n in args.names):
-        if name not in tasks:
-            raise TaskNotFound(client.namespace, name)
+    for name in names:
         render.show(out, render.dependency_tree(name, tasks))
     return EXIT_OK
 

@@ -4,13 +4,20 @@ It speaks to the API server only (the official kubernetes client), never to the 
 everything it promises follows from what the operator writes on the Task. Waiting is a watch
 on the Task(s), never a sleep-and-poll loop; a watch that ends (server timeout, 410 Gone) is
 resumed from a fresh read.
+
+Every listing of Tasks is paged (`limit`/`continue`, `page_size` a request): `pages()` hands the
+tasks over one page at a time, so a caller that goes page by page holds one page of a backlog of
+100,000, never the whole listing.
 """
 from __future__ import annotations
 
+import heapq
+import json
 import math
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain, islice
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -47,7 +54,11 @@ RETRYABLE_PHASES = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED)
 WATCH_CHUNK = 60
 """Seconds one watch request lasts at most before it is renewed (a quiet watch can go stale)."""
 SYNCED = "SYNCED"
-"""The event `_follow` gives after a listing, with the listed tasks by name (to tell which are missing)."""
+"""The event `_follow` gives after a listing, with the names of the listed tasks (to tell which are missing)."""
+PAGE = 500
+"""Tasks per list request (`limit`), kubectl's default `--chunk-size`: 100,000 tasks of ~3 KiB
+arrive as 200 answers of ~1.5 MiB each, none of which the API server or this process must build
+or hold whole."""
 
 TaskRef = str | Task
 """A task is named by its name or by the Task model itself (as `submit` returns it)."""
@@ -70,7 +81,8 @@ class Client:
     to the kubeconfig's current context."""
 
     def __init__(self, namespace: str | None = None, kubeconfig: str | None = None, *,
-                 context: str | None = None, api_client: k8s.ApiClient | None = None) -> None:
+                 context: str | None = None, api_client: k8s.ApiClient | None = None,
+                 page_size: int = PAGE) -> None:
         if api_client is None:
             configuration = k8s.Configuration()
             kubeconfig = kubeconfig_path(kubeconfig)
@@ -81,15 +93,19 @@ class Client:
                 context_ns = _load_kubeconfig(kubeconfig, configuration, context)
             api_client = k8s.ApiClient(configuration)
             namespace = namespace or context_ns
+        if page_size < 1:
+            raise ValueError(f"page_size {page_size}: a page holds at least one task")
         self.api_client = api_client
         self.namespace = namespace or "default"
+        self.page_size = page_size
+        """Tasks per list request (`limit`)."""
         self.custom = k8s.CustomObjectsApi(api_client)
         self.core = k8s.CoreV1Api(api_client)
         self.batch = k8s.BatchV1Api(api_client)
 
     def in_namespace(self, namespace: str) -> Client:
         """The same connection, another namespace (for tasks listed across namespaces)."""
-        return Client(namespace, api_client=self.api_client)
+        return Client(namespace, api_client=self.api_client, page_size=self.page_size)
 
     # ------------------------------------------------------------------ reading
 
@@ -115,9 +131,40 @@ class Client:
              key: str | None = None, label_selector: str | None = None, *,
              all_namespaces: bool = False) -> list[Task]:
         """Tasks of the namespace (or of every one), by namespace and name; filtered on the server
-        by phase (one or several), pool and key (the CRD's selectable fields) and labels."""
-        return [Task.model_validate(obj)
-                for obj in self._list_raw(phase, pool, key, label_selector, all_namespaces=all_namespaces)[0]]
+        by phase (one or several), pool and key (the CRD's selectable fields) and labels. All of
+        them at once: for a listing that may be long, go through `pages()`."""
+        return [t for page in self.pages(phase, pool, key, label_selector, all_namespaces=all_namespaces)
+                for t in page]
+
+    def pages(self, phase: str | TaskPhase | Iterable[str | TaskPhase] | None = None, pool: str | None = None,
+              key: str | None = None, label_selector: str | None = None, *,
+              all_namespaces: bool = False) -> Pages:
+        """The tasks `list` returns, in the same order, one page at a time: one list request of
+        `page_size` tasks each (several phases: one listing per phase, merged in order), parsed
+        when its turn comes. Iterate it once; `mixed` then says whether a page had to be read from
+        a newer snapshot than the first (a listing slower than the server keeps its snapshot)."""
+        phases: list[str | None]
+        if phase is None or isinstance(phase, (str, TaskPhase)):
+            phases = [None if phase is None else str(phase)]
+        else:
+            phases = sorted({str(p) for p in phase})
+        listings = [self._listing(_field_selector(p, pool, key), label_selector, all_namespaces=all_namespaces)
+                    for p in phases]
+        return Pages(listings, self.page_size)
+
+    def _listing(self, field_selector: str | None, label_selector: str | None, *, all_namespaces: bool,
+                 consistent: bool = False) -> Listing:
+        kwargs: dict[str, Any] = {}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if all_namespaces:
+            call: Callable[..., Any] = self.custom.list_cluster_custom_object
+            args: tuple[str, ...] = (GROUP, VERSION, "tasks")
+        else:
+            call, args = self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, "tasks")
+        return Listing(lambda **more: call(*args, **kwargs, **more), self.page_size, consistent)
 
     def pool(self, name: str) -> TaskPool | None:
         """The TaskPool named `name`, or None if it does not exist."""
@@ -334,7 +381,7 @@ class Client:
 
         for kind, obj in self._follow(deadline, field_selector=field_selector):
             if kind == SYNCED:
-                missing = wanted - obj.keys() - done.keys()
+                missing = wanted - obj - done.keys()
                 if missing:
                     raise TaskNotFound(self.namespace, sorted(missing)[0])
             elif kind == "DELETED" and obj["metadata"]["name"] in wanted - done.keys():
@@ -516,46 +563,30 @@ class Client:
                 raise TaskNotFound(self.namespace, name) from None
             raise
 
-    def _list_raw(self, phase: Any = None, pool: str | None = None, key: str | None = None,
-                  label_selector: str | None = None, field_selector: str | None = None, *,
-                  all_namespaces: bool = False) -> tuple[list[dict], str]:
-        phases = None
-        if phase is not None and not isinstance(phase, str):
-            phases = {str(p) for p in phase}
-            phase = None
-        selector = _field_selector(phase, pool, key, field_selector)
-        kwargs: dict[str, Any] = {}
-        if selector:
-            kwargs["field_selector"] = selector
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        if all_namespaces:
-            listing = self.custom.list_cluster_custom_object(GROUP, VERSION, "tasks", **kwargs)
-        else:
-            listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", **kwargs)
-        items = listing.get("items", [])
-        if phases is not None:
-            items = [o for o in items if (o.get("status") or {}).get("phase") in phases]
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        return items, listing["metadata"]["resourceVersion"]
-
-    def _follow(self, deadline: float | None, phase: Any = None, pool: str | None = None, key: str | None = None,
+    def _follow(self, deadline: float | None, phase: str | None = None, pool: str | None = None, key: str | None = None,
                 label_selector: str | None = None, field_selector: str | None = None, *,
-                all_namespaces: bool = False) -> Iterator[tuple[str, dict]]:
-        """The client's one watch loop: ("ADDED", object) for each listed task, then (SYNCED, the
-        listed tasks by name), then every change, resuming from the last version seen when a watch
-        ends and listing again when that version is gone (410), until `deadline` (None: no end)."""
-        rv = None
+                all_namespaces: bool = False) -> Iterator[tuple[str, Any]]:
+        """The client's one watch loop: ("ADDED", object) for each listed task, page by page, then
+        (SYNCED, the set of the listed tasks' names), then every change, resuming from the last
+        version seen when a watch ends and listing again when that version is gone (410), until
+        `deadline` (None: no end)."""
+        rv: str | None = None
+        selector = _field_selector(phase, pool, key, field_selector)
         while deadline is None or time.monotonic() < deadline:
-            if rv is None:
-                items, rv = self._list_raw(phase, pool, key, label_selector, field_selector,
-                                           all_namespaces=all_namespaces)
-                for obj in items:
-                    yield "ADDED", obj
-                yield SYNCED, {o["metadata"]["name"]: o for o in items}
+            if rv is None:  # page by page, from one snapshot: the watch goes on from its version
+                listing = self._listing(selector, label_selector, all_namespaces=all_namespaces, consistent=True)
+                names: set[str] = set()
+                for items in listing:
+                    if listing.restarts:  # started again from a new snapshot: only its names count
+                        names.clear()
+                        listing.restarts = 0
+                    for obj in items:
+                        names.add(obj["metadata"]["name"])
+                        yield "ADDED", obj
+                rv = listing.version
+                yield SYNCED, names
             try:
-                selector = _field_selector(phase if isinstance(phase, str) else None, pool, key, field_selector)
-                for kind, obj in self._watch(rv, deadline, selector, label_selector, all_namespaces=all_namespaces):
+                for kind, obj in self._watch(rv or "", deadline, selector, label_selector, all_namespaces=all_namespaces):
                     rv = obj["metadata"]["resourceVersion"]
                     yield kind, obj
             except ApiException as err:
@@ -592,6 +623,97 @@ class Client:
                     return
         finally:
             w.stop()
+
+
+class Listing:
+    """One paged LIST of Tasks (`limit`/`continue`): its pages' items, as plain dicts, fetched one
+    at a time as they are asked for. `version` is the first page's resourceVersion, the snapshot
+    every page is read from (Kubernetes API concepts, "Retrieving large results sets in chunks").
+
+    A `continue` token lives as long as the server keeps that snapshot (etcd's compaction, every 5
+    minutes by default); an expired one is answered 410 with a token to go on from the newest
+    snapshot. A listing that is shown or acted on goes on with it (`mixed` is then set: what
+    changed meanwhile on pages already read is not seen again); a `consistent` one, which a
+    watch then follows from `version`, starts again from the first page instead."""
+
+    def __init__(self, call: Callable[..., dict[str, Any]], page_size: int, consistent: bool = False) -> None:
+        self._call = call
+        self.page_size = page_size
+        self.consistent = consistent
+        self.version: str | None = None
+        self.mixed = False
+        self.restarts = 0
+        """Times a consistent listing started again from its first page."""
+
+    def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+        token: str | None = None
+        while True:
+            more: dict[str, Any] = {"limit": self.page_size}
+            if token:
+                more["_continue"] = token
+            try:
+                answer = self._call(**more)
+            except ApiException as err:
+                fresh = expired_continue(err) if token else None
+                if fresh is None:
+                    raise
+                if self.consistent:  # from the first page again, from one new snapshot
+                    token, self.version = None, None
+                    self.restarts += 1
+                else:
+                    token, self.mixed = fresh, True
+                continue
+            meta = answer.get("metadata") or {}
+            if self.version is None:
+                self.version = meta.get("resourceVersion")
+            yield answer.get("items") or []
+            token = meta.get("continue")
+            if not token:
+                return
+
+
+class Pages:
+    """The tasks of one or several listings (one per phase asked for), in the API server's order
+    (by namespace, then name), as pages of Tasks: what `Client.pages` returns. Several listings
+    are merged as their pages arrive, so one page of each is held at a time."""
+
+    def __init__(self, listings: list[Listing], page_size: int) -> None:
+        self.listings = listings
+        self.page_size = page_size
+
+    @property
+    def mixed(self) -> bool:
+        """Whether a page was read from a newer snapshot than its listing's first page."""
+        return any(listing.mixed for listing in self.listings)
+
+    def __iter__(self) -> Iterator[list[Task]]:
+        if len(self.listings) == 1:
+            for items in self.listings[0]:
+                if items:
+                    yield [Task.model_validate(o) for o in items]
+            return
+        merged = heapq.merge(*(chain.from_iterable(listing) for listing in self.listings), key=storage_order)
+        while page := list(islice(merged, self.page_size)):
+            yield [Task.model_validate(o) for o in page]
+
+
+def storage_order(obj: dict[str, Any]) -> str:
+    """Where the API server lists an object: by its storage key, `namespace/name` (so `a-b/x`
+    comes before `a/x`: `-` sorts before `/`)."""
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def expired_continue(err: ApiException) -> str | None:
+    """The token to go on with that a 410 answer to a `continue` carries (None if it is another error)."""
+    if err.status != 410 or not err.body:
+        return None
+    try:
+        body = json.loads(err.body)
+    except (TypeError, ValueError):
+        return None
+    token = (body.get("metadata") or {}).get("continue") if isinstance(body, dict) else None
+    return token if isinstance(token, str) and token else None
 
 
 def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
