@@ -130,6 +130,7 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     d.add_argument("--place", action="store_true",
                    help=f"a queued task's place in its pool's queue even past {PLACE_LIMIT:,} queued (reads every "
                         "queued task of the pool, page by page)")
+    add_chunk_size(d)
 
     lg = sub.add_parser("logs", parents=[common], help="the log of a task's attempt (default: the newest)")
     lg.add_argument("name", metavar="TASK")
@@ -180,6 +181,12 @@ def _chunk_size(value: str) -> int:
     return size
 
 
+def add_chunk_size(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chunk-size", type=_chunk_size, default=PAGE, metavar="N",
+                   help=f"tasks per list request, as kubectl's (default {PAGE}): a listing is read, shown and "
+                        "acted on page by page, never held whole")
+
+
 def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
     """The flags that select tasks: those of the listing verbs, and of the bulk actions."""
     p.add_argument("--phase", action="append", default=[], help="only tasks in this phase (repeatable, or a,b)")
@@ -187,9 +194,7 @@ def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
     p.add_argument("--key", "-k", help="only tasks with this key")
     p.add_argument("--selector", "-l", help="label selector, e.g. app=etl,tier!=web")
     p.add_argument("--all-namespaces", "-A", action="store_true", help="tasks of every namespace")
-    p.add_argument("--chunk-size", type=_chunk_size, default=PAGE, metavar="N",
-                   help=f"tasks per list request, as kubectl's (default {PAGE}): the listing is read, shown and "
-                        "acted on page by page, never held whole")
+    add_chunk_size(p)
     if bulk:
         p.add_argument("--older-than", metavar="DURATION",
                        help="only tasks finished (unfinished: created) more than this long ago, e.g. 24h")

@@ -122,29 +122,46 @@ class Cache:
         return self.client.custom.list_namespaced_custom_object, (GROUP, VERSION, self.client.namespace, plural)
 
     def _relist(self, plural: str) -> str:
+        """List in pages (LIST_CHUNK objects each), each page put into the cache as it arrives, then
+        drop what the listing lacks: the cache never holds a second copy of every object beside
+        the first, and what is parsed at once is one page. The watch goes on from the first page's
+        resourceVersion, the snapshot every page is read from; a `continue` token that expires
+        meanwhile (410) makes `_follow` list again from the first page."""
         call, args = self._list_call(plural)
-        fresh: dict[Key, Any] = {}
+        seen: set[Key] = set()
+        changed: set[Key] = set()
+        version: str | None = None
         token = None
         while True:
             kwargs: dict[str, Any] = {"limit": LIST_CHUNK}
             if token:
                 kwargs["_continue"] = token
             listing = call(*args, **kwargs)
-            for obj in listing.get("items", []):
-                parsed = self._parse(plural, obj)
-                if parsed is not None:
-                    fresh[_key(obj)] = parsed
+            if version is None:
+                version = listing["metadata"]["resourceVersion"]
+            page = {_key(obj): self._parse(plural, obj) for obj in listing.get("items", [])}
+            with self._lock:
+                objects = self._objects[plural]
+                for key, parsed in page.items():
+                    if parsed is None:
+                        continue
+                    seen.add(key)
+                    if objects.get(key) != parsed:
+                        objects[key] = parsed
+                        changed.add(key)
             token = listing["metadata"].get("continue")
+            del listing, page
             if not token:
                 break
         with self._lock:
-            changed = set(fresh) ^ set(self._objects[plural]) | {
-                k for k, v in fresh.items() if self._objects[plural].get(k) != v}
-            self._objects[plural] = fresh
+            objects = self._objects[plural]
+            for key in [k for k in objects if k not in seen]:
+                del objects[key]
+                changed.add(key)
         self.errors.pop(plural, None)
         self.synced[plural].set()
         self.on_change(plural, changed)
-        return listing["metadata"]["resourceVersion"]
+        return version or ""
 
     def _watch(self, plural: str, rv: str) -> str:
         call, args = self._list_call(plural)
