@@ -1,5 +1,6 @@
 """What pool names that do not exist cost the operator (issue 49, finding 5): rounds of N Tasks, each
-naming a pool of its own that no TaskPool has (`spec.pool` is the producer's word), created, left
+naming a pool of its own that no TaskPool has (new names each round; `spec.pool` is the producer's
+word), created, left
 until the operator has said so in each one's status (Queued), then deleted. Before the fix each name
 left a queue, a phase counter and two Prometheus series for good; now nothing per name outlives its
 tasks. For each source given, in one run, the operator's RSS (from /proc) and the samples on its
@@ -30,10 +31,11 @@ from bench.kubeapi import Api, tasks_path
 LABEL = "bench.cronoq.io/pool-names"
 
 
-def task(i: int) -> dict:
+def task(r: int, i: int) -> dict:
+    """Task i of round r: its pool's name is new in every round."""
     return {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task",
-            "metadata": {"name": f"nowhere-{i}", "labels": {LABEL: "1"}},
-            "spec": {"pool": f"nowhere-{i}", "image": "busybox:1.36"}}
+            "metadata": {"name": f"nowhere-{r}-{i}", "labels": {LABEL: "1"}},
+            "spec": {"pool": f"nowhere-{r}-{i}", "image": "busybox:1.36"}}
 
 
 def samples(text: str) -> int:
@@ -84,7 +86,7 @@ def measure(name: str, source: str | None, n: int, rounds: int, kubeconfig: str,
     try:
         with ThreadPoolExecutor(8) as pool:
             for r in range(1, rounds + 1):
-                list(pool.map(lambda i: api.create(tasks, task(i)), range(n)))
+                list(pool.map(lambda i: api.create(tasks, task(r, i)), range(n)))
                 wait(queued, 600, "every task Queued")
                 steps.append(step(f"round {r}: {n} created, Queued"))
                 api.request("DELETE", f"{tasks}?labelSelector={LABEL}")
@@ -125,14 +127,14 @@ def unit(n: int, rounds: int) -> dict:
         steps = [step("started")]
         for r in range(1, rounds + 1):
             for i in range(n):
-                raw = unit_task(f"nowhere-{i}")
-                raw["spec"]["pool"] = f"nowhere-{i}"
+                raw = unit_task(f"nowhere-{r}-{i}")
+                raw["spec"]["pool"] = f"nowhere-{r}-{i}"
                 world.writer.tasks[raw["metadata"]["name"]] = raw
                 world.controller.intake.on_task(None, raw)
             await world.settle()
             steps.append(step(f"round {r}: {n} created, Queued"))
             for i in range(n):
-                world.controller.intake.on_task("DELETED", world.writer.tasks.pop(f"nowhere-{i}"))
+                world.controller.intake.on_task("DELETED", world.writer.tasks.pop(f"nowhere-{r}-{i}"))
             await world.settle()
             world.writer.calls.clear()  # the fake's own log of calls is not the operator's memory
             steps.append(step(f"round {r}: deleted"))
@@ -147,7 +149,7 @@ def main() -> int:
     parser.add_argument("--source", action="append", default=[], metavar="NAME=REVISION",
                         help="an operator revision to measure (git revision, or `worktree`); default: as installed")
     parser.add_argument("-n", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--unit", action="store_true", help="in-process, no cluster: the code on PYTHONPATH")
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
