@@ -1,9 +1,8 @@
 """What pool names that do not exist cost the operator (issue 49, finding 5): rounds of N Tasks, each
 naming a pool of its own that no TaskPool has (new names each round; `spec.pool` is the producer's
-word), created, left
-until the operator has said so in each one's status (Queued), then deleted. Before the fix each name
-left a queue, a phase counter and two Prometheus series for good; now nothing per name outlives its
-tasks. For each source given, in one run, the operator's RSS (from /proc) and the samples on its
+word), created, left until the operator has said so in each one's status (Queued), then deleted.
+Before the fix each name left a queue, a phase counter and two Prometheus series for good; now
+nothing per name outlives its tasks. For each source given, in one run, the operator's RSS (from /proc) and the samples on its
 /metrics after each step:
 
     .venv/bin/python -m bench.pool_names --source before=dc0362c --source after=HEAD
