@@ -82,10 +82,9 @@ async def _tasks_that_end_in_made_up_pools_are_counted_in_one_series() -> None:
         submit(world, made_up(i))
     await world.settle()
     for i in range(200):  # a producer's own cancellation ends them without any pool
-        raw = {**world.writer.tasks[f"t{i}"]}
-        raw["spec"] = {**raw["spec"], "cancel": True}
-        raw["metadata"] = {**raw["metadata"], "resourceVersion": str(int(raw["metadata"]["resourceVersion"]) + 1000)}
-        submit(world, raw)
+        raw = world.writer.tasks[f"t{i}"]
+        raw["spec"]["cancel"] = True
+        world.controller.intake.on_task(None, dict(world.writer._bump(raw)))
     await world.settle()
 
     assert world.status("t0")["phase"] == "Cancelled"
@@ -98,6 +97,7 @@ async def _tasks_that_end_in_made_up_pools_are_counted_in_one_series() -> None:
         delete(world, f"t{i}")
     await world.settle()
     assert per_pool(world.controller) == {**before, "phases": before["phases"] - 200, "in_pool": before["in_pool"] - 200}
+    assert before["queues"] == 0, "a cancelled task waits in no queue"
 
 
 def test_a_pools_series_come_and_go_with_the_taskpool() -> None:
