@@ -285,3 +285,27 @@ def test_a_checkpoint_is_folded_into_its_attempt_only_from_a_lease_its_lease_id_
     assert job.checkpoint is None
     store.drop_lease("ns", "a-a1")
     assert store.checkpoints == {}, "what a Lease said goes with it"
+
+
+def test_an_unfinished_tasks_spec_is_kept_within_its_bound_and_a_larger_one_refused() -> None:
+    """Issue 49: env, args, command and podMetadata are each bounded by the CRD, together not:
+    64 env values of 32 KiB made one task weigh ~1.5 MiB in memory. kubectl's last-applied copy of
+    the manifest is never kept."""
+    from cronoq.api.task import SPEC_LIMIT
+    from cronoq.controller.store import LAST_APPLIED
+
+    store = Store()
+    big = raw("big", 1)
+    big["spec"]["env"] = [{"name": f"E{i}", "value": "x" * 32768} for i in range(64)]
+    entry = store.put_task(big, T0)
+    assert entry.task is None and entry.error.startswith("spec is ") and str(SPEC_LIMIT) in entry.error
+    assert len(str(entry.raw)) < 1000, "kept no bigger than its refusal needs"
+
+    applied = raw("applied", 1)
+    applied["metadata"]["annotations"] = {LAST_APPLIED: "{" + "x" * 60000 + "}", "team": "a"}
+    kept = store.put_task(applied, T0)
+    assert kept.task is not None and kept.raw["metadata"]["annotations"] == {"team": "a"}
+
+    done = raw("done", 1, {"phase": "Succeeded", "attempt": 1})
+    done["spec"]["env"] = big["spec"]["env"]
+    assert store.put_task(done, T0).finished is not None, "a task finished before the bound stays finished"

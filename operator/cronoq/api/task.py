@@ -146,6 +146,14 @@ TEMPLATE_LIMIT = 65536
 spec in memory, so one tenant's huge templates would grow it for all (issue 26); the other pod
 fields are bounded by the CRD itself."""
 
+SPEC_LIMIT = 131072
+"""Bytes of compact JSON a whole spec may take (128 KiB: the payload's 32 and the template's 64,
+and 32 for everything else). The operator holds every unfinished task's spec in memory, and the
+CRD's per-field bounds alone let `env`, `args`, `command` and `podMetadata` reach ~1.5 MiB; a
+larger spec is refused (the task ends Failed, InvalidSpec) and kept no bigger than its refusal
+needs. Checked by the operator on the object as read (controller/store.py), not here: a model
+has no cheap way to its own encoded size."""
+
 MUTABLE_SPEC_FIELDS = ("cancel", "priority")
 
 

@@ -11,9 +11,11 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+import orjson
 from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
+from cronoq.api.task import SPEC_LIMIT
 from cronoq.engine import dependencies, keys
 from cronoq.engine.attempts import serving_worker
 from cronoq.engine.decide import Finished
@@ -579,12 +581,26 @@ def with_pod(job: AttemptJob, pod: PodFacts | None) -> AttemptJob:
                    waiting_reason=waiting_reason, waiting_message=waiting_message)
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""`kubectl apply`'s copy of the whole manifest, spec included: never read, so never kept (a status
+PUT ignores the metadata it carries)."""
+
+
 def _record(raw: dict[str, Any], first_seen: datetime) -> TaskRecord:
-    """A record of the object, kept no bigger than the decisions on it need."""
+    """A record of the object, kept no bigger than the decisions on it need: an unfinished task's
+    spec at most SPEC_LIMIT bytes, a finished task's metadata only."""
+    annotations = raw["metadata"].get("annotations")
+    if annotations and LAST_APPLIED in annotations:
+        raw["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     try:
         task, error = Task.model_validate(raw), None
     except ValidationError as err:
         task, error = None, _validation_message(err)
+    if task is not None and not (task.phase is not None and task.phase.terminal):
+        size = len(orjson.dumps(raw.get("spec") or {}))
+        if size > SPEC_LIMIT:  # each field within its bound, all of them together not
+            task, error = None, (f"spec is {size} bytes of JSON, more than {SPEC_LIMIT} (the operator keeps each "
+                                 "unfinished task's spec in memory): move data to the payload or a ConfigMap")
     if task is not None and task.phase is not None and task.phase.terminal:
         return TaskRecord(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
     if task is None:  # unreadable (e.g. oversized): kept no bigger than what its refusal needs
