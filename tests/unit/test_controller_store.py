@@ -250,7 +250,7 @@ def test_a_deleted_job_keeps_the_attempt_number_it_was_seen_with() -> None:
     entry = store.put_task(raw("a", 1, {"phase": "Running", "attempt": 2}), T0)
     store.put_job("ns", "uid-a", "a", AttemptJob(number=2, name="a-retry", uid="job-2", lease_id="e1-a2"))
     store.drop_job("ns", "a-retry")
-    assert store.attempt_jobs(entry) == [AttemptJob(number=2, name="a-retry", uid="job-2", gone=True)]
+    assert store.attempt_jobs(entry) == [AttemptJob(number=2, name="a-retry", uid="job-2", lease_id="e1-a2", gone=True)]
 
 
 def test_counting_a_pools_slots_changes_nothing_and_release_drained_frees_stopped_ones() -> None:

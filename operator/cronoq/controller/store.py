@@ -82,7 +82,7 @@ class TaskRecord:
     jobs: dict[str, AttemptJob] = field(default_factory=dict)
     """Its Jobs, as last seen."""
     gone: Mapping[str, AttemptJob] = field(default_factory=_nothing)
-    """What is kept of its Jobs seen deleted: attempt number and uid, as seen while the Job was there
+    """What is kept of its Jobs seen deleted: attempt number, uid and lease id, as seen while the Job was there
     (a recorded attempt whose Job vanished has ended; a late report from its pod is still recognised
     as stale)."""
     served: Mapping[str, AttemptJob] = field(default_factory=_nothing)
@@ -417,7 +417,8 @@ class Store:
         record = self.tasks[key]
         facts = record.jobs.pop(name, None)
         if facts is not None:
-            record.gone = {**record.gone, name: AttemptJob(number=facts.number, name=name, uid=facts.uid, gone=True)}
+            record.gone = {**record.gone, name: AttemptJob(number=facts.number, name=name, uid=facts.uid,
+                                                           lease_id=facts.lease_id, gone=True)}
         return task
 
     def put_pod(self, namespace: str, facts: PodFacts, now: datetime) -> bool:
