@@ -144,6 +144,8 @@ class Victim:
         """Attempts (by Job or attempt Lease name) that ended."""
         self.began: dict[str, int] = {}
         """Attempt → the round it was first seen in."""
+        self.finished: dict[str, tuple[int, dict[str, Any]]] = {}
+        """Job → (the round it finished in, its last state): the TTL controller removes it a round later."""
 
     def fate(self, task: str, number: int) -> Fate:
         fates = self.script[task]
@@ -189,6 +191,10 @@ class Victim:
 
     def play_jobs(self, round_: int, now: datetime) -> None:
         intake = self.controller.intake
+        for name, (ended_in, last) in sorted(self.finished.items()):
+            if round_ > ended_in:  # its retention is over: the Job goes, its pod's last state stays
+                intake.on_job("DELETED", last)
+                del self.finished[name]
         for name, job in sorted(self.cluster.of(VICTIM).jobs.items()):
             if name in self.played:
                 continue
@@ -215,6 +221,7 @@ class Victim:
             ended = copy.deepcopy(job)
             ended["status"] = {"conditions": [{"type": "Complete" if fate.code == 0 else "Failed", "status": "True"}]}
             intake.on_job(None, ended)
+            self.finished[name] = (round_, ended)
 
 
 # ---------------------------------------------------------------------------------- the adversaries
@@ -428,14 +435,18 @@ def test_the_victim_alone_reaches_every_end() -> None:
     ok = {n: [Fate(0, 1)] for n in TASKS}
     failed = {"v0": [Fate(2, None)], "v1": [Fate(1, 3), Fate(0, None)], "v2": [Fate(1, None)] * 3,
               "s0": [Fate(1, 4), Fate(0, None)], "s1": [Fate(2, None)]}
-    done = asyncio.run(trajectory(ok, None, []))["statuses"]
+    alone = asyncio.run(trajectory(ok, None, []))
+    done = alone["statuses"]
     assert {n: s["phase"] for n, s in done.items()} == {n: "Succeeded" for n in TASKS}
     assert done["v0"]["output"] == "out-v0-a1" and done["s0"]["output"] == "out-s0-a1.w"
-    mixed = asyncio.run(trajectory(failed, None, []))["statuses"]
+    mixed_run = asyncio.run(trajectory(failed, None, []))
+    mixed = mixed_run["statuses"]
     assert {n: s["phase"] for n, s in mixed.items()} == {"v0": "Failed", "v1": "Succeeded", "v2": "DeadLettered",
                                                          "s0": "Succeeded", "s1": "Failed"}
     assert mixed["v1"]["attempt"] == 2 and mixed["s0"]["attempt"] == 2
     assert mixed["v1"]["checkpoint"]["data"] == '{"done":3}' and mixed["s0"]["checkpoint"]["data"] == '{"done":4}'
+    for run in (alone, mixed_run):  # its own Jobs, finished and removed, are never taken for someone else's
+        assert not [e for e in run["events"] if e[1] in ("StaleCompletion", "ForeignJob")], run["events"]
 
 
 def test_the_adversary_would_be_seen_without_the_namespace_check() -> None:
