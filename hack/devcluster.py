@@ -23,6 +23,7 @@ Standard library only: the pytest fixture and the Makefile call it before anythi
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -143,8 +144,18 @@ class Component:
         return (self.cache_dir / ".complete").exists()
 
     def build(self) -> None:
+        """Build once. Builders of one component take turns (a lock file beside its cache): a second
+        one (a test's fixture while `make go-tools` builds) once emptied the first one's partial
+        directory, and the cache kept promtool without prometheus."""
         if self.built():
             return
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with open(CACHE / f".{self.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not self.built():
+                self._build()
+
+    def _build(self) -> None:
         out = self.cache_dir
         tmp = out.with_name(out.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
