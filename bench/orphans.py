@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.kubeapi import Api, leases_path
-from bench.procstat import rss_bytes
+from bench.procstat import settled_rss
 from bench.replica import Replica
 
 REPORT = json.dumps({"outcome": "success", "output": "\U0001F600" * 4096}, ensure_ascii=False)
@@ -36,17 +36,6 @@ def orphan(i: int) -> dict:
         "spec": {"holderIdentity": "e1-a1", "leaseDurationSeconds": 30}}
 
 
-def settle(pid: int, seconds: float = 3.0) -> int:
-    """RSS once the operator has taken in what it was sent (it stops moving for `seconds`)."""
-    last, still = rss_bytes(pid), time.monotonic()
-    while time.monotonic() - still < seconds:
-        time.sleep(0.5)
-        now = rss_bytes(pid)
-        if abs(now - last) > 256 * 1024:
-            last, still = now, time.monotonic()
-    return last
-
-
 def measure(name: str, source: str | None, n: int, rounds: int, kubeconfig: str, work: Path) -> dict:
     api = Api(kubeconfig)
     namespace = f"orphans-{name}-{uuid.uuid4().hex[:6]}"
@@ -54,16 +43,16 @@ def measure(name: str, source: str | None, n: int, rounds: int, kubeconfig: str,
     leases = leases_path(namespace)
     replica = Replica(kubeconfig, (namespace,), work / f"operator-{namespace}.log", source=source,
                       extra_args=("--no-leader-election",)).start()
-    steps = [("started", settle(replica.pid))]
+    steps = [("started", settled_rss(replica.pid))]
     try:
         with ThreadPoolExecutor(8) as pool:
             for r in range(1, rounds + 1):
                 list(pool.map(lambda i: api.create(leases, orphan(i)), range(n)))
-                steps.append((f"round {r}: {n} created", settle(replica.pid)))
+                steps.append((f"round {r}: {n} created", settled_rss(replica.pid)))
                 api.request("DELETE", f"{leases}?labelSelector={LABEL}")
                 while api.count(f"{leases}?labelSelector={LABEL}"):
                     time.sleep(0.5)
-                steps.append((f"round {r}: deleted", settle(replica.pid)))
+                steps.append((f"round {r}: deleted", settled_rss(replica.pid)))
     finally:
         replica.process.terminate()
         replica.process.wait(30)

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.kubeapi import Api, tasks_path
+from bench.procstat import settled_rss
 
 LABEL = "bench.cronoq.io/pool-names"
 
@@ -39,19 +40,6 @@ def task(r: int, i: int) -> dict:
 
 def samples(text: str) -> int:
     return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-
-
-def settle(pid: int, seconds: float = 3.0) -> int:
-    """RSS once the operator has taken in what it was sent (it stops moving for `seconds`)."""
-    from bench.procstat import rss_bytes
-
-    last, still = rss_bytes(pid), time.monotonic()
-    while time.monotonic() - still < seconds:
-        time.sleep(0.5)
-        now = rss_bytes(pid)
-        if abs(now - last) > 256 * 1024:
-            last, still = now, time.monotonic()
-    return last
 
 
 def wait(check, timeout: float, what: str) -> None:
@@ -73,7 +61,7 @@ def measure(name: str, source: str | None, n: int, rounds: int, kubeconfig: str,
                       extra_args=("--no-leader-election",)).start()
 
     def step(label: str) -> dict:
-        rss = settle(replica.pid)
+        rss = settled_rss(replica.pid)
         return {"step": label, "rss_mib": round(rss / 2**20, 1),
                 "metric_samples": samples(replica._get(replica.metrics_port, "/metrics")[1])}
 

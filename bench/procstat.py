@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -16,6 +17,18 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def settled_rss(pid: int, seconds: float = 3.0) -> int:
+    """RSS once the process has taken in what it was sent: it has not moved by more than 256 KiB
+    for `seconds`."""
+    last, still = rss_bytes(pid), time.monotonic()
+    while time.monotonic() - still < seconds:
+        time.sleep(0.5)
+        now = rss_bytes(pid)
+        if abs(now - last) > 256 * 1024:
+            last, still = now, time.monotonic()
+    return last
 
 
 def cpu_seconds(pid: int) -> float:
