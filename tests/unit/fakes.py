@@ -113,6 +113,21 @@ def pod(job: str, task_name: str, exit_code: int, job_uid: str | None = None) ->
                        "containerStatuses": [{"name": "task", "state": {"terminated": end}}]}}
 
 
+async def settle(controller: Controller) -> None:
+    """Let one worker run the Controller's queued keys until none is waiting or being processed (no
+    time passes: keys queued for later wait for the clock)."""
+    queue = controller.queue
+    worker = asyncio.create_task(queue.run(1, controller.process))
+    try:
+        for _ in range(100_000):
+            await asyncio.sleep(0)
+            if len(queue) == 0 and not queue._processing:
+                return
+        raise AssertionError("the work queue never went quiet")
+    finally:
+        worker.cancel()
+
+
 class World:
     """A Controller over the fake writer; watch events are fed by hand, work keys run to quiet."""
 
@@ -129,18 +144,7 @@ class World:
         self.controller.intake.on_task(None, raw)
 
     async def settle(self) -> None:
-        """Let one worker run queued keys until none is waiting or being processed (no time passes:
-        keys queued for later wait for the clock)."""
-        queue = self.controller.queue
-        worker = asyncio.create_task(queue.run(1, self.controller.process))
-        try:
-            for _ in range(100_000):
-                await asyncio.sleep(0)
-                if len(queue) == 0 and not queue._processing:
-                    return
-            raise AssertionError("the work queue never went quiet")
-        finally:
-            worker.cancel()
+        await settle(self.controller)
 
     def status(self, name: str) -> dict[str, Any]:
         return self.writer.tasks[name].get("status") or {}

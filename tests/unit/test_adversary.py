@@ -34,7 +34,7 @@ from cronoq.kube.watch import sources
 from cronoq.pod_protocol import PROTECTED_ANNOTATIONS, PROTECTED_LABELS, Annotation, Label
 
 from tests.unit.builders import T0
-from tests.unit.fakes import FakeWriter
+from tests.unit.fakes import FakeWriter, settle
 
 VICTIM, OTHER = "victim", "evil"
 JOB_TASKS = ("v0", "v1", "v2")
@@ -382,19 +382,6 @@ async def trajectory(script: dict[str, list[Fate]], namespace: str | None, plan:
     return {"statuses": {n: seen.tasks[n].get("status") for n in TASKS},
             "writes": Counter(c for c in seen.calls if c[0] != "read"),
             "events": sorted(seen.events), "deleted": sorted(seen.deleted)}
-
-
-async def settle(controller: Controller) -> None:
-    queue = controller.queue
-    worker = asyncio.create_task(queue.run(1, controller.process))
-    try:
-        for _ in range(100_000):
-            await asyncio.sleep(0)
-            if len(queue) == 0 and not queue._processing:
-                return
-        raise AssertionError("the work queue never went quiet")
-    finally:
-        worker.cancel()
 
 
 VICTIM_LEASES = frozenset({*VICTIM_JOBS, *(f"{j}.w" for j in VICTIM_JOBS), "w"})
