@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from tests.support.cluster import Kubectl
 
@@ -43,3 +45,28 @@ def service_account_kubeconfig(kubectl: Kubectl, namespace: str, name: str, path
 def as_service_account(kubectl: Kubectl, namespace: str, name: str, path: Path, duration: str = "1h") -> Kubectl:
     """kubectl acting as the ServiceAccount, through a kubeconfig written to `path`."""
     return Kubectl(kubectl.binary, str(service_account_kubeconfig(kubectl, namespace, name, path, duration)))
+
+
+def as_token(api: client.ApiClient, token: str) -> client.ApiClient:
+    """A client of the admin's API server and CA that presents `token`."""
+    admin = api.configuration
+    conf = client.Configuration(host=admin.host, api_key={"authorization": f"Bearer {token}"})
+    conf.ssl_ca_cert = admin.ssl_ca_cert
+    return client.ApiClient(conf)
+
+
+def as_user(api: client.ApiClient, user: str) -> client.ApiClient:
+    """The admin's client impersonating `user` (the admin may impersonate)."""
+    impersonating = client.ApiClient(api.configuration)
+    impersonating.set_default_header("Impersonate-User", user)
+    return impersonating
+
+
+def refusal(call) -> str:
+    """The API server's refusal of `call()`, or '' when it was allowed."""
+    try:
+        call()
+    except ApiException as err:
+        assert err.status in (403, 422), err.body
+        return err.body
+    return ""

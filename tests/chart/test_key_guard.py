@@ -12,10 +12,10 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from cronoq.pod_protocol import PROTECTED_ANNOTATIONS, PROTECTED_LABELS
 from tests.chart import chart
+from tests.chart.identity import as_token, as_user, refusal
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -61,30 +61,6 @@ def pod_token(api, kubectl, namespace: str, account: str, pod_name: str) -> str:
         "spec": {"serviceAccountName": account, "containers": [{"name": "c", "image": "example.invalid/x:1"}]}})
     return kubectl("create", "token", account, "--bound-object-kind=Pod", f"--bound-object-name={pod_name}",
                    f"--bound-object-uid={pod.metadata.uid}", "--duration=10m", namespace=namespace).stdout.strip()
-
-
-def as_token(api, token: str) -> client.ApiClient:
-    admin = api.configuration
-    conf = client.Configuration(host=admin.host, api_key={"authorization": f"Bearer {token}"})
-    conf.ssl_ca_cert = admin.ssl_ca_cert
-    return client.ApiClient(conf)
-
-
-def as_user(api, user: str) -> client.ApiClient:
-    """The admin's client impersonating `user` (the admin may impersonate)."""
-    impersonating = client.ApiClient(api.configuration)
-    impersonating.set_default_header("Impersonate-User", user)
-    return impersonating
-
-
-def refusal(call) -> str:
-    """The API server's refusal of `call()`, or '' when it was allowed."""
-    try:
-        call()
-    except ApiException as err:
-        assert err.status in (403, 422), err.body
-        return err.body
-    return ""
 
 
 def now() -> str:

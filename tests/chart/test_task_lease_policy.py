@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from cronoq.engine.naming import job_name
+from tests.chart.identity import refusal
 from tests.support.cluster import REPO
 from tests.support.waiting import wait_until
 
@@ -144,16 +145,6 @@ def test_a_task_pod_creates_only_its_own_attempts_lease(api, kubectl, namespace,
     created = mine.create_namespaced_lease(namespace, lease("job-a2", "e1-a2", attempt=2))
     assert created.spec.holder_identity == "e1-a2"
     assert renew(mine, namespace, "job-a2").spec.renew_time is not None
-
-
-def refusal(call) -> str:
-    """The API server's refusal of `call()`, or '' when it was allowed."""
-    try:
-        call()
-    except ApiException as err:
-        assert err.status in (403, 422), err.body
-        return err.body
-    return ""
 
 
 def test_each_bypass_of_the_lease_policy_is_refused(api, kubectl, namespace, policy):

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from tests.chart import chart
-from tests.chart.identity import as_service_account
+from tests.chart.identity import as_service_account, as_token, refusal
 from tests.support.operator import OperatorProcess
 from tests.support.tasks import Cronoq
 from tests.support.waiting import wait_until
@@ -75,13 +74,6 @@ def pod_token(api, kubectl, namespace: str, pod_name: str, account: str = ACCOUN
                    f"--bound-object-uid={pod.metadata.uid}", "--duration=10m", namespace=namespace).stdout.strip()
 
 
-def as_token(api, token: str) -> client.ApiClient:
-    admin = api.configuration
-    conf = client.Configuration(host=admin.host, api_key={"authorization": f"Bearer {token}"})
-    conf.ssl_ca_cert = admin.ssl_ca_cert
-    return client.ApiClient(conf)
-
-
 def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -110,16 +102,6 @@ def attempt_lease(task: dict, worker: str, report: str | None = None, holder: st
 
 def json_patch(leases: client.CoordinationV1Api, namespace: str, name: str, ops: list[dict]):
     return leases.patch_namespaced_lease(name, namespace, ops, _content_type="application/json-patch+json")
-
-
-def refusal(call) -> str:
-    """The API server's refusal of `call()`, or '' when it was allowed."""
-    try:
-        call()
-    except ApiException as err:
-        assert err.status in (403, 422), err.body
-        return err.body
-    return ""
 
 
 def make_task(api, namespace: str, name: str) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from tests.chart.identity import as_user
 from tests.support.tasks import GROUP, VERSION, plays
 from tests.support.waiting import wait_until
 
@@ -25,12 +26,6 @@ def tenant_namespace(api, namespace):
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}]})
     yield name
     core.delete_namespace(name, propagation_policy="Background")
-
-
-def as_user(api, user: str) -> client.ApiClient:
-    impersonating = client.ApiClient(api.configuration)
-    impersonating.set_default_header("Impersonate-User", user)
-    return impersonating
 
 
 def forged_job(name: str, labels: dict[str, str], message: str) -> dict:
