@@ -38,6 +38,17 @@ def promtool(prometheus_binaries) -> str:
 
 
 @pytest.fixture(scope="session")
+def postgres():
+    """A real Postgres server of the session's own (tests/support/postgres.py), started on first
+    use and stopped at the end; `postgres.database()` makes each test an empty database."""
+    from tests.support.postgres import PostgresServer
+
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def kubeconfig(devcluster) -> str:
     given = os.environ.get("CRONOQ_KUBECONFIG")
     if given:
