@@ -309,3 +309,28 @@ def test_an_unfinished_tasks_spec_is_kept_within_its_bound_and_a_larger_one_refu
     done = raw("done", 1, {"phase": "Succeeded", "attempt": 1})
     done["spec"]["env"] = big["spec"]["env"]
     assert store.put_task(done, T0).finished is not None, "a task finished before the bound stays finished"
+
+
+def test_a_task_waiting_for_its_first_attempt_is_kept_packed_and_read_whole_again() -> None:
+    """Issue 56: a backlog of 100,000 queued tasks must not hold 100,000 parsed objects. A task
+    waiting for its first attempt is kept as its brief (what admission weighs) and its object
+    packed; a decision reads it whole again, equal to what came; its first attempt parses it."""
+    from cronoq.api import Task
+
+    store = Store()
+    env = [{"name": f"E{i}", "value": f"value-{i}-" + "v" * 50} for i in range(40)]
+    came = raw("w", 1, {"phase": "Queued"}, pool="p", priority=7, group="g", key="k", env=env,
+               dependsOn=[{"task": "up"}], notBefore=at(60).isoformat().replace("+00:00", "Z"))
+    entry = store.put_task(came, T0)
+    assert entry.parsed is None and entry.kept is None and entry.packed is not None
+    assert len(entry.packed) < len(str(came["spec"])) / 3
+    brief = entry.weighed()
+    assert (brief.pool, brief.priority, brief.group, brief.key, brief.depends_on, brief.not_before,
+            brief.phase) == ("p", 7, "g", "k", ("up",), at(60), TaskPhase.QUEUED)
+    assert (entry.name, entry.uid, entry.namespace, entry.resource_version) == ("w", "uid-w", "ns", 1)
+    assert entry.task == Task.model_validate(came) and entry.raw["spec"]["env"] == env
+    assert store.keyed[("ns", "p", "k")] == {"w"} and store.dependents[("ns", "up")] == {"w"}
+
+    started = store.put_task(raw("w", 2, {"phase": "Running", "attempt": 1}, pool="p", key="k", env=env), T0)
+    assert started.parsed is not None and started.packed is None and started.brief is None
+    assert started.task.spec.env[0].name == "E0" and store.running[("ns", "p")] == {("ns", "w")}

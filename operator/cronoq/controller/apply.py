@@ -156,7 +156,7 @@ class Applier:
 
     async def _write_status(self, entry: TaskRecord, status: TaskStatus, now: datetime) -> TaskRecord | None:
         """The fencing write. Returns the task's entry as stored after it, or None when it did not land."""
-        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        namespace, name = entry.namespace, entry.name
         key = (namespace, name)
         try:
             written = await self.writer.replace_task_status(entry.raw, status.to_dict())
@@ -181,7 +181,7 @@ class Applier:
         """What follows a landed status: slots and metrics first (no await in between, so
         admission never sees the task half-moved), then the writes. `task` is the task as
         written (None for a finished task's settling)."""
-        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        namespace, name = entry.namespace, entry.name
         self._book_slots(entry, task, plan, pool_key)
         self._count(entry, task, plan, pool_key)
         refused = None
@@ -214,7 +214,7 @@ class Applier:
                 self.store.put_job(namespace, entry.uid, name, facts)
 
     def _book_slots(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key) -> None:
-        namespace, name = entry.raw["metadata"]["namespace"], entry.name
+        namespace, name = entry.namespace, entry.name
         key = (namespace, name)
         granted = self.slots.take_grant(key)
         for job_name in plan.delete_jobs:  # its container may run on until its pod is gone

@@ -102,8 +102,9 @@ def holder(record: TaskRecord) -> keys.Holder:
         return keys.Holder(name=record.name, created_at=done.created_at or record.first_seen, phase=done.phase,
                            attempt=done.attempt, finished_at=done.finished_at, output_available=done.output_available,
                            duplicate_of=done.duplicate_of)
-    assert record.task is not None, "a keyed task is readable (an unreadable one has no key)"
-    return keys.Holder.of(record.task, record.first_seen)
+    task = record.task
+    assert task is not None, "a keyed task is readable (an unreadable one has no key)"
+    return keys.Holder.of(task, record.first_seen)
 
 
 def _stored_status(record: TaskRecord) -> TaskStatus | None:

@@ -36,11 +36,11 @@ class Intake:
                 self.queue.add(("pool", key[0], gone.pool))
         elif (record := self.store.put_task(raw, self.clock())) is not None:
             fresh = key in self.store.fresh.get((key[0], record.pool), ())  # weighed before its first reconcile
-            if fresh and record.task is not None and not delay.waiting(record.task, self.clock()):
-                # (a fresh task is always a readable one; a delayed one is weighed from its time on)
-                in_line = delay.in_line_from(record.task, record.first_seen)
-                self.slots.want((key[0], record.pool), Candidate.of(*key, record.task.spec.priority, in_line,
-                                                                           record.task.spec.group),
+            brief = record.weighed() if fresh else None  # (a fresh task is always a readable one)
+            if brief is not None and not delay.until(brief.not_before, self.clock()):
+                # (a delayed one is weighed from its time on)
+                in_line = delay.in_line(brief.not_before, record.first_seen)
+                self.slots.want((key[0], record.pool), Candidate.of(*key, brief.priority, in_line, brief.group),
                                 record.first_seen)
                 self.queue.add(("pool", key[0], record.pool))
             self.queue.add(("task", *key))

@@ -128,7 +128,7 @@ class Controller:
     def _refused(self, namespace: str, name: str) -> bool:
         """Whether the task's current attempt waits on a refused Job (its backoff goes on)."""
         record = self.store.tasks.get((namespace, name))
-        task = record.task if record is not None else None
+        task = record.parsed if record is not None else None  # (a packed task has no attempt yet)
         attempt = task.status.attempt if task is not None and task.status else 0
         return record is not None and attempt in record.refused
 

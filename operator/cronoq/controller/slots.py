@@ -139,7 +139,8 @@ class Slots:
             key = candidate.key
             self.waits_in.pop(key, None)
             entry = self.store.tasks.get(key)
-            if key in self.grants or entry is None or entry.task is None or not is_ready(entry.task, now):
+            task = entry.task if entry is not None and key not in self.grants else None  # (read once: it may be packed)
+            if task is None or not is_ready(task, now):
                 continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
             self.grants[key] = Grant(pool, now, token=most is not None)
             granted.append(key)
@@ -159,8 +160,9 @@ class Slots:
         using: Counter[str] = Counter()
         for key in holders:
             record = self.store.tasks.get(key)
-            if record is not None and record.task is not None:
-                using[record.task.spec.group or ""] += 1
+            brief = record.weighed() if record is not None else None
+            if brief is not None:
+                using[brief.group or ""] += 1
         return using
 
 

@@ -5,6 +5,8 @@ by the responses to our own writes (so a decision never reads an older status th
 wrote). Older versions never replace newer ones; a task leaves by `Store.forget` alone."""
 from __future__ import annotations
 
+import sys
+import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -16,7 +18,7 @@ from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.api.task import SPEC_LIMIT
-from cronoq.engine import dependencies, keys
+from cronoq.engine import delay, dependencies, keys
 from cronoq.engine.attempts import serving_worker
 from cronoq.engine.decide import Finished
 from cronoq.engine.dependencies import Component
@@ -32,8 +34,12 @@ another namespace names nobody (anyone may write any label on their own objects)
 
 
 def _rv(obj: dict[str, Any]) -> int:
+    return _version(obj.get("metadata", {}).get("resourceVersion"))
+
+
+def _version(rv: str | None) -> int:
     try:
-        return int(obj.get("metadata", {}).get("resourceVersion", "0"))
+        return int(rv or "0")
     except ValueError:
         return 0
 
@@ -63,21 +69,64 @@ def _nothing() -> Mapping[Any, Any]:
     return NOTHING
 
 
+@dataclass(slots=True, frozen=True)
+class Brief:
+    """What is read of a task waiting for its first attempt without reading it whole: its identity
+    and what the store's indexes, intake and admission weigh. Such a task is kept as this and its
+    object packed (`TaskRecord.packed`), and is read whole again only for a decision about it: a
+    backlog of 100,000 queued tasks must not hold 100,000 parsed objects (issue 56)."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: int
+    pool: str
+    priority: int
+    group: str | None
+    key: str | None
+    depends_on: tuple[str, ...]
+    cancel: bool
+    not_before: datetime | None
+    """When the task may start (engine.delay), None when it gives no time."""
+    phase: TaskPhase | None
+    has_status: bool
+
+    @classmethod
+    def of(cls, task: Task) -> Brief:
+        meta, spec, status = task.metadata, task.spec, task.status
+        return cls(namespace=meta.namespace or "", name=meta.name or "", uid=meta.uid or "",
+                   resource_version=_version(meta.resource_version),
+                   pool=sys.intern(spec.pool), priority=spec.priority,
+                   group=sys.intern(spec.group) if spec.group else None, key=spec.key,
+                   depends_on=tuple(sys.intern(d.task) for d in spec.depends_on), cancel=bool(spec.cancel),
+                   not_before=delay.not_before(task), phase=status.phase if status else None,
+                   has_status=status is not None)
+
+
 @dataclass(slots=True)
 class TaskRecord:
     """Everything the operator holds about one task (one uid), in one place: the object as last
     seen, what was seen of its attempts, and what our own writes learnt. The store's indexes are
     derived from it (`Store._index`/`_unindex`), and `Store.forget` drops all of it at once, with
-    whatever the slots, the deletion schedule and the work queue keep for the task."""
+    whatever the slots, the deletion schedule and the work queue keep for the task.
 
-    raw: dict[str, Any]
-    """The object as last seen; only its metadata once the task has finished."""
-    task: Task | None
-    """The parsed task while it is unfinished; None once finished (see `finished`) or when the
-    models cannot read it (see `error`)."""
+    Three shapes, by how much a decision needs: a task that has started an attempt is kept parsed
+    (`parsed`, with its object in `kept`); a task waiting for its first attempt is kept packed
+    (`packed`, its `brief` beside it) and parsed again for each decision; a finished one as its
+    `finished` facts and its metadata."""
+
+    kept: dict[str, Any] | None
+    """The object as last seen (only its metadata once the task has finished); None when packed."""
+    parsed: Task | None
+    """The parsed task while it is unfinished and has started an attempt; None once finished (see
+    `finished`), when packed (see `task`) or when the models cannot read it (see `error`)."""
     error: str | None
     first_seen: datetime
     finished: Finished | None = None
+    packed: bytes | None = None
+    """A task waiting for its first attempt: its object as compressed JSON (read by `task`, `raw`)."""
+    brief: Brief | None = None
+    """A packed task's identity and what is weighed of it before it runs."""
     # What was seen of its attempts, by Job (or attempt Lease) name.
     jobs: dict[str, AttemptJob] = field(default_factory=dict)
     """Its Jobs, as last seen."""
@@ -104,21 +153,43 @@ class TaskRecord:
     dropped when it finishes. Outputs of finished tasks never change, so one read serves."""
 
     @property
+    def raw(self) -> dict[str, Any]:
+        """The object as last seen (a packed task's read again: a copy)."""
+        if self.kept is not None:
+            return self.kept
+        assert self.packed is not None, "a record is kept or packed"
+        return unpack(self.packed)
+
+    @property
+    def task(self) -> Task | None:
+        """The parsed task while it is unfinished and readable (a packed one parsed again: a copy,
+        so read it once per decision)."""
+        if self.parsed is not None:
+            return self.parsed
+        return Task.model_validate(unpack(self.packed)) if self.packed is not None else None
+
+    @property
     def uid(self) -> str:
-        return str(self.raw["metadata"]["uid"])
+        return self.brief.uid if self.brief is not None else str(self.raw["metadata"]["uid"])
 
     @property
     def name(self) -> str:
-        return str(self.raw["metadata"]["name"])
+        return self.brief.name if self.brief is not None else str(self.raw["metadata"]["name"])
 
     @property
     def namespace(self) -> str:
-        return str(self.raw["metadata"]["namespace"])
+        return self.brief.namespace if self.brief is not None else str(self.raw["metadata"]["namespace"])
+
+    @property
+    def resource_version(self) -> int:
+        return self.brief.resource_version if self.brief is not None else _rv(self.raw)
 
     @property
     def pool(self) -> str:
-        if self.task is not None:
-            return self.task.spec.pool
+        if self.brief is not None:
+            return self.brief.pool
+        if self.parsed is not None:
+            return self.parsed.spec.pool
         if self.finished is not None:
             return self.finished.pool
         return str((self.raw.get("spec") or {}).get("pool", "default"))
@@ -127,21 +198,36 @@ class TaskRecord:
     def phase(self) -> TaskPhase | None:
         if self.finished is not None:
             return self.finished.phase
-        return self.task.phase if self.task else None
+        if self.brief is not None:
+            return self.brief.phase
+        return self.parsed.phase if self.parsed else None
 
     @property
     def key(self) -> str | None:
-        return self.finished.key if self.finished is not None else (self.task.spec.key if self.task else None)
+        if self.finished is not None:
+            return self.finished.key
+        if self.brief is not None:
+            return self.brief.key
+        return self.parsed.spec.key if self.parsed else None
 
     @property
     def depends_on(self) -> tuple[str, ...]:
         if self.finished is not None:
             return self.finished.depends_on
-        return tuple(d.task for d in self.task.spec.depends_on) if self.task else ()
+        if self.brief is not None:
+            return self.brief.depends_on
+        return tuple(d.task for d in self.parsed.spec.depends_on) if self.parsed else ()
+
+    def weighed(self) -> Brief | None:
+        """What admission weighs of an unfinished readable task, however it is kept."""
+        if self.brief is not None:
+            return self.brief
+        return Brief.of(self.parsed) if self.parsed is not None else None
 
     def take(self, other: TaskRecord) -> None:
         """A newer version of the same task: take its object, keep what was seen of its attempts."""
-        self.raw, self.task, self.error, self.finished = other.raw, other.task, other.error, other.finished
+        self.kept, self.parsed, self.error, self.finished = other.kept, other.parsed, other.error, other.finished
+        self.packed, self.brief = other.packed, other.brief
         if self.finished is not None:  # it creates no more Jobs and is nobody's duplicate any more
             self.rejected, self.refused, self.original, self.original_uid = NOTHING, NOTHING, None, None
             self.inputs = None
@@ -226,7 +312,7 @@ class Store:
         meta.pop("managedFields", None)
         key = (meta["namespace"], meta["name"])
         old = self.tasks.get(key)
-        if old is not None and old.uid == meta["uid"] and _rv(old.raw) >= _rv(raw):
+        if old is not None and old.uid == meta["uid"] and old.resource_version >= _rv(raw):
             return None
         if old is not None and old.uid != meta["uid"]:  # the old task went while we were not watching
             self.forget(key)
@@ -257,8 +343,8 @@ class Store:
             self.running[pool].add(key)
             if (worker := _serving(record)) is not None:
                 self.by_worker[(key[0], worker)].add(key[1])
-        task = record.task
-        if task is not None and task.status is None and not (task.spec.key or task.spec.depends_on or task.spec.cancel):
+        brief = record.weighed()
+        if brief is not None and not (brief.has_status or brief.key or brief.depends_on or brief.cancel):
             self.fresh[pool].add(key)
         if record.key:
             self.keyed[(key[0], record.pool, record.key)].add(key[1])
@@ -276,7 +362,7 @@ class Store:
                 if not counts:  # like the other indexes: no pool kept that no task names
                     del self.phases[pool]
         _discard(self.running, pool, key)
-        if (worker := _serving(record)) is not None:
+        if record.phase is TaskPhase.RUNNING and (worker := _serving(record)) is not None:
             _discard(self.by_worker, (key[0], worker), key[1])
         _discard(self.fresh, pool, key)
         if record.key:
@@ -589,7 +675,8 @@ PUT ignores the metadata it carries)."""
 
 def _record(raw: dict[str, Any], first_seen: datetime) -> TaskRecord:
     """A record of the object, kept no bigger than the decisions on it need: an unfinished task's
-    spec at most SPEC_LIMIT bytes, a finished task's metadata only."""
+    spec at most SPEC_LIMIT bytes, packed while it waits for its first attempt; a finished task's
+    metadata only."""
     annotations = raw["metadata"].get("annotations")
     if annotations and LAST_APPLIED in annotations:
         raw["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
@@ -603,10 +690,24 @@ def _record(raw: dict[str, Any], first_seen: datetime) -> TaskRecord:
             task, error = None, (f"spec is {size} bytes of JSON, more than {SPEC_LIMIT} (the operator keeps each "
                                  "unfinished task's spec in memory): move data to the payload or a ConfigMap")
     if task is not None and task.phase is not None and task.phase.terminal:
-        return TaskRecord(raw=_slim(raw), task=None, error=None, first_seen=first_seen, finished=Finished.of(task))
+        return TaskRecord(kept=_slim(raw), parsed=None, error=None, first_seen=first_seen, finished=Finished.of(task))
     if task is None:  # unreadable (e.g. oversized): kept no bigger than what its refusal needs
-        return TaskRecord(raw=_refusable(raw), task=None, error=error, first_seen=first_seen)
-    return TaskRecord(raw=raw, task=task, error=error, first_seen=first_seen)
+        return TaskRecord(kept=_refusable(raw), parsed=None, error=error, first_seen=first_seen)
+    if task.status is None or task.status.attempt == 0:  # waiting for its first attempt
+        return TaskRecord(kept=None, parsed=None, error=None, first_seen=first_seen,
+                          packed=zlib.compress(orjson.dumps(raw), PACKING), brief=Brief.of(task))
+    return TaskRecord(kept=raw, parsed=task, error=error, first_seen=first_seen)
+
+
+PACKING = 1
+"""zlib's level for a waiting task's object: its fastest, which already takes a spec of env and args
+to a third or less of its JSON."""
+
+
+def unpack(packed: bytes) -> dict[str, Any]:
+    """A packed task's object, read again."""
+    loaded: dict[str, Any] = orjson.loads(zlib.decompress(packed))
+    return loaded
 
 
 def _discard(index: dict[Any, set[Any]], at: Any, item: Any) -> None:
@@ -621,7 +722,7 @@ def _discard(index: dict[Any, set[Any]], at: Any, item: Any) -> None:
 
 def _serving(record: TaskRecord) -> str | None:
     """The worker serving the running task's open attempt, if a worker does."""
-    status = record.task.status if record.task is not None else None
+    status = record.parsed.status if record.parsed is not None else None
     return serving_worker(status) if status is not None else None
 
 

@@ -56,7 +56,11 @@ def gate(task: Task, now: datetime) -> Gate:
 
 def waiting(task: Task, now: datetime) -> bool:
     """The task's time has not come: admission passes it over."""
-    at = not_before(task)
+    return until(not_before(task), now)
+
+
+def until(at: datetime | None, now: datetime) -> bool:
+    """A task that may start at `at` (None: any time) waits still."""
     return at is not None and at > now
 
 
@@ -72,7 +76,11 @@ def quiet_until(task: Task, told: str | None, now: datetime) -> datetime | None:
 def in_line_from(task: Task, submitted: datetime) -> datetime:
     """The time the task queues by within its priority class: its submission, or its start time
     when that is later."""
-    at = not_before(task)
+    return in_line(not_before(task), submitted)
+
+
+def in_line(at: datetime | None, submitted: datetime) -> datetime:
+    """`in_line_from`, for a task whose start time (None: none) is known already."""
     return max(submitted, at) if at is not None else submitted
 
 
