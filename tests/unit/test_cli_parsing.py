@@ -209,32 +209,6 @@ def test_completion_scripts(shell, says, capsys):
     assert says in capsys.readouterr().out
 
 
-def test_a_queued_task_knows_its_place_in_admission_order():
-    from cronoq.cli.tasks import _place
-
-    def queued(name: str, minute: int, priority: int = 0):
-        return make_task(name).spec(pool="p", priority=priority).status(
-            {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=minute)).isoformat()}).obj()
-
-    tasks = [queued("late", 9), queued("urgent", 8, priority=5), queued("first", 1), queued("b", 2), queued("a", 2),
-             queued("c", 3)]
-    assert _place(tasks[0], tasks) == "6th of 6 in pool p's queue (ahead: urgent, first, a and 2 more)"
-    assert _place(tasks[1], tasks) == "1st of 6 in pool p's queue"
-    assert _place(tasks[3], tasks) == "4th of 6 in pool p's queue (ahead: urgent, first, a)"
-
-
-def test_a_queued_task_of_a_group_counts_its_place_in_the_groups_rotation():
-    from cronoq.cli.tasks import _place
-
-    def queued(name: str, minute: int, group: str):
-        return make_task(name).spec(pool="p", group=group).status(
-            {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=minute)).isoformat()}).obj()
-
-    tasks = [queued(f"a{i}", i, "acme") for i in range(5)] + [queued("b0", 30, "bolt")]
-    assert _place(tasks[-1], tasks) == "2nd of 6 in pool p's queue (ahead: a0)"
-    assert _place(tasks[2], tasks) == "4th of 6 in pool p's queue (ahead: a0, b0, a1)"
-
-
 def test_custom_columns_read_as_kubectl_reads_them():
     from cronoq.cli.render import custom_columns, custom_row
 

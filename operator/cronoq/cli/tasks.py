@@ -17,8 +17,8 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.config import ConfigException
 
-from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase, TaskPool, TaskStatus
-from cronoq.api.durations import format as format_duration, parse as parse_duration
+from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase
+from cronoq.api.durations import parse as parse_duration
 from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
 from cronoq.cli import render, retention
 from cronoq.client import (
@@ -26,11 +26,8 @@ from cronoq.client import (
     TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import PAGE, RETRYABLE_PHASES, Pages, check_manifest
-from cronoq.engine import delay, reasons
-from cronoq.engine.admission import Candidate, Queue
-from cronoq.engine.attempts import task_deadlines
-from cronoq.engine.plan import Effective
-from cronoq.engine.ratelimit import next_start
+from cronoq.engine import delay
+from cronoq.engine.attempts import waiting
 from cronoq.kube.refusal import server_message
 from cronoq.pod_protocol.inputs import plain
 
@@ -829,9 +826,9 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
     if task.phase is TaskPhase.QUEUED:
         pairs.append(("Waiting", render.cell(_why_queued(task, client, args.place))))
-    if not (task.phase and task.phase.terminal) and (limits := _limits(task, client)):
-        pairs.append(("Deadlines", limits))
     pool = client.pool(task.spec.pool)
+    if limits := waiting.limits_text(task, pool.spec if pool is not None else None):
+        pairs.append(("Deadlines", limits))
     pairs.append(("Retention", retention.task_line(task, pool.spec if pool is not None else None)))
     if s and s.message:
         pairs.append(("Message", render.cell(s.message, multiline=True)))
@@ -853,22 +850,6 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
-def _limits(task: Task, client: Client) -> str:
-    """An unfinished task's own time limits, as times (its pool's when it sets none): one GET."""
-    pool = client.pool(task.spec.pool)
-    settings = Effective.of(task, pool.spec if pool is not None else None)
-    status = task.status or TaskStatus()
-    said = []
-    if status.attempt == 0 and (start := task_deadlines.start_by(task, settings, None)) is not None:
-        said.append(f"start by {start:%H:%M:%SZ} (startDeadline {format_duration(settings.start_deadline)})")
-    if (end := task_deadlines.end_by(task, settings, None)) is not None:
-        said.append(f"deadline {end:%H:%M:%SZ} ({format_duration(settings.deadline)} from submission)")
-    if (until := task_deadlines.retry_until(status, settings)) is not None:
-        said.append(f"no retry after {until:%H:%M:%SZ} (maxRetryDuration "
-                    f"{format_duration(settings.retry.max_retry_duration)})")
-    return "; ".join(said)
-
-
 def _not_before(start: datetime, attempt: int) -> str:
     """`describe`'s line for a delayed start: the time, and how far it is while it is ahead."""
     text, now = delay.spelled(start), datetime.now(timezone.utc)
@@ -883,80 +864,29 @@ work out a task's place unless asked (`--place`): that reads every queued task o
 
 
 def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
-    """Why a queued task has no slot, and where it stands: read from its pool (a GET) and, while
-    the pool's status counts at most PLACE_LIMIT queued tasks (or when asked), the pool's queued
-    tasks (a LIST by the selectable fields spec.pool and status.phase, page by page; what is
-    kept of each is its place in the order, not the Task). No write."""
+    """Why a queued task has no slot, and where it stands (`engine.attempts.waiting` words both):
+    read from its pool (a GET) and, while the pool's status counts at most PLACE_LIMIT queued
+    tasks (or when asked), the pool's queued tasks (a LIST by the selectable fields spec.pool and
+    status.phase, page by page; what is kept of each is its place in the order, not the Task);
+    the running tasks of the pool only when its groupConcurrency decides. No write."""
     name = task.spec.pool
     pool = client.pool(name)
     if pool is None:
-        return f"TaskPool {name} does not exist: the task starts once it is created"
+        return waiting.described(waiting.of_task(task, None), "", datetime.now(timezone.utc))
     counted = pool.status.queued if pool.status else 0
     if counted > PLACE_LIMIT and not place_anyway:
         place = (f"one of {counted:,} queued in pool {name} (the place is worked out up to {PLACE_LIMIT:,} "
                  f"queued: `cronoq describe {task.metadata.name} --place` reads them all)")
     else:
         queued = client.pages(pool=name, phase="Queued")
-        place = _place(task, (t for page in queued for t in page))
-    if pool.spec.paused:
-        return (f"{place}; pool {name} is paused (concurrency {pool.spec.concurrency} kept): "
-                f"`cronoq pool resume {name}` starts it again")
-    if pool.spec.concurrency == 0:
-        return f"{place}; pool {name} has concurrency 0: it starts nothing"
-    if (limited := rate_limited(task, pool, datetime.now(timezone.utc))) is not None:
-        return f"{place}; {limited}"
-    running = pool.status.running if pool.status else 0
-    if running >= pool.spec.concurrency:
-        return f"{place}; pool {name} is full: {running} running of {pool.spec.concurrency}"
-    cap = pool.spec.group_concurrency
-    if cap is not None:
+        place = str(waiting.place(task, (t for page in queued for t in page)))
+
+    def group_running() -> int:
         group = task.spec.group or ""
-        mine = sum(1 for page in client.pages(pool=name, phase="Running") for t in page
+        return sum(1 for page in client.pages(pool=name, phase="Running") for t in page
                    if (t.spec.group or "") == group)
-        if mine >= cap:
-            named = f"group {group}" if group else "the tasks without a group"
-            return f"{place}; {named} has {mine} of {cap} running (pool {name}'s groupConcurrency)"
-    return f"{place}; pool {name} runs {running} of {pool.spec.concurrency}: a slot is about to be granted"
 
-
-def rate_limited(task: Task, pool: TaskPool, now: datetime) -> str | None:
-    """`rate-limited: next start in 0.4 s (pool P starts at most 2 attempts/s, burst 1)`, for a
-    task waiting for its pool's rate limit (None otherwise). The status holds the due time the
-    operator wrote once; later starts follow every 1/rate seconds while the pool stays limited."""
-    limit, s = pool.spec.rate_limit, task.status
-    reason = next((c.reason for c in s.conditions if c.type == "Running"), None) if s else None
-    if limit is None or s is None or s.next_start_at is None or reason != reasons.RATE_LIMITED:
-        return None
-    epoch = s.next_start_at
-    due = next_start(0.0, limit.starts_per_second, (now - epoch).total_seconds())
-    return (f"rate-limited: next start in {max(due - (now - epoch).total_seconds(), 0.0):.1f} s "
-            f"(pool {pool.metadata.name} starts at most {limit.starts_per_second:g} attempts/s, burst {limit.burst})")
-
-
-def _place(task: Task, queued: Iterable[Task]) -> str:
-    """`3rd of 7 in pool P's queue (ahead: a, b)`, in the operator's admission order: the
-    highest priority first, groups of one priority in turn, then the oldest submission, then the
-    name. Which group's turn it is the operator alone knows: with groups, the place is the one a
-    rotation starting now would give."""
-    def candidate(t: Task) -> Candidate:
-        submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
-        return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
-                            submitted.replace(tzinfo=submitted.tzinfo or timezone.utc), t.spec.group)
-
-    queue = Queue()
-    for c in sorted([candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [candidate(task)]):
-        queue.put(c)
-    order = [c for c in iter(queue.pop, None)]
-    at = next(i for i, c in enumerate(order) if c.name == task.metadata.name)
-    ahead = [c.name for c in order[:at]]
-    shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
-    return (f"{_ordinal(at + 1)} of {len(order)} in pool {task.spec.pool}'s queue"
-            + (f" (ahead: {shown})" if ahead else ""))
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    return waiting.described(waiting.of_task(task, pool, group_running), place, datetime.now(timezone.utc))
 
 
 def logs(args: argparse.Namespace, client: Client) -> int:

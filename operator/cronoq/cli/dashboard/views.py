@@ -285,16 +285,8 @@ def graph(task: Task, namespace_tasks: Iterable[Task], depth: int = 10) -> list[
 
 
 def limits(task: Task, pool: TaskPool | None) -> list[tuple[str, datetime]]:
-    """An unfinished task's own time limits as times (its pool's when it sets none), for its page."""
-    from cronoq.api import TaskStatus
-    from cronoq.engine.attempts import task_deadlines
-    from cronoq.engine.plan import Effective
+    """An unfinished task's own time limits as times (its pool's when it sets none), for its page:
+    `engine.attempts.waiting.limits`, as `describe` says them."""
+    from cronoq.engine.attempts import waiting
 
-    if task.phase is not None and task.phase.terminal:
-        return []
-    settings = Effective.of(task, pool.spec if pool is not None else None)
-    status = task.status or TaskStatus()
-    found = [("Start deadline", task_deadlines.start_by(task, settings, None) if status.attempt == 0 else None),
-             ("Deadline", task_deadlines.end_by(task, settings, None)),
-             ("No retry after", task_deadlines.retry_until(status, settings))]
-    return [(label, at) for label, at in found if at is not None]
+    return [(limit.label, limit.at) for limit in waiting.limits(task, pool.spec if pool is not None else None)]

@@ -6,6 +6,8 @@
 - `cleanup`: the task's Jobs and Leases that are not its open attempt's (`settle` for a finished task);
 - `checkpoints`: which checkpoint of the open attempt the status records (fenced like a report);
 - `workers`: what a Workers pool changes (the serving worker, the fields only a Job honours);
+- `waiting`: why a ready task has no slot, its place in the queue and its limits, worded for its
+  message, `cronoq describe` and the dashboard alike;
 - `wording`: messages, conditions and the summary, and whether a status said something already.
 
 Each calls only the ones below it (an import-linter contract in pyproject.toml checks it).

@@ -11,7 +11,8 @@ two steps.
 
 This module walks the phases; it asks `cleanup` what else was seen of the task, `deadlines`
 whether the open attempt ended, `retryrules` what the retry rules make of its end, `workers` what
-a Workers pool changes, and `wording` what to say and whether it is said already. None of them calls back into it.
+a Workers pool changes, `waiting` why a ready task has no slot, and `wording` what to say and
+whether it is said already. None of them calls back into it.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Any, Iterable
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
 from cronoq.engine import delay, reasons, retention, retryrules
-from cronoq.engine.attempts import checkpoints, deadlines, task_deadlines, wording
+from cronoq.engine.attempts import checkpoints, deadlines, task_deadlines, waiting, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
 from cronoq.engine.backoff import retry_delay
@@ -340,24 +341,18 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
 
     if ready and not draft.ended:
         # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
-        reason, message = ((reasons.WAITING_FOR_SLOT, wording.QUEUED) if seen.pool_found else
-                           (reasons.POOL_NOT_FOUND, wording.POOL_NOT_FOUND))
-        if seen.pool_found and settings.workers and seen.worker is None:
-            reason, message = reasons.WAITING_FOR_WORKER, wording.WAITING_FOR_WORKER
-        elif seen.next_start_at is not None and seen.pool is not None and seen.pool.rate_limit is not None:
-            rate = seen.pool.rate_limit
-            reason = reasons.RATE_LIMITED
-            message = wording.rate_limited(seen.pool_name, rate.starts_per_second, rate.burst, seen.next_start_at)
+        wait = waiting.wait(seen.pool_name, seen.pool, found=seen.pool_found,
+                            no_worker=settings.workers and seen.worker is None, next_start_at=seen.next_start_at)
+        reason, message = wait.reason, waiting.message(wait)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
             # Its start time just came: a slot granted now takes it to Running without a Queued write.
             return draft.plan(wants_slot=True, requeue_after=(quiet - now).total_seconds())
         queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None,
-                                           "next_start_at": seen.next_start_at if reason == reasons.RATE_LIMITED
-                                           else None,
+                                           "next_start_at": wait.next_start_at,
                                            "submitted_at": status.submitted_at or seen.first_seen or now})
-        return draft.say(queued, reason, message.format(pool=seen.pool_name)).written(wants_slot=True)
+        return draft.say(queued, reason, message).written(wants_slot=True)
 
     if draft.ended:
         return draft.written(wants_slot=ready)

@@ -1,0 +1,246 @@
+"""Why a task waits for a slot, and the time limits it waits under: one explanation, worded for
+the Task's message (the operator), `cronoq describe` and the dashboard alike.
+
+- `wait` decides from facts (the pool is there, paused, stopped or full; the task's group holds its
+  share; no worker has room; the rate limit's next token is due later) and returns a `Wait`: the
+  reason the operator's Running condition gives (`Wait.reason`) and what of the pool's own state
+  holds the slot back (`Wait.held`, when its counts are known). `of_task` gathers those facts
+  from a Task and its TaskPool as a client reads them.
+- `place` puts a queued task in its pool's admission order, popping the operator's own
+  `admission.Queue`.
+- `limits` gives a task's own time limits (its pool's when it sets none) as times.
+
+Each surface renders the same values: the operator writes `message(wait)`, `describe` prints
+`described(wait, place, now)` and `limits_text(...)`, the dashboard lists `limits(...)`. Pure:
+the clock and every count are passed in; what must be read to count (the running tasks of a
+group) is asked for only when it decides.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+
+from cronoq.api import Task, TaskPool, TaskPoolSpec, TaskStatus
+from cronoq.api.durations import format as format_duration
+from cronoq.engine import reasons
+from cronoq.engine.admission import Candidate, Queue
+from cronoq.engine.attempts import task_deadlines, wording
+from cronoq.engine.plan import Effective
+from cronoq.engine.ratelimit import next_start
+
+# --------------------------------------------------------------------------- why it waits
+
+
+class Held(str, Enum):
+    """What of its pool's own state keeps a queued task from a slot."""
+
+    PAUSED = "Paused"
+    STOPPED = "Stopped"
+    """concurrency 0: the pool starts nothing."""
+    FULL = "Full"
+    GROUP_FULL = "GroupFull"
+    """The task's fairness group runs its share (the pool's groupConcurrency)."""
+    FREE = "Free"
+    """Nothing: a slot is about to be granted."""
+    UNKNOWN = "Unknown"
+    """The pool's counts were not given (the operator words its message without them)."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why a ready task has no slot."""
+
+    pool: str
+    reason: str
+    """The Running condition's reason: POOL_NOT_FOUND, WAITING_FOR_WORKER, RATE_LIMITED or WAITING_FOR_SLOT."""
+    held: Held = Held.UNKNOWN
+    spec: TaskPoolSpec | None = None
+    next_start_at: datetime | None = None
+    """Rate-limited: when the operator found the next start due (written once, never a countdown)."""
+    running: int = 0
+    group: str = ""
+    group_running: int = 0
+
+
+def wait(pool: str, spec: TaskPoolSpec | None, *, found: bool = True, no_worker: bool = False,
+         next_start_at: datetime | None = None, running: int | None = None, group: str | None = None,
+         group_running: Callable[[], int] | None = None) -> Wait:
+    """Why a ready task of pool `pool` (its spec: `spec`; `found`: it exists) waits: no live
+    worker with room (`no_worker`, a Workers pool), the rate limit's next start due at
+    `next_start_at`, else a slot. With the pool's `running` count, also what holds the slot:
+    paused, concurrency 0, full, or the task's `group` at its share, which `group_running`
+    counts (called only when the pool caps groups and nothing else holds the task)."""
+    if not found:
+        return Wait(pool, reasons.POOL_NOT_FOUND)
+    if no_worker:
+        reason = reasons.WAITING_FOR_WORKER
+    elif next_start_at is not None and spec is not None and spec.rate_limit is not None:
+        reason = reasons.RATE_LIMITED
+    else:
+        reason = reasons.WAITING_FOR_SLOT
+    said = Wait(pool, reason, Held.UNKNOWN, spec, next_start_at if reason == reasons.RATE_LIMITED else None,
+                running or 0, group or "")
+    if spec is None:
+        return said
+    if spec.paused:
+        return _held(said, Held.PAUSED)
+    if spec.concurrency == 0:
+        return _held(said, Held.STOPPED)
+    if running is None or reason == reasons.RATE_LIMITED:
+        return said
+    if running >= spec.concurrency:
+        return _held(said, Held.FULL)
+    if spec.group_concurrency is not None and group_running is not None:
+        mine = group_running()
+        if mine >= spec.group_concurrency:
+            return Wait(pool, reason, Held.GROUP_FULL, spec, said.next_start_at, running, group or "", mine)
+    return _held(said, Held.FREE)
+
+
+def _held(said: Wait, held: Held) -> Wait:
+    return Wait(said.pool, said.reason, held, said.spec, said.next_start_at, said.running, said.group,
+                said.group_running)
+
+
+def of_task(task: Task, pool: TaskPool | None, group_running: Callable[[], int] | None = None) -> Wait:
+    """`wait` from what a client reads: the Task (the rate limit's due time its status holds
+    while the operator says it waits for a token) and its TaskPool (None: it does not exist)."""
+    status = task.status
+    told = wording.told(status) if status is not None else None
+    due = status.next_start_at if status is not None and told == reasons.RATE_LIMITED else None
+    return wait(task.spec.pool, pool.spec if pool is not None else None, found=pool is not None, next_start_at=due,
+                running=(pool.status.running if pool.status else 0) if pool is not None else None,
+                group=task.spec.group, group_running=group_running)
+
+
+def message(w: Wait) -> str:
+    """The Task's message while it waits (the operator writes it once per reason)."""
+    if w.reason == reasons.POOL_NOT_FOUND:
+        return wording.POOL_NOT_FOUND.format(pool=w.pool)
+    if w.reason == reasons.WAITING_FOR_WORKER:
+        return wording.WAITING_FOR_WORKER.format(pool=w.pool)
+    if w.reason == reasons.RATE_LIMITED and w.spec is not None and w.spec.rate_limit is not None \
+            and w.next_start_at is not None:
+        rate = w.spec.rate_limit
+        return wording.rate_limited(w.pool, rate.starts_per_second, rate.burst, w.next_start_at)
+    return wording.QUEUED.format(pool=w.pool)
+
+
+def countdown(w: Wait, now: datetime) -> str | None:
+    """`rate-limited: next start in 0.4 s (pool P starts at most 2 attempts/s, burst 1)` while the
+    task waits for its pool's rate limit (None otherwise). From the due time the status holds:
+    later starts follow every 1/rate seconds while the pool stays limited."""
+    limit, epoch = w.spec.rate_limit if w.spec is not None else None, w.next_start_at
+    if w.reason != reasons.RATE_LIMITED or limit is None or epoch is None:
+        return None
+    since = (now - epoch).total_seconds()
+    due = next_start(0.0, limit.starts_per_second, since)
+    return (f"rate-limited: next start in {max(due - since, 0.0):.1f} s "
+            f"(pool {w.pool} starts at most {limit.starts_per_second:g} attempts/s, burst {limit.burst})")
+
+
+def described(w: Wait, place: str, now: datetime) -> str:
+    """`cronoq describe`'s line for a queued task: its place (as `place` words it), then what
+    holds it."""
+    name, spec = w.pool, w.spec
+    if w.reason == reasons.POOL_NOT_FOUND or spec is None:
+        return f"TaskPool {name} does not exist: the task starts once it is created"
+    if w.held is Held.PAUSED:
+        return (f"{place}; pool {name} is paused (concurrency {spec.concurrency} kept): "
+                f"`cronoq pool resume {name}` starts it again")
+    if w.held is Held.STOPPED:
+        return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    if (limited := countdown(w, now)) is not None:
+        return f"{place}; {limited}"
+    if w.held is Held.FULL:
+        return f"{place}; pool {name} is full: {w.running} running of {spec.concurrency}"
+    if w.held is Held.GROUP_FULL:
+        named = f"group {w.group}" if w.group else "the tasks without a group"
+        return f"{place}; {named} has {w.group_running} of {spec.group_concurrency} running (pool {name}'s " \
+               "groupConcurrency)"
+    return f"{place}; pool {name} runs {w.running} of {spec.concurrency}: a slot is about to be granted"
+
+
+# --------------------------------------------------------------------------- its place
+
+
+@dataclass(frozen=True)
+class Place:
+    """A queued task's place in its pool's admission order."""
+
+    pool: str
+    number: int
+    """1 for the next to be admitted."""
+    of: int
+    ahead: tuple[str, ...]
+
+    def __str__(self) -> str:
+        shown = ", ".join(self.ahead[:3]) + (f" and {len(self.ahead) - 3} more" if len(self.ahead) > 3 else "")
+        return (f"{ordinal(self.number)} of {self.of} in pool {self.pool}'s queue"
+                + (f" (ahead: {shown})" if self.ahead else ""))
+
+
+def place(task: Task, queued: Iterable[Task]) -> Place:
+    """Where `task` stands among `queued` (its pool's queued tasks; it need not be among them),
+    in the operator's admission order: the highest priority first, groups of one priority in
+    turn, then the oldest submission, then the name. Which group's turn it is the operator alone
+    knows: with groups, the place is the one a rotation starting now would give."""
+    queue = Queue()
+    for c in sorted([_candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [_candidate(task)]):
+        queue.put(c)
+    order = [c for c in iter(queue.pop, None)]
+    at = next(i for i, c in enumerate(order) if c.name == task.metadata.name)
+    return Place(task.spec.pool, at + 1, len(order), tuple(c.name for c in order[:at]))
+
+
+def _candidate(t: Task) -> Candidate:
+    submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
+    return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
+                        submitted.replace(tzinfo=submitted.tzinfo or timezone.utc), t.spec.group)
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+# --------------------------------------------------------------------------- its limits
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One of an unfinished task's own time limits, as a time."""
+
+    label: str
+    """As the dashboard shows it: `Start deadline`, `Deadline`, `No retry after`."""
+    at: datetime
+    text: str
+    """As `describe` says it: `start by 12:00:00Z (startDeadline 1h)`."""
+
+
+def limits(task: Task, pool: TaskPoolSpec | None) -> list[Limit]:
+    """An unfinished task's own time limits (its pool's when it sets none): the start deadline
+    while no attempt has started, the deadline, the retry budget's end; none once it finished."""
+    if task.phase is not None and task.phase.terminal:
+        return []
+    settings = Effective.of(task, pool)
+    status = task.status or TaskStatus()
+    found: list[Limit] = []
+    start_deadline, deadline, budget = settings.start_deadline, settings.deadline, settings.retry.max_retry_duration
+    # Each is a time only when its setting is given.
+    if status.attempt == 0 and (start := task_deadlines.start_by(task, settings, None)) is not None and start_deadline:
+        found.append(Limit("Start deadline", start,
+                           f"start by {start:%H:%M:%SZ} (startDeadline {format_duration(start_deadline)})"))
+    if (end := task_deadlines.end_by(task, settings, None)) is not None and deadline:
+        found.append(Limit("Deadline", end, f"deadline {end:%H:%M:%SZ} ({format_duration(deadline)} from submission)"))
+    if (until := task_deadlines.retry_until(status, settings)) is not None and budget:
+        found.append(Limit("No retry after", until,
+                           f"no retry after {until:%H:%M:%SZ} (maxRetryDuration {format_duration(budget)})"))
+    return found
+
+
+def limits_text(task: Task, pool: TaskPoolSpec | None) -> str:
+    """`describe`'s line of the limits: each one's text, joined by `; ` ("" when none)."""
+    return "; ".join(limit.text for limit in limits(task, pool))

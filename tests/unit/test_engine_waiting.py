@@ -1,0 +1,198 @@
+"""One explanation of why a task waits and of its limits (`engine.attempts.waiting`), without a
+cluster: the reason the operator writes, what `describe` adds from the pool's counts, the place
+in the admission order, and the limits `describe` and the dashboard show, all from one value."""
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from cronoq.api import Task, TaskPool, TaskPoolSpec
+from cronoq.engine import reasons
+from cronoq.engine.attempts import reconcile, waiting
+from cronoq.engine.attempts.waiting import Held
+
+from tests.unit.builders import T0, at, make_task, observe, settings
+
+
+def spec(**fields: Any) -> TaskPoolSpec:
+    return TaskPoolSpec.model_validate(fields)
+
+
+def pool(running: int = 0, queued: int = 0, **fields: Any) -> TaskPool:
+    return TaskPool.model_validate({"metadata": {"name": "p", "namespace": "ns"}, "spec": fields,
+                                    "status": {"running": running, "queued": queued}})
+
+
+def queued_task(name: str = "a", *, told: str = reasons.WAITING_FOR_SLOT, next_start_at: str | None = None,
+                **fields: Any) -> Task:
+    status: dict[str, Any] = {"phase": "Queued", "conditions": [
+        {"type": "Running", "status": "False", "reason": told, "lastTransitionTime": T0.isoformat()}]}
+    if next_start_at:
+        status["nextStartAt"] = next_start_at
+    return make_task(name).spec(pool="p", **fields).status(status).obj()
+
+
+# --------------------------------------------------------------------------- the reason
+
+
+@pytest.mark.parametrize("facts, reason", [
+    (dict(found=False), reasons.POOL_NOT_FOUND),
+    (dict(no_worker=True), reasons.WAITING_FOR_WORKER),
+    (dict(no_worker=True, next_start_at=T0), reasons.WAITING_FOR_WORKER),
+    (dict(next_start_at=T0), reasons.RATE_LIMITED),
+    (dict(), reasons.WAITING_FOR_SLOT),
+])
+def test_the_reason_the_operator_gives(facts: dict[str, Any], reason: str) -> None:
+    assert waiting.wait("p", spec(rateLimit={"startsPerSecond": 2}), **facts).reason == reason
+
+
+def test_a_due_time_without_a_rate_limit_is_no_rate_limit() -> None:
+    assert waiting.wait("p", spec(), next_start_at=T0).reason == reasons.WAITING_FOR_SLOT
+    assert waiting.wait("p", None, next_start_at=T0).reason == reasons.WAITING_FOR_SLOT
+
+
+@pytest.mark.parametrize("w, said", [
+    (waiting.wait("p", None, found=False), "TaskPool p does not exist; the task starts once it does"),
+    (waiting.wait("p", spec(), no_worker=True), "queued in pool p: no live worker of the pool has room"),
+    (waiting.wait("p", spec(rateLimit={"startsPerSecond": 2, "burst": 3}), next_start_at=at(1.5)),
+     "rate-limited: pool p starts at most 2 attempts/s (burst 3); next start due at 12:00:01.500Z"),
+    (waiting.wait("p", spec(paused=True), running=5), "queued in pool p"),
+])
+def test_the_tasks_message(w: waiting.Wait, said: str) -> None:
+    assert waiting.message(w).startswith(said)
+
+
+def test_the_operator_writes_the_message_of_the_same_explanation() -> None:
+    limited = spec(rateLimit={"startsPerSecond": 2, "burst": 1})
+    task = make_task("a").obj()
+    for seen, w in [
+        (observe(pool_found=False, pool_name="p"), waiting.wait("p", None, found=False)),
+        (observe(pool_name="p", pool=limited, next_start_at=at(1)), waiting.wait("p", limited, next_start_at=at(1))),
+        (observe(pool_name="p", pool=spec()), waiting.wait("p", spec())),
+    ]:
+        plan = reconcile(task, settings(task, seen.pool), seen, random.Random(1))
+        assert plan.status is not None
+        running = next(c for c in plan.status.conditions if c.type == "Running")
+        assert (plan.status.message, running.reason) == (waiting.message(w), w.reason)
+
+
+# --------------------------------------------------------------------------- what holds the slot
+
+
+def test_what_holds_the_slot_in_describes_order() -> None:
+    def held(**facts: Any) -> Held:
+        fields = facts.pop("spec", {"concurrency": 2})
+        return waiting.wait("p", spec(**fields), **facts).held
+
+    assert held(spec={"paused": True, "concurrency": 0}, running=0) is Held.PAUSED
+    assert held(spec={"concurrency": 0}, running=0) is Held.STOPPED
+    assert held(running=2) is Held.FULL
+    assert held(running=1) is Held.FREE
+    assert held() is Held.UNKNOWN, "the operator gives no counts"
+    assert held(spec={"concurrency": 2, "groupConcurrency": 1}, running=1, group="acme",
+                group_running=lambda: 1) is Held.GROUP_FULL
+
+
+def test_the_group_is_counted_only_when_it_decides() -> None:
+    asked: list[str] = []
+
+    def count() -> int:
+        asked.append("counted")
+        return 0
+
+    capped = {"concurrency": 2, "groupConcurrency": 1}
+    waiting.wait("p", spec(**capped, paused=True), running=0, group_running=count)
+    waiting.wait("p", spec(**capped), running=2, group_running=count)
+    waiting.wait("p", spec(**capped, rateLimit={"startsPerSecond": 1}), running=0, next_start_at=T0,
+                 group_running=count)
+    waiting.wait("p", spec(concurrency=2), running=0, group_running=count)
+    assert asked == []
+    assert waiting.wait("p", spec(**capped), running=1, group_running=count).held is Held.FREE
+    assert asked == ["counted"]
+
+
+@pytest.mark.parametrize("task, found, said", [
+    (queued_task(), None, "TaskPool p does not exist: the task starts once it is created"),
+    (queued_task(), pool(concurrency=3, paused=True),
+     "PLACE; pool p is paused (concurrency 3 kept): `cronoq pool resume p` starts it again"),
+    (queued_task(), pool(concurrency=0), "PLACE; pool p has concurrency 0: it starts nothing"),
+    (queued_task(told=reasons.RATE_LIMITED, next_start_at="2026-12-03T12:00:01Z"),
+     pool(concurrency=1, rateLimit={"startsPerSecond": 2, "burst": 1}),
+     "PLACE; rate-limited: next start in 0.4 s (pool p starts at most 2 attempts/s, burst 1)"),
+    (queued_task(), pool(running=1, concurrency=1), "PLACE; pool p is full: 1 running of 1"),
+    (queued_task(group="acme"), pool(running=1, concurrency=2, groupConcurrency=1),
+     "PLACE; group acme has 1 of 1 running (pool p's groupConcurrency)"),
+    (queued_task(), pool(running=1, concurrency=2, groupConcurrency=1),
+     "PLACE; the tasks without a group has 1 of 1 running (pool p's groupConcurrency)"),
+    (queued_task(), pool(running=1, concurrency=2), "PLACE; pool p runs 1 of 2: a slot is about to be granted"),
+])
+def test_what_describe_says(task: Task, found: TaskPool | None, said: str) -> None:
+    w = waiting.of_task(task, found, group_running=lambda: 1)
+    assert waiting.described(w, "PLACE", at(0.6)) == said
+
+
+def test_describe_counts_down_from_the_due_time_the_status_holds_only_while_the_operator_says_so() -> None:
+    limited = pool(concurrency=1, rateLimit={"startsPerSecond": 2, "burst": 1})
+    told = queued_task(told=reasons.RATE_LIMITED, next_start_at="2026-12-03T12:00:01Z")
+    assert waiting.countdown(waiting.of_task(told, limited), at(2.1)).startswith("rate-limited: next start in 0.4 s")
+    untold = queued_task(next_start_at="2026-12-03T12:00:01Z")
+    assert waiting.countdown(waiting.of_task(untold, limited), at(0.6)) is None
+    assert waiting.countdown(waiting.of_task(told, pool(concurrency=1)), at(0.6)) is None, "limit removed since"
+
+
+# --------------------------------------------------------------------------- the place
+
+
+def _queued(name: str, minute: int, **fields: Any) -> Task:
+    return make_task(name).spec(pool="p", **fields).status(
+        {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=minute)).isoformat()}).obj()
+
+
+def test_a_queued_task_knows_its_place_in_admission_order() -> None:
+    tasks = [_queued("late", 9), _queued("urgent", 8, priority=5), _queued("first", 1), _queued("b", 2),
+             _queued("a", 2), _queued("c", 3)]
+    assert str(waiting.place(tasks[0], tasks)) == "6th of 6 in pool p's queue (ahead: urgent, first, a and 2 more)"
+    assert str(waiting.place(tasks[1], tasks)) == "1st of 6 in pool p's queue"
+    assert waiting.place(tasks[3], tasks) == waiting.Place("p", 4, 6, ("urgent", "first", "a"))
+    assert str(waiting.place(tasks[3], tasks)) == "4th of 6 in pool p's queue (ahead: urgent, first, a)"
+    assert str(waiting.place(tasks[0], [])) == "1st of 1 in pool p's queue", "not listed: counted still"
+
+
+def test_a_queued_task_of_a_group_counts_its_place_in_the_groups_rotation() -> None:
+    tasks = [_queued(f"a{i}", i, group="acme") for i in range(5)] + [_queued("b0", 30, group="bolt")]
+    assert str(waiting.place(tasks[-1], tasks)) == "2nd of 6 in pool p's queue (ahead: a0)"
+    assert str(waiting.place(tasks[2], tasks)) == "4th of 6 in pool p's queue (ahead: a0, b0, a1)"
+
+
+@pytest.mark.parametrize("n, said", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"),
+                                     (13, "13th"), (21, "21st"), (102, "102nd"), (111, "111th")])
+def test_ordinals(n: int, said: str) -> None:
+    assert waiting.ordinal(n) == said
+
+
+# --------------------------------------------------------------------------- the limits
+
+
+def test_describe_and_the_dashboard_show_the_same_limits() -> None:
+    task = make_task("a").spec(deadline="2h").retry(maxRetryDuration="30m").obj()
+    limits = waiting.limits(task, spec(startDeadline="1h"))
+    assert [(limit.label, limit.at) for limit in limits] == [
+        ("Start deadline", at(3600)), ("Deadline", at(7200))], "no retry budget before the first attempt"
+    assert waiting.limits_text(task, spec(startDeadline="1h")) == (
+        "start by 13:00:00Z (startDeadline 1h); deadline 14:00:00Z (2h from submission)")
+
+
+def test_after_the_first_attempt_the_retry_budget_replaces_the_start_deadline() -> None:
+    task = make_task("a").spec(startDeadline="1h").retry(maxRetryDuration="30m").status(
+        {"phase": "Retrying", "attempt": 1, "firstAttemptAt": at(60).isoformat()}).obj()
+    (limit,) = waiting.limits(task, None)
+    assert (limit.label, limit.at, limit.text) == (
+        "No retry after", at(60 + 1800), "no retry after 12:31:00Z (maxRetryDuration 30m)")
+
+
+def test_a_finished_task_has_no_limits() -> None:
+    task = make_task("a").spec(deadline="2h").status({"phase": "Succeeded"}).obj()
+    assert waiting.limits(task, None) == [] and waiting.limits_text(task, None) == ""
