@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/.cluster/bin:$(PATH)
 REAL_NODE ?= 0
 export CRONOQ_REAL_NODE := $(REAL_NODE)
 
-.PHONY: demo operator-up constraints test lint actionlint image faults go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench docs docs-serve reference-docs clean
+.PHONY: demo operator-up constraints test lint actionlint image faults exactly-once go-tools test-tools unit integration cluster-build cluster-up cluster-down cluster-status crds check-crds install-crds bench docs docs-serve reference-docs clean
 
 # examples/real-node/ needs real containers (`make cluster-up REAL_NODE=1`, then apply it yourself)
 KWOK_EXAMPLES := $(shell find examples -name '*.yaml' -not -path 'examples/real-node/*' | sort)
@@ -95,6 +95,12 @@ test-tools:
 ## skew, throttling, network faults through toxiproxy); `make test` runs them too
 faults: $(BIN)/.installed go-tools test-tools
 	CRONOQ_FAULT_RUNS=3 $(BIN)/pytest -q tests/integration/faults
+
+## exactly-once: the exactly-once fault run alone (issue 50; docs/how-to/exactly-once.md): pull workers writing
+## fenced and unfenced effects to a real Postgres while workers are killed and cut off and the leader fails
+## over, three runs of 400 tasks, then the checker's table; `make test` runs it once with 160
+exactly-once: $(BIN)/.installed go-tools test-tools
+	CRONOQ_FAULT_RUNS=3 CRONOQ_EFFECT_TASKS=400 CRONOQ_EFFECT_ROUNDS=6 $(BIN)/pytest -q tests/integration/faults/test_exactly_once.py
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from tests.support import effects
 from tests.support.faults import FIGURES
 
 RUNS = int(os.environ.get("CRONOQ_FAULT_RUNS", "1"))
@@ -24,9 +25,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's reporter
+    write = terminalreporter.write_line
+    if effects.ROWS:
+        write("")
+        write("exactly-once effects (test_exactly_once.py; violations must be 0, stale writes refused at least 1, "
+              "and the unfenced INSERT of the same run must duplicate):")
+        for line in effects.table(effects.ROWS):
+            write(line)
     if not FIGURES:
         return
-    write = terminalreporter.write_line
     width = max(len(name) for name in FIGURES)
     write("")
     write("fault scenarios (tasks checked; lost, attempt numbers reused, extra Jobs, two attempts "
