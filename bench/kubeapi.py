@@ -49,6 +49,14 @@ class Api:
             raise ApiError(resp.status, resp.data.decode(errors="replace"))
         return json.loads(resp.data) if resp.data else {}
 
+    def patch(self, path: str, body: Any) -> dict[str, Any]:
+        """A JSON merge patch."""
+        resp = self.pool.urlopen("PATCH", path, body=json.dumps(body).encode(), timeout=30.0,
+                                 headers={**self.pool.headers, "Content-Type": "application/merge-patch+json"})
+        if resp.status >= 300:
+            raise ApiError(resp.status, resp.data.decode(errors="replace"))
+        return json.loads(resp.data) if resp.data else {}
+
     def create(self, path: str, body: Any, *, attempts: int = 5) -> dict[str, Any]:
         """POST, retrying what an overloaded API server says to retry (429, 5xx)."""
         for attempt in range(attempts):

@@ -177,6 +177,8 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"| {p['name']} | {p['waiting_before']} | {p['finished_before']} | {_s(p['dispatch_seconds'])} |")
         out.append("")
 
+    out += _deep(r.get("deep"))
+
     fair = r.get("fairness")
     if fair:
         g = fair["grouped"]
@@ -221,6 +223,30 @@ def markdown(r: dict[str, Any]) -> str:
     out += ["Raw numbers: `latest.json`; charts: `latest.png`" + (", `latest-soak.png`" if soak else "") +
             "; analysis: `bench/README.md`.", ""]
     return "\n".join(out)
+
+
+def _deep(d: dict[str, Any] | None) -> list[str]:
+    """The deep queue (bench/deep.py)."""
+    if not d or d.get("error"):
+        return [f"## Deep queue: {d['error']}", ""] if d else []
+    mib = 2**20
+    held, before, fo = d["rss_held"], d["rss_before"], d["failover"]
+    api = f"{before['apiserver'] / mib:.0f} → {held['apiserver'] / mib:.0f} MiB" if held.get("apiserver") else "–"
+    rows = [("submitted", f"{d['n']} Tasks of ~{d['spec_bytes'] / 1024:.1f} KiB of spec at {d['submit_rate']:.0f}/s "
+                          f"({d['submit_errors']} errors)"),
+            ("leader RSS", f"{before['leader'] / mib:.0f} → {held['leader'] / mib:.0f} MiB: "
+                           f"**{d['leader_kib_per_queued_task']:.2f} KiB per queued task**"),
+            ("standby RSS", f"{before['standby'] / mib:.0f} → {held['standby'] / mib:.0f} MiB"),
+            ("API server RSS", api),
+            ("etcd database", f"{held['etcd_db'] / mib:.0f} MiB" if held.get("etcd_db") else "–"),
+            ("SIGKILL → the standby leads", _s(fo["led_seconds"])),
+            ("SIGKILL → its first Job", f"{_s(fo['first_job_seconds'])} (Lease {d['lease_seconds']:.0f} s)"),
+            ("urgent task → its Job", _s(d["urgent_dispatch_seconds"])),
+            (f"drain at concurrency {d['concurrency']}", f"{_s(d['drain_seconds'], 's', 0)}, "
+                                                          f"{_s(d['drain_rate'], ' tasks/s', 1)}"),
+            ("operator CPU per task (drain)", f"{d['operator_cpu_seconds_per_task'] * 1000:.1f} ms")]
+    return [f"## Deep queue: {d['n']} Tasks behind a paused pool, two replicas", "", "| | |", "|---|---|",
+            *(f"| {k} | {v} |" for k, v in rows), ""]
 
 
 def _pull(r: dict[str, Any]) -> list[str]:

@@ -35,6 +35,7 @@ if str(REPO) not in sys.path:
 from bench import report  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
+from bench.deep import deep  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
 from bench.fairness import fairness  # noqa: E402
 from bench.idle import idle  # noqa: E402
@@ -49,6 +50,8 @@ OLDEST = "c2b48ea"
 """The oldest operator revision the bench runs (status.worker, `--events=auto`, `--trust-worker-leases`)."""
 SCENARIOS = ("baseline", "cronoq", "pull", "pull-lean", "kueue", "argo", "paced", "lean", "backlog", "kueue-backlog", "soak", "idle",
              "failover", "fairness")
+EXTRA = ("deep",)
+"""Scenarios run only when --only names them: `deep` holds --deep-size queued tasks (an hour at 100,000)."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -78,6 +81,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lean", type=int, default=300, metavar="N",
                    help="tasks of the lean run: leaseTTL 0s and `--events=warnings`, for its writes per task")
     p.add_argument("--failover-rounds", type=int, default=3)
+    p.add_argument("--deep-size", type=int, default=100_000, help="queued tasks of the deep scenario (--only deep)")
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
     p.add_argument("--pull-sweep", default="8,32", metavar="W,W,...",
                    help="pull workers at several fleet sizes of one total capacity (--pull-capacity), at the "
@@ -104,9 +108,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.idle_sizes = sorted(int(s) for s in args.idle_sizes.split(",") if s) if args.idle_sizes else [args.idle_tasks]
     args.pull_sweep = [int(w) for w in args.pull_sweep.split(",") if w]
     args.only = set(args.only.split(","))
-    unknown = args.only - set(SCENARIOS)
+    unknown = args.only - set(SCENARIOS) - set(EXTRA)
     if unknown:
-        p.error(f"unknown scenarios {','.join(sorted(unknown))}; of {','.join(SCENARIOS)}")
+        p.error(f"unknown scenarios {','.join(sorted(unknown))}; of {','.join(SCENARIOS + EXTRA)}")
     return args
 
 
@@ -271,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
             save()
         if "failover" in args.only:
             results["failover"] = failover(ctx, rounds=args.failover_rounds)
+            save()
+        if "deep" in args.only:
+            results["deep"] = deep(ctx, args.deep_size)  # its namespace goes with the cluster, or stays
             save()
         if cluster.started_here and not args.keep_cluster:
             kept = []  # the cluster goes down, and with it what is left in it (deleting 50,000 tasks takes long)

@@ -336,3 +336,22 @@ def test_a_live_workers_renewal_queues_its_pool_but_none_of_its_tasks_and_a_chan
         world.controller.intake.on_worker_lease(None, lease((T0 + timedelta(seconds=10)).isoformat(), capacity="0"))
         assert set(queue._waiting) == {("pool", NS, "p"), ("task", NS, "a"), ("task", NS, "b")}, "its room changed"
     asyncio.run(scenario())
+
+
+def test_a_resync_looks_at_tasks_waiting_for_their_first_attempt_only_every_tenth_pass() -> None:
+    """Issue 56: each look at a waiting (packed) task parses it again; 100,000 of them every minute
+    would keep a quarter of a core busy for nothing. Started and finished tasks: every pass."""
+    from cronoq.controller.reconciler import WAITING_RESYNC_EVERY
+
+    async def run() -> None:
+        world = World(concurrency=1)
+        world.submit("a")
+        world.submit("b")
+        await world.settle()
+        assert world.status("a")["phase"] == "Running" and world.status("b")["phase"] == "Queued"
+        controller = world.controller
+        assert controller.store.tasks[(NS, "b")].packed is not None
+        assert controller.resynced(1) == [(NS, "a")]
+        assert sorted(controller.resynced(WAITING_RESYNC_EVERY)) == [(NS, "a"), (NS, "b")]
+
+    asyncio.run(run())

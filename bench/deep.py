@@ -1,0 +1,144 @@
+"""A deep queue (issue 56): N Tasks of a realistic size (a few KiB of spec: env, args, a payload)
+wait behind a paused pool, held by two replicas with leader election. Measured, in one run:
+
+- the submission's rate, and what holding the queue costs: the leader's settled RSS before and
+  after (per queued task), the API server's RSS, etcd's database file;
+- failover with the queue held: the leader is SIGKILLed and the pool resumed at once; the time
+  until the standby leads and until the first Job it creates (the Lease's duration is most of it);
+- an urgent task (priority above every queued one) submitted while the queue drains: until its Job;
+- the drain at the pool's concurrency: its rate and the new leader's CPU per task.
+
+`python bench/run.py --scenarios deep --deep-size 100000`; figures in docs/operating/sizing.md.
+"""
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import workload
+from bench.cluster import log
+from bench.failover import JobWatch
+from bench.kubeapi import pools_path, tasks_path
+from bench.load import submit
+from bench.procstat import cpu_seconds, rss_bytes, settled_rss
+from bench.throughput import Context, wait_until
+
+POOL = "deep"
+CONCURRENCY = 500
+URGENT = 1_000_000
+LEASE = "bench-deep-leader"
+LEASE_SECONDS = 15.0
+"""The operator's default Lease duration (engine/election.py): what a successor waits out."""
+
+
+def realistic_task(name: str, i: int) -> dict[str, Any]:
+    """A Task of ~3 KiB of spec, as a fan-out or a backfill submits: env naming where to read and
+    write, args with ids, a payload of ids; values differ per task (so the queue cannot share them)."""
+    task = workload.task(name, POOL)
+    spec = task["spec"]
+    spec["command"] = ["python", "-m", "etl.load"]
+    spec["args"] = ["--partition", f"{i % 977}", "--batch", f"b-{i:08d}", "--since", "2026-11-01T00:00:00Z",
+                    "--until", "2026-12-01T00:00:00Z", "--retries", "3", "--checksum", f"{(i * 2654435761) % 2**32:08x}"]
+    spec["env"] = [{"name": f"ETL_{k}", "value": f"s3://warehouse-{k % 7}/tenant-{i % 311}/table-{k}/part-{i:08d}"
+                    f"?v={(i * 31 + k * 17) % 100003}"} for k in range(24)]
+    spec["payload"] = {"ids": [(i * 7919 + k * 104729) % 10**9 for k in range(40)], "tenant": f"tenant-{i % 311}",
+                       "note": f"backfill of partition {i % 977}, batch {i}"}
+    return task
+
+
+def deep(ctx: Context, n: int) -> dict[str, Any]:
+    api = ctx.cluster.api
+    ns = ctx.cluster.namespace(f"bench-deep-{n}")
+    api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY, paused=True))
+    election = ("--leader-election", f"--lease-namespace={ns}", f"--lease-name={LEASE}")
+    replicas = [ctx.replica(ns, name=f"cronoq-deep-{x}", extra=election) for x in "ab"]
+    for r in replicas:
+        r.start(wait_ready=False)
+    watch = JobWatch(str(ctx.cluster.kubeconfig), ns)
+    try:
+        if not wait_until(lambda: sum(r.leading() for r in replicas) == 1, timeout=90):
+            return {"n": n, "error": "no replica became leader within 90s"}
+        leader = next(r for r in replicas if r.leading())
+        standby = next(r for r in replicas if r is not leader)
+        before = {"leader": settled_rss(leader.pid), "standby": settled_rss(standby.pid),
+                  "apiserver": _component_rss(ctx, "kube-apiserver")}
+        tasks = [realistic_task(name, i) for i, name in enumerate(workload.names("d", n))]
+        spec_bytes = sum(len(str(t["spec"])) for t in tasks[:100]) / 100
+        sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators)
+        del tasks
+        log(f"deep: {len(sub.sent)} submitted at {sub.rate:.0f}/s, {len(sub.errors)} errors")
+        quiet = _quiet(leader.pid)
+        held = {"leader": settled_rss(leader.pid), "standby": settled_rss(standby.pid),
+                "apiserver": _component_rss(ctx, "kube-apiserver"), "etcd_db": _etcd_db(ctx)}
+        log(f"deep: leader RSS {before['leader'] >> 20} → {held['leader'] >> 20} MiB with {n} queued")
+
+        # Failover with the queue held: kill the leader, resume the pool.
+        killed = time.monotonic()
+        leader.kill(signal.SIGKILL)
+        api.patch(f"{pools_path(ns)}/{POOL}", {"spec": {"paused": False}})
+        led = first_job = None
+        while time.monotonic() < killed + 300 and first_job is None:
+            if led is None and standby.leading():
+                led = time.monotonic() - killed
+            if watch.seen:
+                first_job = min(watch.seen.values()) - killed
+            time.sleep(0.05)
+        log(f"deep: the standby led {led}s and created its first Job {first_job}s after the SIGKILL")
+        cpu_start, drain_start = cpu_seconds(standby.pid), time.monotonic()
+
+        # An urgent task while the queue drains.
+        wait_until(lambda: len(watch.seen) >= CONCURRENCY, timeout=600)
+        urgent_sent = time.monotonic()
+        api.create(tasks_path(ns), workload.task("urgent", POOL, priority=URGENT))
+        wait_until(lambda: "urgent" in watch.seen, timeout=120, interval=0.02)
+        urgent = watch.seen["urgent"] - urgent_sent if "urgent" in watch.seen else None
+        log(f"deep: the urgent task's Job {urgent}s after it was submitted")
+
+        done = wait_until(lambda: (standby.metric('cronoq_tasks_total') or 0) >= n + 1, timeout=4 * 3600, interval=2)
+        drained = time.monotonic() - drain_start
+        cpu = cpu_seconds(standby.pid) - cpu_start
+        result = {
+            "n": n, "concurrency": CONCURRENCY, "spec_bytes": spec_bytes, "quiet_after_submit_seconds": quiet,
+            "submit_rate": sub.rate, "submit_errors": len(sub.errors),
+            "rss_before": before, "rss_held": held,
+            "leader_kib_per_queued_task": (held["leader"] - before["leader"]) / n / 1024,
+            "apiserver_kib_per_queued_task": (held["apiserver"] - before["apiserver"]) / n / 1024
+            if held["apiserver"] and before["apiserver"] else None,
+            "lease_seconds": LEASE_SECONDS, "failover": {"led_seconds": led, "first_job_seconds": first_job,
+                                                         "after_lease_expiry": first_job - LEASE_SECONDS
+                                                         if first_job is not None else None},
+            "urgent_dispatch_seconds": urgent,
+            "drained": done, "drain_seconds": drained, "drain_rate": (n + 1) / drained if done else None,
+            "operator_cpu_seconds_per_task": cpu / (n + 1), "operator_rss_after_drain": rss_bytes(standby.pid),
+            "namespace": ns,
+        }
+    finally:
+        for r in replicas:
+            r.stop()
+    return result
+
+
+def _quiet(pid: int, still: float = 0.2, window: float = 5.0, timeout: float = 3600) -> float:
+    """Wait until the process spends under `still` CPU seconds in `window` (it has taken in what
+    came); return how long that took."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        cpu = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - cpu < still:
+            break
+    return time.monotonic() - start
+
+
+def _component_rss(ctx: Context, name: str) -> int | None:
+    try:
+        return rss_bytes(int((ctx.cluster.directory / "run" / f"{name}.pid").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _etcd_db(ctx: Context) -> int | None:
+    db = Path(ctx.cluster.directory) / "etcd" / "member" / "snap" / "db"
+    return db.stat().st_size if db.exists() else None
