@@ -48,7 +48,8 @@ def realistic_task(name: str, i: int) -> dict[str, Any]:
     return task
 
 
-def deep(ctx: Context, n: int) -> dict[str, Any]:
+def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, Any]:
+    """`drain_seconds`: measure the drain over that long only (None: until every task finished)."""
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-deep-{n}")
     api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY, paused=True))
@@ -96,8 +97,11 @@ def deep(ctx: Context, n: int) -> dict[str, Any]:
         urgent = watch.seen["urgent"] - urgent_sent if "urgent" in watch.seen else None
         log(f"deep: the urgent task's Job {urgent}s after it was submitted")
 
-        done = wait_until(lambda: (standby.metric('cronoq_tasks_total') or 0) >= n + 1, timeout=4 * 3600, interval=2)
-        drained = time.monotonic() - drain_start
+        def finished() -> int:
+            return int(standby.metric("cronoq_tasks_total") or 0)
+
+        done = wait_until(lambda: finished() >= n + 1, timeout=drain_seconds or 4 * 3600, interval=2)
+        drained, count = time.monotonic() - drain_start, finished()
         cpu = cpu_seconds(standby.pid) - cpu_start
         result = {
             "n": n, "concurrency": CONCURRENCY, "spec_bytes": spec_bytes, "quiet_after_submit_seconds": quiet,
@@ -110,8 +114,10 @@ def deep(ctx: Context, n: int) -> dict[str, Any]:
                                                          "after_lease_expiry": first_job - LEASE_SECONDS
                                                          if first_job is not None else None},
             "urgent_dispatch_seconds": urgent,
-            "drained": done, "drain_seconds": drained, "drain_rate": (n + 1) / drained if done else None,
-            "operator_cpu_seconds_per_task": cpu / (n + 1), "operator_rss_after_drain": rss_bytes(standby.pid),
+            "drained": done, "drain_seconds": drained, "drained_tasks": count,
+            "drain_rate": count / drained if drained else None,
+            "operator_cpu_seconds_per_task": cpu / count if count else None,
+            "operator_rss_after_drain": rss_bytes(standby.pid),
             "namespace": ns,
         }
     finally:

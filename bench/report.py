@@ -242,9 +242,10 @@ def _deep(d: dict[str, Any] | None) -> list[str]:
             ("SIGKILL → the standby leads", _s(fo["led_seconds"])),
             ("SIGKILL → its first Job", f"{_s(fo['first_job_seconds'])} (Lease {d['lease_seconds']:.0f} s)"),
             ("urgent task → its Job", _s(d["urgent_dispatch_seconds"])),
-            (f"drain at concurrency {d['concurrency']}", f"{_s(d['drain_seconds'], 's', 0)}, "
+            (f"drain at concurrency {d['concurrency']}", f"{d['drained_tasks']} finished in "
+                                                          f"{_s(d['drain_seconds'], 's', 0)}, "
                                                           f"{_s(d['drain_rate'], ' tasks/s', 1)}"),
-            ("operator CPU per task (drain)", f"{d['operator_cpu_seconds_per_task'] * 1000:.1f} ms")]
+            ("operator CPU per task (drain)", _s((d["operator_cpu_seconds_per_task"] or 0) * 1000, " ms", 1))]
     return [f"## Deep queue: {d['n']} Tasks behind a paused pool, two replicas", "", "| | |", "|---|---|",
             *(f"| {k} | {v} |" for k, v in rows), ""]
 

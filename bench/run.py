@@ -82,6 +82,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="tasks of the lean run: leaseTTL 0s and `--events=warnings`, for its writes per task")
     p.add_argument("--failover-rounds", type=int, default=3)
     p.add_argument("--deep-size", type=int, default=100_000, help="queued tasks of the deep scenario (--only deep)")
+    p.add_argument("--deep-drain-seconds", type=float, default=None,
+                   help="measure the deep queue's drain over this long only (default: until it is empty)")
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
     p.add_argument("--pull-sweep", default="8,32", metavar="W,W,...",
                    help="pull workers at several fleet sizes of one total capacity (--pull-capacity), at the "
@@ -277,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             results["failover"] = failover(ctx, rounds=args.failover_rounds)
             save()
         if "deep" in args.only:
-            results["deep"] = deep(ctx, args.deep_size)  # its namespace goes with the cluster, or stays
+            results["deep"] = deep(ctx, args.deep_size, args.deep_drain_seconds)  # its namespace goes with the cluster, or stays
             save()
         if cluster.started_here and not args.keep_cluster:
             kept = []  # the cluster goes down, and with it what is left in it (deleting 50,000 tasks takes long)
