@@ -355,3 +355,29 @@ def test_a_resync_looks_at_tasks_waiting_for_their_first_attempt_only_every_tent
         assert sorted(controller.resynced(WAITING_RESYNC_EVERY)) == [(NS, "a"), (NS, "b")]
 
     asyncio.run(run())
+
+
+def test_a_resumed_pool_grants_before_the_reconciles_of_the_tasks_it_holds() -> None:
+    """Issue 56: a pool resumed (or widened) with a deep queue matters to every task in it, but its
+    slots come first: its dispatch is urgent, their reconciles routine."""
+
+    async def run() -> None:
+        world = World(concurrency=1)
+        world.controller.intake.on_pool(None, pool(1, paused=True))
+        for i in range(20):
+            world.submit(f"t{i:02d}")
+        await world.settle()
+        assert all(world.status(f"t{i:02d}")["phase"] == "Queued" for i in range(20))
+        world.controller.intake.on_pool(None, pool(1))
+        order: list[tuple[str, str, str]] = []
+
+        async def record(key: tuple[str, str, str]) -> None:
+            order.append(key)
+
+        worker = asyncio.create_task(world.controller.queue.run(1, record))
+        for _ in range(100):
+            await asyncio.sleep(0)
+        worker.cancel()
+        assert order[0] == ("pool", NS, "p") and len(order) == 21
+
+    asyncio.run(run())

@@ -64,10 +64,11 @@ class Intake:
                 metrics.start_series(*key)
             if old is not None and old.spec == pool.spec:
                 return
-        # A pool appearing, going or changing matters to every task in it.
+        # A pool appearing, going or changing matters to every task in it; its slots first (a pool
+        # resumed or widened with 100,000 tasks queued must not grant after all their reconciles).
         for record in self.store.tasks_in_pool(*key):
             self.queue.add(("task", key[0], record.name))
-        self.queue.add(("pool", *key))
+        self.queue.add(("pool", *key), urgent=True)
 
     def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
