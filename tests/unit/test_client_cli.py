@@ -229,7 +229,7 @@ def test_waits_output_is_escaped_on_a_terminal_and_exact_in_a_pipe() -> None:
 
 
 def test_an_error_quoting_the_cluster_is_escaped(capsys) -> None:
-    from cronoq.cli import tasks
-    assert tasks._fail(f"task evil Failed: {HOSTILE}", 1) == 1
+    from cronoq.cli import runner
+    assert runner.fail(f"task evil Failed: {HOSTILE}", 1) == 1
     err = capsys.readouterr().err
     assert not [c for c in RAW if c in err] and "\\x1b]52;c;QkFTRTY0\\x07" in err

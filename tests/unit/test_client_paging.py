@@ -184,7 +184,7 @@ def test_a_watched_listing_whose_token_expires_starts_again_from_one_snapshot() 
 def args_of(*argv: str) -> argparse.Namespace:
     args = parser().parse_args(list(argv))
     args.trailing = []
-    cli_tasks._check_input(args)
+    cli_tasks.check_input(args)
     return args
 
 

@@ -1,8 +1,10 @@
 """The `cronoq` command line, also installed as the kubectl plugin `kubectl-cronoq`.
 
-The user's verbs (submit, get/list, wait, cancel, retry, delete, describe, logs, tree) are the
-shell's face of `cronoq.client` and live in `cronoq.cli.tasks`; `pool` in `cronoq.cli.pools`,
-`schedule` in `cronoq.cli.schedules`, `dashboard` in `cronoq.cli.dashboard`. The internal verbs
+The user's verbs are the shell's face of `cronoq.client`, one module per resource: the task verbs
+(submit, get/list, wait, cancel, retry, delete, describe, logs, tree, inputs) in
+`cronoq.cli.tasks`, `pool` in `cronoq.cli.pools`, `schedule` in `cronoq.cli.schedules`,
+`dashboard` in `cronoq.cli.dashboard`. Each runs through `cronoq.cli.runner`, which makes the
+client and turns errors into one line and an exit code. The internal verbs
 (`operator`, `heartbeat` the sidecar, `push` the push runner) run inside the cluster and are
 left out of `--help`.
 

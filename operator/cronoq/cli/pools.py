@@ -46,10 +46,10 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from cronoq.cli import merge_group_flags, tasks
+    from cronoq.cli import merge_group_flags, runner
 
     merge_group_flags(args)
-    return tasks.run(args, VERBS[args.pool_command])
+    return runner.run(args, VERBS[args.pool_command])
 
 
 def pool_list(args: argparse.Namespace, client: Client) -> int:
@@ -123,9 +123,9 @@ def resume(args: argparse.Namespace, client: Client) -> int:
 
 def drain(args: argparse.Namespace, client: Client) -> int:
     """Pause, then watch the pool's tasks until none is Running."""
-    from cronoq.cli.tasks import _seconds
+    from cronoq.cli.runner import seconds
 
-    timeout = _seconds(args.timeout, "--timeout")
+    timeout = seconds(args.timeout, "--timeout")
     client.pause(args.name, True)
     print(f"{RESOURCE}/{args.name} paused; waiting for its running attempts to end", file=sys.stderr)
     running = {t.metadata.name or "" for t in client.list(pool=args.name, phase="Running")}

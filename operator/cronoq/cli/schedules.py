@@ -44,11 +44,11 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from cronoq.cli import merge_group_flags, tasks
+    from cronoq.cli import merge_group_flags, runner
 
     merge_group_flags(args)
     verb = "trigger" if args.command == "trigger" else args.schedule_command
-    return tasks.run(args, VERBS[verb])
+    return runner.run(args, VERBS[verb])
 
 
 def schedule_list(args: argparse.Namespace, client: Client) -> int:

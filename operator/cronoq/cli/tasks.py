@@ -1,7 +1,7 @@
-"""The task verbs of the CLI: thin wrappers that parse flags, call `cronoq.client`, and render.
-
-Errors become one line on stderr and an exit code (see `cronoq.cli`): bad input 2, a task that
-did not succeed 1, out of time 3.
+"""The task verbs of the CLI (submit, get/list, wait, cancel, retry, delete, describe, logs, tree,
+inputs): thin wrappers that parse flags, call `cronoq.client`, and render. They run through
+`cronoq.cli.runner`, as every resource's verbs do: errors become one line on stderr and an exit
+code (see `cronoq.cli`): bad input 2, a task that did not succeed 1, out of time 3.
 """
 from __future__ import annotations
 
@@ -11,30 +11,32 @@ import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
-from kubernetes.client.rest import ApiException
-from kubernetes.config import ConfigException
 
 from cronoq.api import TERMINAL_PHASES, DurationError, Task, TaskPhase
 from cronoq.api.durations import parse as parse_duration
-from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PHASES, UsageError
-from cronoq.cli import render, retention
+from cronoq.cli import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, PHASES, UsageError
+from cronoq.cli import render, retention, runner
+from cronoq.cli.runner import seconds
 from cronoq.client import (
-    Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
-    TaskNotFound, WaitTimeout, status_of,
+    Client, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import PAGE, RETRYABLE_PHASES, Pages, check_manifest
 from cronoq.engine import delay
 from cronoq.engine.attempts import waiting
-from cronoq.kube.refusal import server_message
 from cronoq.pod_protocol.inputs import plain
 
 RESOURCE = "task.cronoq.io"
 
 
 def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    for add in (_add_submit, _add_listing, _add_wait, _add_bulk, _add_reading):
+        add(sub, common)
+
+
+def _add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     s = sub.add_parser("submit", parents=[common], help="submit a task (flags, or -f manifest)",
                        description="Submit a task. A command and its arguments follow `--`: "
                                    "cronoq submit hello --image busybox -- echo hi")
@@ -81,6 +83,8 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
                                           "the task goes on")
     s.add_argument("-o", "--output", choices=["name", "json", "yaml"], help="print the task in this format")
 
+
+def _add_listing(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     for verb, helptext in (("get", "show tasks (all, or the ones named)"), ("list", "list the tasks")):
         g = sub.add_parser(verb, parents=[common], help=helptext)
         if verb == "get":
@@ -93,11 +97,15 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
         g.add_argument("--no-headers", action="store_true", help="tables without their header line")
         g.add_argument("--watch", "-w", action="store_true", help="after listing, print each change")
 
+
+def _add_wait(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     w = sub.add_parser("wait", parents=[common], help="wait until the tasks end; print their output")
     w.add_argument("names", nargs="+", metavar="NAME")
     w.add_argument("--timeout", help="stop waiting after this long (e.g. 30s, 5m), exit code 3; the tasks go on")
     w.add_argument("-o", "--output", choices=["json"], help="print every result as JSON")
 
+
+def _add_bulk(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     c = sub.add_parser("cancel", parents=[common], help="cancel tasks (sets spec.cancel: true): named, or selected",
                        description="Cancel the tasks named, or every unfinished task the filters select "
                                    "(--all: every one). --dry-run lists them and changes nothing.")
@@ -122,6 +130,8 @@ def add_verbs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     x.add_argument("names", nargs="*", metavar="NAME")
     add_filters(x, bulk=True)
 
+
+def _add_reading(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
     d.add_argument("name", metavar="NAME")
     d.add_argument("--place", action="store_true",
@@ -199,27 +209,14 @@ def add_filters(p: argparse.ArgumentParser, bulk: bool = False) -> None:
         p.add_argument("--dry-run", action="store_true", help="list what would be touched; change nothing")
 
 
-def run(args: argparse.Namespace, verb: Callable[[argparse.Namespace, Client], int] | None = None) -> int:
-    """Run a verb (default: the task verb named by the command); turn the client's errors into
-    one line and an exit code."""
-    verb = verb or VERBS[args.command]
-    try:
-        _check_input(args)  # bad input is reported before any cluster is contacted
-        client = Client(namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context,
-                        page_size=getattr(args, "chunk_size", None) or PAGE)
-        return verb(args, client)
-    except (UsageError, InvalidTask, TaskNotFound, ObjectNotFound, NotRetryable) as err:
-        return _fail(str(err), EXIT_USAGE)
-    except (LogsUnavailable, ClientError) as err:
-        return _fail(str(err), EXIT_FAILED)
-    except ConfigException as err:
-        return _fail(f"no cluster to talk to: {err}", EXIT_FAILED)
-    except ApiException as err:
-        return _fail(_api_error(err), EXIT_USAGE if err.status in (400, 422) else EXIT_FAILED)
+def run(args: argparse.Namespace) -> int:
+    """Run the task verb the command names, through the runner."""
+    return runner.run(args, VERBS[args.command], check_input)
 
 
-def _check_input(args: argparse.Namespace) -> None:
-    """Parse what can be parsed offline, so that bad input never waits on the cluster."""
+def check_input(args: argparse.Namespace) -> None:
+    """Parse what can be parsed offline, so that bad input never waits on the cluster (the runner
+    calls it before it makes the client)."""
     if args.command == "submit":
         if args.ambiguous_timeout is not None:
             raise UsageError("submit: --timeout is ambiguous: --attempt-timeout limits each attempt (the task's "
@@ -233,7 +230,7 @@ def _check_input(args: argparse.Namespace) -> None:
             raise UsageError("submit: give a manifest (-f) or flags, not both")
         manifests = _read_manifests(args.filename) if args.filename else [_manifest_from_flags(args)]
         args.manifests = [check_manifest(m) for m in manifests]
-        _seconds(args.wait_timeout, "--wait-timeout")
+        seconds(args.wait_timeout, "--wait-timeout")
     if args.command in ("get", "list") and args.watch and (args.output or "").startswith("custom-columns="):
         raise UsageError(f"{args.command} -w: custom-columns are for a listing (columns sized to their rows); "
                          "watch with -o jsonpath=... instead")
@@ -244,13 +241,13 @@ def _check_input(args: argparse.Namespace) -> None:
     if "dry_run" in args:
         _check_selection(args)
     if args.command == "wait":
-        _seconds(args.timeout, "--timeout")
+        seconds(args.timeout, "--timeout")
     if args.command == "logs":
         if args.tail is not None and args.tail < 0:
             raise UsageError("--tail counts lines: 0 or more")
-        args.since_seconds = _seconds(args.since, "--since")
+        args.since_seconds = seconds(args.since, "--since")
     if args.command == "retry":
-        _seconds(args.wait_timeout, "--wait-timeout")
+        seconds(args.wait_timeout, "--wait-timeout")
 
 
 def _check_selection(args: argparse.Namespace) -> None:
@@ -258,24 +255,13 @@ def _check_selection(args: argparse.Namespace) -> None:
     deletes nothing, as `kubectl delete tasks` does."""
     filters = [f for f, given in (("--phase", args.phase), ("--pool", args.pool), ("--key", args.key),
                                   ("-l", args.selector), ("--older-than", args.older_than)) if given]
-    args.older_than_seconds = _seconds(args.older_than, "--older-than")
+    args.older_than_seconds = seconds(args.older_than, "--older-than")
     if args.names and (filters or args.all or args.all_namespaces):
         raise UsageError(f"{args.command}: give task names or filters ({', '.join(filters or ['--all', '-A'])}), "
                          "not both")
     if not args.names and not filters and not args.all:
         raise UsageError(f"{args.command}: give task names, filters (--phase, --pool, --key, -l, --older-than) "
                          "or --all")
-
-
-def _fail(message: str, code: int) -> int:
-    # The message may quote the cluster (a task's message, the API server's refusal).
-    print(f"error: {render.terminal_safe(message, multiline=True)}", file=sys.stderr)
-    return code
-
-
-def _api_error(err: ApiException) -> str:
-    message = server_message(err)
-    return f"{err.status} {err.reason}" if message is None else message
 
 
 def _bare(name: str) -> str:
@@ -314,19 +300,6 @@ def _retry_rule(text: str) -> dict[str, Any]:
         except ValueError:
             raise UsageError(f"--retry-rule {text!r}: {field} are numbers") from None
     return rule
-
-
-def _seconds(text: str | None, flag: str) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return parse_duration(text).total_seconds()
-    except DurationError as err:
-        raise UsageError(f"{flag}: {err}") from None
 
 
 def _phases(values: list[str]) -> list[str]:
@@ -599,7 +572,7 @@ def _watch(args: argparse.Namespace, client: Client, names: list[str]) -> int:
 
 def wait(args: argparse.Namespace, client: Client) -> int:
     names = list(dict.fromkeys(_bare(n) for n in args.names))
-    timeout = _seconds(args.timeout, "--timeout")
+    timeout = seconds(args.timeout, "--timeout")
     for name in names:
         client.get(name)  # a typo is bad input (exit 2), not a wait that never ends
     err = render.console(stderr=True)
@@ -931,7 +904,7 @@ def inputs(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
-VERBS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
+VERBS: dict[str, runner.Verb] = {
     "submit": submit, "get": get, "list": get, "wait": wait, "cancel": cancel, "retry": retry, "delete": delete,
     "describe": describe, "logs": logs, "tree": tree, "inputs": inputs,
 }

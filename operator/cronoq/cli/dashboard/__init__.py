@@ -28,7 +28,7 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from cronoq.cli import EXIT_OK, UsageError, tasks
+    from cronoq.cli import EXIT_OK, UsageError, runner
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"dashboard: --port {args.port} is not a port (0 to 65535)")
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         serve(client, args.all_namespaces, args.port)
         return EXIT_OK
 
-    return tasks.run(args, verb)
+    return runner.run(args, verb)
 
 
 def serve(client: Client, all_namespaces: bool, port: int) -> None:
