@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from cronoq.api import Task, TaskPoolSpec, TaskStatus
 from cronoq.controller.ratelimits import RateLimits
@@ -31,42 +30,57 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
            jobs: JobSettings, rate_limits: RateLimits | None = None) -> tuple[Subject, Observation]:
     """The task as the decision sees it, and what it reads around it."""
     namespace = record.namespace
-    found = store.pools.get((namespace, record.pool))
+    pool_key = (namespace, record.pool)
+    found = store.pools.get(pool_key)
     pool = found.spec if found is not None else None
-    common: dict[str, Any] = dict(now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None,
-                                  pool=pool, first_seen=record.first_seen, sidecar_image=jobs.sidecar_image,
-                                  service_account=jobs.service_account, awaited=_awaited(store, record))
     task = record.task
-    if record.finished is not None:
-        return record.finished, Observation(**common)
-    if task is None:
-        unreadable = Unreadable(_stored_status(record), record.error or "", record.raw["metadata"].get("generation"))
-        return unreadable, Observation(**common)
+    if record.finished is not None or task is None:
+        seen = Observation(now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None,
+                           pool=pool, first_seen=record.first_seen, sidecar_image=jobs.sidecar_image,
+                           service_account=jobs.service_account, awaited=_awaited(store, record))
+        if record.finished is not None:
+            return record.finished, seen
+        return Unreadable(_stored_status(record), record.error or "", record.raw["metadata"].get("generation")), seen
     status = task.status
     attempt = status.attempt if status else 0
     last = status.attempts[-1] if status and status.attempts else None
+    alive_until = room = None
     if last is not None and last.outcome is None and last.worker:  # served by a worker: is it alive?
-        common["worker_alive_until"] = store.worker_alive_until(namespace, last.worker)
+        alive_until = store.worker_alive_until(namespace, last.worker)
     elif pool is not None and pool.delivery == "Workers":  # where its next attempt could go
-        common["worker_room"] = store.worker_room((namespace, record.pool), now)
-    if attempt == 0:
-        common.update(_gating(store, record, task, pool, now))
-    if task.spec.depends_on:
-        common["inputs"] = record.inputs
+        room = store.worker_room(pool_key, now)
+    next_start_at = None
     if rate_limits is not None and found is not None and found.spec.rate_limit is not None \
-            and slots.free((namespace, record.pool), capacity(found.spec)) > 0:
-        common["next_start_at"] = rate_limits.next_start_at((namespace, record.pool), found, now)
+            and slots.free(pool_key, capacity(found.spec)) > 0:
+        next_start_at = rate_limits.next_start_at(pool_key, found, now)
+    gating = _gating(store, record, task, pool) if attempt == 0 else Gating()
     grant = slots.grants.get((namespace, record.name))
-    return Live(task), Observation(admit=grant is not None, pool_name=task.spec.pool,
-                                   admitted_at=grant.at if grant is not None else None,
-                                   job_rejected=record.rejected.get(attempt), job_refused=record.refused.get(attempt),
-                                   **common)
+    return Live(task), Observation(
+        now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None, pool=pool,
+        first_seen=record.first_seen, sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
+        awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
+        admitted_at=grant.at if grant is not None else None, job_rejected=record.rejected.get(attempt),
+        job_refused=record.refused.get(attempt), worker_alive_until=alive_until, worker_room=room,
+        next_start_at=next_start_at, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
+        inputs=record.inputs if task.spec.depends_on else None)
 
 
-def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | None, now: datetime) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Gating:
+    """What gates a task's first attempt (None: nothing of that kind, or it has started)."""
+
+    holders: keys.KeyHolders | None = None
+    """Its key's holders, for a keyed task."""
+    dependencies: dict[str, dependencies.DependencyPhase] | None = None
+    """Its dependencies' phases, by name."""
+    cycle: tuple[str, ...] | None = None
+    """The dependency cycle it is on, if any."""
+
+
+def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | None) -> Gating:
     """What gates a task's first attempt: its key's other holders, its dependencies' phases."""
-    found: dict[str, Any] = {}
     namespace = record.namespace
+    holders = None
     if task.spec.key:
         names = store.keyed.get((namespace, record.pool, task.spec.key), ())
         others = tuple(holder(store.tasks[(namespace, n)]) for n in names
@@ -74,16 +88,16 @@ def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | N
         original = record.original
         read = store.tasks.get((namespace, original.name)) if original is not None else None
         current = original if read is not None and read.uid == record.original_uid else None
-        found["holders"] = keys.KeyHolders(me=holder(record), others=others,
-                                           retention=(pool or TaskPoolSpec()).key_retention, original=current)
-    if task.spec.depends_on:
-        def phase_of(name: str) -> dependencies.DependencyPhase:
-            dep = store.tasks.get((namespace, name))
-            return dependencies.MISSING if dep is None else dep.phase
+        holders = keys.KeyHolders(me=holder(record), others=others,
+                                  retention=(pool or TaskPoolSpec()).key_retention, original=current)
+    if not task.spec.depends_on:
+        return Gating(holders)
 
-        found["dependencies"] = {d.task: phase_of(d.task) for d in task.spec.depends_on}
-        found["cycle"] = store.cycle_of(record)
-    return found
+    def phase_of(name: str) -> dependencies.DependencyPhase:
+        dep = store.tasks.get((namespace, name))
+        return dependencies.MISSING if dep is None else dep.phase
+
+    return Gating(holders, {d.task: phase_of(d.task) for d in task.spec.depends_on}, store.cycle_of(record))
 
 
 def _awaited(store: Store, record: TaskRecord) -> bool:
