@@ -4,11 +4,11 @@ The models are the single source of truth: crds/ is generated from them
 (`python -m cronoq.api.crdgen`). Parse an object from the API with `Task.model_validate(obj)`
 and write one back with `.to_dict()`.
 """
-from cronoq.api.common import (
-    API_VERSION, GROUP, VERSION, CABundle, Condition, ConditionStatus, EnvVar, HTTPHeader, HTTPMethod, HTTPRequest,
-    Jitter, KeyRef, ObjectMeta, PodMetadata, PodSettings, Resources, RetryOverride, RetryPolicy, RetryRule, RuleAction, Toleration,
-    snake_case,
-)
+from cronoq.api.http import CABundle, HTTPHeader, HTTPMethod, HTTPRequest, KeyRef
+from cronoq.api.meta import API_VERSION, Condition, ConditionStatus, GROUP, ObjectMeta, VERSION
+from cronoq.api.model import snake_case
+from cronoq.api.pod import EnvVar, PodMetadata, PodSettings, Resources, Toleration
+from cronoq.api.retry import Jitter, RetryOverride, RetryPolicy, RetryRule, RuleAction
 from cronoq.api.durations import DurationError
 from cronoq.api.pool import PhaseCounts, PoolTemplate, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate

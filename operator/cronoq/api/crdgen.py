@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import yaml
 from pydantic import BaseModel
 
-from cronoq.api.common import GROUP, VERSION
+from cronoq.api.meta import GROUP, VERSION
 from cronoq.api.pool import TaskPool
 from cronoq.api.schedule import TaskSchedule
 from cronoq.api.task import Task

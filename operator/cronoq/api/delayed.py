@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Final
 
-from cronoq.api.common import rule
+from cronoq.api.model import rule
 from cronoq.api.durations import DurationBounds
 
 START_DELAY_RANGE: Final = ("0s", "720h")

@@ -12,9 +12,11 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from cronoq.api.common import (
-    API_VERSION, Conditions, HTTPRequest, Model, ObjectMeta, PodSettings, RetryPolicy, Timeout, rule, validations,
-)
+from cronoq.api.http import HTTPRequest
+from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
+from cronoq.api.model import Model, Timeout, rule, validations
+from cronoq.api.pod import PodSettings
+from cronoq.api.retry import RetryPolicy
 from cronoq.api.durations import DurationBounds
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
 

@@ -19,9 +19,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from cronoq.api import durations
-from cronoq.api.common import (
-    API_VERSION, Conditions, LabelValue, Model, ObjectMeta, Timestamp, rule, validations,
-)
+from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
+from cronoq.api.model import LabelValue, Model, Timestamp, rule, validations
 from cronoq.api.task import TaskSpec
 
 MACROS = {

@@ -34,10 +34,13 @@ from cronoq.pod_protocol import Terms
 from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
 from cronoq.pod_protocol.jsontext import JSON_DEPTH, value_depth
 
-from cronoq.api.common import (
-    API_VERSION, Conditions, HTTPRequest, LabelValue, Model, ObjectMeta, ObjectName, PodMetadata, PodSettings, RetryOverride,
-    TIMEOUT_RANGE, StatusCode, Timeout, Timestamp, on_create, rule, validations,
+from cronoq.api.http import HTTPRequest, StatusCode
+from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
+from cronoq.api.model import (
+    LabelValue, Model, ObjectName, TIMEOUT_RANGE, Timeout, Timestamp, on_create, rule, validations,
 )
+from cronoq.api.pod import PodMetadata, PodSettings
+from cronoq.api.retry import RetryOverride
 
 
 class TaskPhase(StrEnum):
