@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build cronoq's images on this machine, with podman or docker, whichever works here.
 
-    python3 hack/image.py build            # the operator image and the worker example's image
+    python3 hack/image.py build            # the operator image, the worker example's and the effects image
     python3 hack/image.py engine           # print the engine that would build them
     python3 hack/image.py tags             # print the tags the build gives
 
@@ -33,6 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("CRONOQ_CACHE", Path.home() / ".cache" / "cronoq"))
 OPERATOR_IMAGE = os.environ.get("CRONOQ_IMAGE", "localhost/cronoq/operator:dev")
 WORKER_IMAGE = os.environ.get("CRONOQ_WORKER_IMAGE", "localhost/cronoq/worker-example:dev")
+EFFECTS_IMAGE = os.environ.get("CRONOQ_EFFECTS_IMAGE", "localhost/cronoq/effects:dev")
+"""The exactly-once run's Job-mode task image (tests/realnode/effects.Dockerfile): the operator
+image with Debian's python3-psycopg and tests/support/effects.py."""
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 # The local base: Debian bookworm's Python 3.11 with venv and pip, like python:3.11-slim-bookworm.
@@ -130,6 +133,12 @@ def build(name: str, *, worker: bool = True) -> None:
         run(*engine_argv(name, "build", f"--build-arg=BASE={OPERATOR_IMAGE}", f"--tag={WORKER_IMAGE}",
                          "--file=Dockerfile", "."), cwd=context)
         log(f"built {WORKER_IMAGE} in {time.monotonic() - started:.0f}s ({size(name, WORKER_IMAGE)})")
+        started = time.monotonic()
+        # psycopg's stage is on the base (cached while the operator image changes): the same flags.
+        run(*engine_argv(name, "build", *common, f"--build-arg=OPERATOR={OPERATOR_IMAGE}", f"--tag={EFFECTS_IMAGE}",
+                         f"--file={REPO / 'tests' / 'realnode' / 'effects.Dockerfile'}", "."),
+            cwd=REPO / "tests" / "support")
+        log(f"built {EFFECTS_IMAGE} in {time.monotonic() - started:.0f}s ({size(name, EFFECTS_IMAGE)})")
 
 
 def size(name: str, tag: str) -> str:
@@ -141,16 +150,17 @@ def size(name: str, tag: str) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build the operator image and the worker example's image")
+    b = sub.add_parser("build", help="build the operator image, the worker example's image and the effects image")
     b.add_argument("--no-worker", action="store_true", help="the operator image only")
     sub.add_parser("engine", help="print the engine that builds and runs the images")
-    sub.add_parser("tags", help="print the operator and worker image tags")
+    sub.add_parser("tags", help="print the tags of the images it builds")
     args = parser.parse_args(argv)
     if args.command == "engine":
         print(engine())
     elif args.command == "tags":
         print(OPERATOR_IMAGE)
         print(WORKER_IMAGE)
+        print(EFFECTS_IMAGE)
     else:
         build(engine(), worker=not args.no_worker)
     return 0

@@ -58,7 +58,8 @@ RUN = Path("/run/cronoq-realnode")
 SOCKET = RUN / "containerd.sock"
 DIR = dc.STATE / "realnode"
 PAUSE_IMAGE = "localhost/cronoq/pause:1"
-PROJECT_IMAGES = ("localhost/cronoq/operator:dev", "localhost/cronoq/worker-example:dev")
+PROJECT_IMAGES = ("localhost/cronoq/operator:dev", "localhost/cronoq/worker-example:dev",
+                  "localhost/cronoq/effects:dev")  # the last: tests/realnode/test_exactly_once.py's
 COMPONENTS = ("kubelet", "containerd", "pause")
 DEBIAN_PACKAGES = {"runc": "/usr/sbin/runc", "containernetworking-plugins": "/usr/lib/cni/bridge",
                    "iptables": "/usr/sbin/iptables"}

@@ -11,9 +11,16 @@ Run as a pull worker: `python -m tests.support.effects POOL NAME DSN [CONCURRENC
 look at `ctx.aborted`, so an attempt the operator gave up (its lease expired while the worker was
 cut off) goes on and writes late, as a handler in the middle of a slow call would. The first
 attempt of a task sleeps `payload.first` seconds, later ones `payload.sleep`.
+
+Run as an attempt's own pod (Job mode, on the real node: tests/realnode/test_exactly_once.py, in
+the image tests/realnode/effects.Dockerfile builds): `python3 effects.py job`, the DSN in
+EFFECTS_DSN, the token from the environment the operator gives (`job()`). The same module's
+`effect` serves the push receiver there, the token from the request's headers.
 """
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -74,6 +81,9 @@ def effect(dsn: str, who: Any, worker: str) -> dict[str, Any]:
 
 ROWS: list[dict[str, Any]] = []
 """One row per fault run, printed at the end of the session (tests/integration/faults/conftest.py)."""
+DELIVERY_ROWS: list[dict[str, Any]] = []
+"""One row per delivery of the real-node run (Job mode, push), printed at the end of the session
+(tests/realnode/conftest.py)."""
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
@@ -142,9 +152,64 @@ def check(dsn: str, statuses: dict[str, dict]) -> Findings:
     return found
 
 
+def wait_for_newer(dsn: str, who: Any, cap: float) -> bool:
+    """Wait, at most `cap` seconds, until a later attempt of the task has written its state: a
+    handler that goes on after its attempt was given up then certainly writes after the retry."""
+    import psycopg
+
+    token = fencing.Token.of(who)
+    deadline = time.monotonic() + cap
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT attempt FROM state WHERE task = %s", (token.task,)).fetchone()
+            if row is not None and row[0] > token.attempt:
+                return True
+            time.sleep(0.5)
+    return False
+
+
+def job() -> int:
+    """Job mode: this pod is one attempt, run by the SDK (heartbeats, the termination message);
+    the fencing token is the environment's (`who` None: CRONOQ_TASK_ID, CRONOQ_ATTEMPT). Its first
+    attempt does what `payload.mode` says; later ones write after `payload.sleep` seconds:
+
+    - `plain`: sleep `payload.before`, make the effect, sleep `payload.after` (a pod deleted then
+      has made its effect, and its retry is a duplicate);
+    - `fail-after`: make the effect, then fail (Retryable): the retry is a duplicate;
+    - `deaf`: ignore SIGTERM and stop renewing the attempt's Lease (its heartbeat paused, as a
+      starved thread's would), so the Lease expires and the operator gives the attempt up and
+      deletes its Job while the handler goes on; it waits until a later attempt has written (at
+      most `payload.cap` seconds, within the pod's grace period), then writes late.
+    """
+    import cronoq.worker
+
+    dsn, name = os.environ["EFFECTS_DSN"], os.environ.get("HOSTNAME", "job")
+
+    def handle(ctx: cronoq.worker.Context) -> dict[str, Any]:
+        payload = ctx.payload or {}
+        mode = payload.get("mode", "plain") if ctx.attempt == 1 else "later"
+        if mode == "deaf":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if ctx._keeper is not None:
+                ctx._keeper.stop()
+            wait_for_newer(dsn, None, float(payload.get("cap", 60)))
+            return effect(dsn, None, name)
+        time.sleep(float(payload.get("before", 0) if mode != "later" else payload.get("sleep", 0)))
+        done = effect(dsn, None, name)
+        if mode == "fail-after":
+            raise cronoq.worker.Retryable("failed after its effect")
+        if mode == "plain":
+            time.sleep(float(payload.get("after", 0)))
+        return done
+
+    cronoq.worker.run(handle)
+
+
 def main() -> int:
     import cronoq.worker
 
+    if sys.argv[1:2] == ["job"]:
+        return job()
     pool, name, dsn = sys.argv[1:4]
     concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
     ttl = float(sys.argv[5]) if len(sys.argv) > 5 else 20.0
