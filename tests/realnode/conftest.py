@@ -108,3 +108,16 @@ def leader(kubectl, namespace: str) -> dict | None:
         return None
     lease = json.loads(result.stdout)
     return lease if lease["spec"].get("holderIdentity") else None
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's reporter
+    """The exactly-once run's table (test_exactly_once.py), one row per delivery."""
+    from tests.support import effects
+
+    if effects.DELIVERY_ROWS:
+        write = terminalreporter.write_line
+        write("")
+        write("exactly-once effects on real pods (test_exactly_once.py; violations must be 0, stale writes refused "
+              "at least 1, and the unfenced INSERT of the same run must duplicate):")
+        for line in effects.table(effects.DELIVERY_ROWS):
+            write(line)
