@@ -235,12 +235,12 @@ def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_na
 
 
 def test_a_throttled_request_comes_back_when_the_server_says_not_after_minutes() -> None:
-    from cronoq.controller.reconciler import throttled_delay
+    from cronoq.controller.outcome import retry_after
 
-    assert throttled_delay({"Retry-After": "1"}, 0.5) == 1.5
-    assert throttled_delay({}, 0.0) == 1.0, "no Retry-After: a second"
-    assert throttled_delay({"Retry-After": "3600"}, 0.0) == 30.0, "capped"
-    assert throttled_delay({"Retry-After": "soon"}, 0.25) == 1.25
+    assert retry_after({"Retry-After": "1"}) == 1.0
+    assert retry_after({}) == 1.0, "no Retry-After: a second"
+    assert retry_after({"Retry-After": "3600"}) == 30.0, "capped"
+    assert retry_after({"Retry-After": "soon"}) == 1.0
 
 
 def test_events_auto_posts_every_event_in_job_pools_and_only_warnings_in_workers_pools() -> None:

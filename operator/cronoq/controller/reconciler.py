@@ -11,26 +11,27 @@ import asyncio
 import logging
 import random
 from datetime import timedelta
-from typing import Callable, Mapping
+from typing import Callable
 
 from cronoq import metrics
 from cronoq.api import TaskPool
-from cronoq.controller.apply import Applier, JobRefused
+from cronoq.controller.apply import Applier
 from cronoq.controller.clock import Clock, LoopClock, Timer
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
+from cronoq.controller.outcome import (DONE, STILL_REFUSED, Deposed, Done, Failed, Outcome, Refused, StillRefused,
+                                      Throttled, outcome_of, succeeded)
 from cronoq.controller.poolstatus import PoolStatuses
 from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Grant, Slots
-from cronoq.controller.store import Store
+from cronoq.controller.store import Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
 from cronoq.engine import admission
 from cronoq.engine.decide import Live, decide
 from cronoq.engine.jobs import TaskServiceAccount
-from cronoq.kube.writes import NotLeader
 
 log = logging.getLogger(__name__)
 
@@ -80,42 +81,54 @@ class Controller:
                              self.expiry.run())
 
     async def process(self, key: WorkKey) -> None:
+        """One work key: reconcile it, and have the queue act on how that ended."""
         if not self.term.acting:
             return
+        self.settle(key, await self.reconcile(key))
+
+    async def reconcile(self, key: WorkKey) -> Outcome:
+        """Reconcile a task, or grant a pool's free slots; what it raises becomes its outcome here."""
         kind, namespace, name = key
         try:
             if kind == "task":
-                await self.reconcile_task(namespace, name)
-            else:
-                await self.dispatch(namespace, name)
-        except NotLeader:
-            self.term.acting = False
-        except JobRefused as err:
-            delay, failures = self.queue.retry(key)
-            metrics.RETRIES.labels(kind).inc()
-            log.warning("the Job of task %s/%s was refused (%d in a row): %s; trying again in %.1fs",
-                        namespace, name, failures, err, delay)
-            if err.first:
-                self.queue.add(key)  # now, to say so in the task's status (no Job created then)
-        except Exception as err:  # noqa: BLE001 - one task's trouble must not stop the others
-            if getattr(err, "status", None) == 429:
-                # Throttled (API Priority and Fairness): come back when the server says, not after
-                # a per-key delay that doubles to minutes while the throttling lasts.
-                delay = throttled_delay(getattr(err, "headers", None), self._rng.random())
+                return await self.reconcile_task(namespace, name)
+            await self.dispatch(namespace, name)
+            return DONE
+        except Exception as err:  # noqa: BLE001 - one key's trouble must not stop the others
+            return outcome_of(err)
+
+    def settle(self, key: WorkKey, outcome: Outcome) -> None:
+        """The one place the work queue acts on a reconcile's outcome."""
+        kind, namespace, name = key
+        match outcome:
+            case Done():
+                self.queue.forget(key)
+            case StillRefused():
+                pass  # the refusal's backoff goes on: its timer is set, its failures kept
+            case Deposed():
+                self.term.acting = False
+            case Refused(message=message, first=first):
+                delay, failures = self.queue.retry(key)
+                metrics.RETRIES.labels(kind).inc()
+                log.warning("the Job of task %s/%s was refused (%d in a row): %s; trying again in %.1fs",
+                            namespace, name, failures, message, delay)
+                if first:
+                    self.queue.add(key)  # now, to say so in the task's status (no Job created then)
+            case Throttled(retry_after=seconds):
+                # Plus up to a second of jitter, so that throttled keys do not come back together.
+                delay = seconds + self._rng.random()
                 self.queue.add_after(key, delay)
                 metrics.RETRIES.labels(kind).inc()
                 log.warning("the API server throttled %s %s/%s (429); trying again in %.1fs", kind, namespace, name, delay)
-                return
-            delay, failures = self.queue.retry(key)
-            metrics.RETRIES.labels(kind).inc()
-            if failures == 1:
-                log.exception("reconciling %s %s/%s failed; retrying in %.1fs", kind, namespace, name, delay)
-            else:
-                log.warning("reconciling %s %s/%s failed %d times in a row (%s); retrying in %.1fs",
-                            kind, namespace, name, failures, err, delay)
-        else:
-            if not (kind == "task" and self._refused(namespace, name)):
-                self.queue.forget(key)
+            case Failed(error=error):
+                delay, failures = self.queue.retry(key)
+                metrics.RETRIES.labels(kind).inc()
+                if failures == 1:
+                    log.error("reconciling %s %s/%s failed; retrying in %.1fs", kind, namespace, name, delay,
+                              exc_info=error)
+                else:
+                    log.warning("reconciling %s %s/%s failed %d times in a row (%s); retrying in %.1fs",
+                                kind, namespace, name, failures, error, delay)
 
     _rng = random.Random()
 
@@ -129,13 +142,6 @@ class Controller:
             if grant.token:
                 self.rate_limits.refund(grant.pool, 1)
             self.queue.add(("pool", *grant.pool))
-
-    def _refused(self, namespace: str, name: str) -> bool:
-        """Whether the task's current attempt waits on a refused Job (its backoff goes on)."""
-        record = self.store.tasks.get((namespace, name))
-        task = record.parsed if record is not None else None  # (a packed task has no attempt yet)
-        attempt = task.status.attempt if task is not None and task.status else 0
-        return record is not None and attempt in record.refused
 
     def resynced(self, passes: int) -> list[tuple[str, str]]:
         """The tasks the `passes`-th resync looks at: all of them every WAITING_RESYNC_EVERY-th pass,
@@ -155,23 +161,24 @@ class Controller:
 
     # ------------------------------------------------------------------ one task
 
-    async def reconcile_task(self, namespace: str, name: str) -> None:
+    async def reconcile_task(self, namespace: str, name: str) -> Outcome:
         """One reconcile of the task (`_reconcile_task`), answering for the slot grant it starts
         with: the grant is booked when its status lands (controller/apply.py); a reconcile that
         has already asked for the next one (a detour to read, a conflicting write) hands it on;
-        whatever else ends it — an exception, a refused write, a return without booking — gives
-        the grant and its rate-limit token back, and the pool grants the slot again. So a task
-        whose reconcile fails never holds a slot, whichever way it fails. A status write that
+        whatever else ends it — an exception, a refused write or Job, a return without booking —
+        gives the grant and its rate-limit token back, and the pool grants the slot again. So a
+        task whose reconcile fails never holds a slot, whichever way it fails. A status write that
         failed without an answer may yet have landed: its slot is then counted among the running
         when the watch brings the task back, as a scheduler forgets an assumed placement whose
         write failed."""
         key = (namespace, name)
         grant = self.slots.grants.get(key)
-        failed = True
+        outcome: Outcome | None = None
         try:
-            await self._reconcile_task(key)
-            failed = False
+            outcome = await self._reconcile_task(key)
+            return outcome
         finally:
+            failed = outcome is None or not succeeded(outcome)
             if grant is not None and (failed or not self.queue.queued(("task", namespace, name))):
                 self._give_back(key, grant)
 
@@ -183,17 +190,18 @@ class Controller:
             self.rate_limits.refund(grant.pool, 1)
         self.queue.add(("pool", *grant.pool), urgent=True)
 
-    async def _reconcile_task(self, key: tuple[str, str]) -> None:
+    async def _reconcile_task(self, key: tuple[str, str]) -> Outcome:
         """Gather, decide once, apply: what the store holds of the task and around it, the one
         plan the engine makes of it, carried out."""
         record = self.store.tasks.get(key)
         if record is None:
             self.store.forget(key)
-            return
+            return DONE
         subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings,
                                self.rate_limits)
         plan = decide(subject, seen, self.rng)
         await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
+        return STILL_REFUSED if _waits_on_refused_job(record) else DONE
 
     # ------------------------------------------------------------------ one pool
 
@@ -253,16 +261,9 @@ class Controller:
             self.queue.add(("pool", *pool_key), urgent=True)
 
 
-THROTTLED_MAX = 30.0
-
-
-def throttled_delay(headers: Mapping[str, str] | None, jitter: float) -> float:
-    """Seconds to wait after a 429: the Retry-After the API server gave (1 s when none, at most
-    30 s), plus up to a second of jitter (`jitter` in [0, 1)) so throttled keys do not return
-    together."""
-    value = (headers or {}).get("Retry-After") or (headers or {}).get("retry-after") or "1"
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 1.0
-    return min(max(seconds, 0.0), THROTTLED_MAX) + jitter
+def _waits_on_refused_job(record: TaskRecord) -> bool:
+    """Whether the task's current attempt waits on a Job the API server refused (its backoff goes on),
+    as the reconcile left its record."""
+    task = record.parsed  # (a packed task has no attempt yet)
+    attempt = task.status.attempt if task is not None and task.status else 0
+    return attempt in record.refused
