@@ -30,6 +30,7 @@ NAMESPACED_PERMISSIONS = {
     *{("", "pods", v) for v in ("get", "list", "watch")},
     ("", "events", "create"),
     *{("coordination.k8s.io", "leases", v) for v in ("list", "watch")},
+    ("kueue.x-k8s.io", "workloads", "list"),  # why Kueue stopped an attempt's Job (admission.kueue)
 }
 # The leader Lease: create (RBAC cannot name what is created), the rest by name only.
 LEASE_PERMISSIONS = {("coordination.k8s.io", "leases", "create"),

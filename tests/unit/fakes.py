@@ -33,6 +33,8 @@ class FakeWriter:
         self.deleted: list[tuple[str, str, str]] = []
         """(namespace, name, uid precondition) of each Job deletion asked for."""
         self.version = 100
+        self.workloads: dict[str, list[dict[str, Any]]] = {}
+        """Kueue Workloads by their Job's uid (read_workloads)."""
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -52,6 +54,10 @@ class FakeWriter:
     async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append(("read", name))
         return copy.deepcopy(self.tasks.get(name))
+
+    async def read_workloads(self, namespace: str, job_uid: str) -> list[dict[str, Any]] | None:
+        self.calls.append(("read-workloads", job_uid))
+        return copy.deepcopy(self.workloads.get(job_uid))
 
     async def create_job(self, job: dict[str, Any]) -> dict[str, Any]:
         if self.job_fail:

@@ -138,6 +138,10 @@ Tasks are created, and their spec patched (cancel), only for TaskSchedules.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Kueue's Workloads are only read: why Kueue stopped an attempt's Job (pools with admission.kueue).
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list"]
 # Attempt pods are only observed (start time, termination state); never exec'd or logged.
 - apiGroups: [""]
   resources: ["pods"]

@@ -17,6 +17,7 @@ from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
 from cronoq.api.model import Model, Timeout, rule, validations
 from cronoq.api.pod import PodSettings
 from cronoq.api.retry import RetryPolicy
+from cronoq.api.admission import Admission
 from cronoq.api.durations import DurationBounds
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
 
@@ -79,6 +80,10 @@ class RateLimit(Model):
 class TaskPoolSpec(Model):
     """How many attempts the pool runs at once and the defaults its tasks inherit."""
 
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        "!has(self.admission) || !has(self.admission.kueue) || !has(self.delivery) || self.delivery == 'Job'",
+        "admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none", field_path=".admission")))
+
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
     group_concurrency: int | None = Field(None, ge=1, le=10_000)
@@ -96,6 +101,11 @@ class TaskPoolSpec(Model):
     reports). Unset: the operator's default (`--events`; shipped: All in Job pools, Warnings in
     Workers pools, where a stream of small tasks would pay an Event write per success for what the
     status' attempt history already says). The operator's `--events=warnings` caps every pool."""
+    admission: Admission | None = None
+    """Who starts an attempt once cronoq has recorded it: unset, cronoq at once; `kueue`, Kueue,
+    when its quotas allow (the Job is created suspended in the pool's LocalQueue). The pool's
+    `concurrency` still bounds how many attempts (suspended Jobs included) exist at once. Only
+    with `delivery: Job`."""
     paused: bool = False
     """True: the pool starts no new attempts (its queued tasks wait) while those running go on;
     `concurrency` is kept, so setting it back to false resumes at the same limit
@@ -163,6 +173,12 @@ class TaskPoolSpec(Model):
     through a name that resolves to them. Default false: such a request ends its attempt Permanent
     with reason AddressNotAllowed, as a metadata service hands out the node's cloud credentials.
     Only pool writers (the namespace's admins) can set it; a Task has no such field."""
+    @model_validator(mode="after")
+    def _kueue_admits_jobs(self) -> TaskPoolSpec:
+        if self.admission is not None and self.admission.kueue is not None and self.delivery != "Job":
+            raise ValueError("admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none")
+        return self
+
     template: PoolTemplate | None = None
     """Pod settings the pool's tasks inherit (image, serviceAccountName, resources, nodeSelector,
     tolerations, priorityClassName, ...)."""

@@ -29,7 +29,7 @@ from cronoq.engine import delay, keys, reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
-from cronoq.kube.observe import job_facts
+from cronoq.kube.observe import job_facts, kueue_stop
 from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
 from cronoq.kube.writes import Conflict, Rejected
 
@@ -87,6 +87,9 @@ class Applier:
         if plan.read_original is not None:
             await self._read_original(record, plan.read_original)
             return
+        if plan.read_workload is not None:
+            await self._read_workload(record, plan.read_workload)
+            return
         if plan.read_inputs and task is not None:
             await self._read_inputs(record, task)
             return
@@ -124,6 +127,18 @@ class Applier:
         read = keys.Holder.of(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
             else holder(original)
         record.original, record.original_uid = read, original.uid
+        self.queue.add(("task", namespace, record.name))
+
+    async def _read_workload(self, record: TaskRecord, job: str) -> None:
+        """Read why Kueue stopped the task's Job (its Workload's eviction), keep it with the Job's
+        facts, and decide again. Once per stopped Job (after a restart, once more)."""
+        namespace = record.namespace
+        seen = self.store.job_seen(namespace, job)
+        if seen is None:  # gone meanwhile: the next decision judges that
+            self.queue.add(("task", namespace, record.name))
+            return
+        workloads = await self.writer.read_workloads(namespace, seen.uid)
+        self.store.kueue_stops[(namespace, job)] = kueue_stop(workloads)
         self.queue.add(("task", namespace, record.name))
 
     async def _read_inputs(self, record: TaskRecord, task: Task) -> None:

@@ -261,6 +261,8 @@ class Store:
     """(namespace, Lease name) → (holder, checkpoint): the checkpoint an attempt's Lease carries
     (only Leases that carry one have an entry; the engine decides whose counts)."""
     running_seen: dict[Key, datetime] = field(default_factory=dict)
+    kueue_stops: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    """(namespace, Job) → (reason, message) of the Kueue eviction that stopped the Job (its Workload, read once)."""
     """(namespace, Job name) → when we first saw its task container running."""
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container terminated."""
@@ -404,7 +406,7 @@ class Store:
 
     def _drop_seen(self, namespace: str, job: str) -> None:
         """What was seen of a Job's pod and heartbeat Lease."""
-        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases, self.checkpoints):
+        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases, self.checkpoints, self.kueue_stops):
             seen.pop((namespace, job), None)
 
     def _forget_cycles(self, key: Key) -> None:
@@ -579,6 +581,7 @@ class Store:
         saved = self.checkpoints.get(key)
         checkpoint = saved[1] if held and saved is not None and saved[0] == job.lease_id else None
         return replace(job, running_seen_at=self.running_seen.get(key), ended_seen_at=self.ended_seen.get(key),
+                       kueue_stop=self.kueue_stops.get(key) if job.stopped_by_kueue else None,
                        renewed_seen_at=renewed, checkpoint=checkpoint)
 
     def attempt_jobs(self, record: TaskRecord) -> list[AttemptJob]:

@@ -25,6 +25,10 @@ class Writer(Protocol):
 
     async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
+    async def read_workloads(self, namespace: str, job_uid: str) -> list[dict[str, Any]] | None:
+        """Kueue's Workloads of the Job of this uid; None when they cannot be read (no Kueue, no right)."""
+        ...
+
     async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT with `raw`'s resourceVersion as precondition: Conflict when it changed since."""
         ...

@@ -20,6 +20,7 @@ from typing import Any
 
 from cronoq import pod_protocol
 from cronoq.api import API_VERSION, HTTPRequest, PodSettings, Task, TaskPoolSpec
+from cronoq.api.admission import KueueAdmission
 from cronoq.engine import naming
 from cronoq.engine.retention import ttl_seconds
 from cronoq.pod_protocol import Env, PushHeader, PushRequest
@@ -129,6 +130,13 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         _add_heartbeat_sidecar(pod_spec, sidecar_image, env)
     pod_meta = _pod_metadata(task, pool, labels)
     job_spec: dict[str, Any] = {"backoffLimit": 0, "completions": 1, "parallelism": 1}
+    kueue = pool.admission.kueue if pool and pool.admission else None
+    if kueue is not None:
+        labels = {**labels, **kueue_labels(kueue, task.spec.priority)}
+        # Created suspended: Kueue unsuspends it when it admits its Workload. Evicted, it is
+        # suspended again and would run again when readmitted: the operator deletes it first
+        # (engine.attempts.deadlines), so an attempt number runs once.
+        job_spec["suspend"] = True
     if job_retention is not None:
         job_spec["ttlSecondsAfterFinished"] = ttl_seconds(job_retention)
     return {
@@ -143,6 +151,18 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         },
         "spec": {**job_spec, "template": {"metadata": pod_meta, "spec": pod_spec}},
     }
+
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def kueue_labels(kueue: KueueAdmission, priority: int) -> dict[str, str]:
+    """The labels that put an attempt's Job in its pool's LocalQueue, with its WorkloadPriorityClass."""
+    labels = {KUEUE_QUEUE_LABEL: kueue.local_queue}
+    if (cls := kueue.priority_class(priority)) is not None:
+        labels[KUEUE_PRIORITY_LABEL] = cls
+    return labels
 
 
 def _task_container(pod_spec: dict[str, Any]) -> dict[str, Any]:

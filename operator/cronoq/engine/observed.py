@@ -50,6 +50,16 @@ class AttemptJob:
     """`Complete` or `Failed` once the Job controller says so."""
     failure_reason: str | None = None
     failure_message: str | None = None
+    suspended: bool = False
+    """spec.suspend: the Job waits for Kueue to admit it (or Kueue stopped it again)."""
+    resumed_at: datetime | None = None
+    """status.startTime of a Job not suspended: when it was last let run (for a Kueue Job, when
+    Kueue admitted it). Its start timeout counts from here, not from its creation."""
+    kueue_stopping: bool = False
+    """Kueue's annotation `kueue.x-k8s.io/stopping` is on the Job: Kueue is suspending it again."""
+    kueue_stop: tuple[str, str] | None = None
+    """(reason, message) of the Kueue eviction that stopped the Job, read from its Workload (a
+    plan's `read_workload`); None until read."""
     pod_phase: str | None = None
     pod_reason: str | None = None
     """pod.status.reason, e.g. `Evicted` or `NodeLost`."""
@@ -98,6 +108,16 @@ class AttemptJob:
         """Likewise for the container's end: the operator's first sight of it terminated, when that
         falls within the kubelet's finishedAt second."""
         return _refine(self.termination.finished_at if self.termination else None, self.ended_seen_at)
+
+    @property
+    def stopped_by_kueue(self) -> bool:
+        """Suspended again after it was let run: Kueue evicted it (a preemption or another cause)
+        and the Job controller deletes its pod, without counting it failed, so Kueue could admit
+        the Job again and a new pod would run under the same attempt number. A Job cronoq creates
+        is never suspended otherwise once it ran."""
+        ran = self.kueue_stopping or self.started_at is not None or self.pod_phase is not None \
+            or self.termination is not None or self.finished == "Failed"
+        return self.suspended and self.finished != "Complete" and ran
 
     @property
     def active(self) -> bool:

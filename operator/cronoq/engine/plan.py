@@ -130,6 +130,9 @@ class Plan:
     read_original: str | None = None
     """A keyed task that ends as the duplicate of this finished task: read its full record (the
     output and message the store does not keep), then decide again. Nothing else is planned."""
+    read_workload: str | None = None
+    """The task's Job of this name was stopped by Kueue: read why from its Workload (the store
+    keeps it as the Job's `kueue_stop`), then decide again. Nothing else is planned."""
     read_inputs: bool = False
     """A task with dependencies about to get a Job: read its dependencies' outputs (the store does
     not keep a finished task's output), keep them on its record, then decide again. Nothing else

@@ -54,7 +54,11 @@ def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | No
             finished = cond["type"]
             if finished == "Failed":
                 failure_reason, failure_message = cond.get("reason"), cond.get("message")
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    suspended = bool(spec.get("suspend"))
     return AttemptJob(
+        suspended=suspended, resumed_at=None if suspended else parse_time(status.get("startTime"), skew),
+        kueue_stopping=(meta.get("annotations") or {}).get("kueue.x-k8s.io/stopping") == "true",
         number=number, name=meta.get("name", ""), uid=meta.get("uid", ""), lease_id=labels.get(naming.LEASE_ID),
         created_at=parse_time(meta.get("creationTimestamp"), skew), deleting=bool(meta.get("deletionTimestamp")),
         ttl_after_finished=(job.get("spec") or {}).get("ttlSecondsAfterFinished"), finished=finished, failure_reason=failure_reason, failure_message=failure_message)
@@ -185,3 +189,30 @@ def worker_facts(lease: dict[str, Any], skew: timedelta = NO_SKEW) -> WorkerFact
         duration, renewed_at = 0.0, None  # unreadable: not alive
     return WorkerFacts(name=meta.get("name", ""), pool=pool, capacity=capacity, holder=spec.get("holderIdentity"),
                        renew_time=spec.get("renewTime"), duration=duration, renewed_at=renewed_at)
+
+
+KUEUE_STOP_UNREAD = "Kueue stopped the Job; its Workload could not be read (is the operator allowed to read workloads.kueue.x-k8s.io?)"
+
+
+def kueue_stop(workloads: list[dict[str, Any]] | None) -> tuple[str, str]:
+    """(reason, message) of the eviction that stopped a Job, from its Workload: the Evicted
+    condition (Kueue's reason: Preempted, PodsReadyTimeout, InactiveWorkload, ...), else the latest
+    counted eviction; Kueue's own words in the message, cut to 512 characters."""
+    if workloads is None:
+        return "EvictedByKueue", KUEUE_STOP_UNREAD
+    for workload in workloads:
+        status = workload.get("status") or {}
+        conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+        evicted = conditions.get("Evicted")
+        if evicted is not None and evicted.get("status") == "True" and evicted.get("reason"):
+            return str(evicted["reason"])[:128], str(evicted.get("message") or "")[:WAITING_MESSAGE_LIMIT]
+        # Read late (Kueue admitted it again meanwhile): the evictions it counted, the requeue's reason.
+        counted = [e for e in ((status.get("schedulingStats") or {}).get("evictions")) or []
+                   if isinstance(e, dict) and e.get("reason")]
+        if counted:
+            last = counted[-1]
+            return str(last["reason"])[:128], f"evicted {last.get('count', 1)} time(s) ({last.get('underlyingCause') or 'no detail'})"
+        requeued = conditions.get("Requeued")
+        if requeued is not None and requeued.get("reason") not in (None, "", "Pending"):
+            return str(requeued["reason"])[:128], str(requeued.get("message") or "")[:WAITING_MESSAGE_LIMIT]
+    return "EvictedByKueue", "Kueue stopped the Job; its Workload names no eviction"

@@ -36,6 +36,10 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 
+KUEUE_WORKLOADS = "kueue.x-k8s.io/v1beta2"
+"""The Workload API cronoq reads (Kueue v0.15 and newer serve v1beta2)."""
+
+
 class NotLeader(Exception):
     """This replica's leadership lapsed: it must not write anything."""
 
@@ -141,6 +145,19 @@ class Writer:
             if err.status == 404:
                 return None
             raise
+
+    async def read_workloads(self, namespace: str, job_uid: str) -> list[dict[str, Any]] | None:
+        """Kueue's Workloads of the Job of this uid (Kueue labels each with its Job's uid); None when
+        they cannot be read (Kueue not installed, or the operator not allowed to)."""
+        try:
+            found = await self.request("GET", f"/apis/{KUEUE_WORKLOADS}/namespaces/{namespace}/workloads"
+                                              f"?labelSelector=kueue.x-k8s.io/job-uid={job_uid}")
+        except ApiException as err:
+            if err.status in (403, 404):
+                return None
+            raise
+        items = found.get("items")
+        return items if isinstance(items, list) else []
 
     async def delete_task(self, namespace: str, name: str, uid: str) -> None:
         """Delete a finished task, only if it is still the one with this uid (not a new task that

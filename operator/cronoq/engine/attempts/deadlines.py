@@ -31,6 +31,8 @@ class Judgement:
     verdict: Verdict | None = None
     wait: float | None = None
     abort: bool = False
+    read_workload: str | None = None
+    """Kueue stopped the attempt's Job of this name: why is to be read from its Workload first."""
 
 
 def judge(job: AttemptJob | None, attempt: Attempt, settings: Effective, seen: Observation) -> Judgement:
@@ -59,6 +61,12 @@ def _job(job: AttemptJob | None, settings: Effective, seen: Observation, now: da
                                  truncate(f"the API server refused the attempt's Job: {seen.job_rejected}")))
     if job is None:
         return Judgement()
+    if job.stopped_by_kueue:
+        return _stopped_by_kueue(job)
+    if job.suspended and job.finished is None:
+        # Kueue holds it (not admitted yet: no start timeout, the task's startDeadline still counts),
+        # or is stopping it (its pod going: the Job controller fails it next, judged then).
+        return Judgement()
     verdict = classify(job, settings.retry)
     if verdict is not None:
         return Judgement(verdict)
@@ -86,7 +94,8 @@ def _job(job: AttemptJob | None, settings: Effective, seen: Observation, now: da
         return Judgement(Verdict(AttemptOutcome.PERMANENT, job.waiting_reason, truncate(job.waiting_message or "")),
                          abort=True)
     if job.started_at is None and job.created_at is not None:
-        deadline = job.created_at + settings.start_timeout
+        # From when it was let run: its creation, or (a Kueue Job) its admission.
+        deadline = (job.resumed_at or job.created_at) + settings.start_timeout
         if now >= deadline:
             why = (f": {job.waiting_reason}: {job.waiting_message}" if job.waiting_reason
                    else " (unschedulable, or its image could not be pulled?)")
@@ -94,6 +103,20 @@ def _job(job: AttemptJob | None, settings: Effective, seen: Observation, now: da
                 f"the attempt's pod did not start within {secs(settings.start_timeout)}{why}")), abort=True)
         deadlines.append(deadline)
     return Judgement(wait=min(((d - now).total_seconds() for d in deadlines), default=None))
+
+
+def _stopped_by_kueue(job: AttemptJob) -> Judgement:
+    """Kueue suspended the admitted Job again (a preemption or another eviction): the attempt
+    ended for that cause, which its Workload names (read first), and its Job is deleted, so that
+    Kueue, admitting it again, cannot run it a second time under the same attempt number."""
+    if job.kueue_stop is None:
+        return Judgement(read_workload=job.name)
+    reason, message = job.kueue_stop
+    if reason == reasons.PREEMPTED:
+        return Judgement(Verdict(AttemptOutcome.RETRYABLE, reasons.PREEMPTED,
+                                 truncate(f"Kueue preempted the attempt's Workload: {message}")), abort=True)
+    return Judgement(Verdict(AttemptOutcome.RETRYABLE, reasons.EVICTED_BY_KUEUE,
+                             truncate(f"Kueue evicted the attempt's Workload ({reason}): {message}")), abort=True)
 
 
 def _served(facts: AttemptJob | None, attempt: Attempt, settings: Effective, seen: Observation,

@@ -93,7 +93,7 @@ class _Draft:
         (`told`, else the record's own account), and its Job `abort` stopped when the operator ended it.
         `rule` names the retry rule that decided, `ignored` says it did not count."""
         closed = deadlines.close(open_attempt, verdict, job, self.seen.now)
-        if rule is not None:
+        if rule is not None or ignored:
             closed = closed.model_copy(update={"rule": rule, "ignored": ignored or None})
         told = told or Event(reasons.ATTEMPT_ENDED, wording.ended(closed),
                              warning=verdict.outcome is not AttemptOutcome.SUCCESS)
@@ -157,7 +157,8 @@ def _until_next_limit(task: Task, status: TaskStatus, settings: Effective, seen:
     status = plan.status or status
     if status.phase is not None and status.phase.terminal:
         return plan
-    wait = task_deadlines.next_look(task, status, settings, seen.now, seen.first_seen)
+    wait = task_deadlines.next_look(task, status, settings, seen.now, seen.first_seen,
+                                    waiting_for_kueue(task.metadata.name or "", status, seen))
     if wait is None or (plan.requeue_after is not None and plan.requeue_after <= wait):
         return plan
     return replace(plan, requeue_after=wait)
@@ -177,7 +178,8 @@ def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observati
         return draft.plan()
     if task.spec.cancel:  # cancellation wins over everything but an outcome already recorded
         return _cancel(draft, open_attempt)
-    limit = task_deadlines.passed(task, status, settings, seen.now, seen.first_seen)
+    kueue_wait = waiting_for_kueue(name, status, seen)
+    limit = task_deadlines.passed(task, status, settings, seen.now, seen.first_seen, kueue_wait)
     if limit is not None and not (n == 0 and seen.gate.verdict == "end"):  # ending anyway, without running
         expired = _expire(draft, open_attempt, limit)
         if expired is not None:
@@ -190,6 +192,16 @@ def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observati
             return ended.plan
         draft = ended.draft
     return _next(draft, settings)
+
+
+def waiting_for_kueue(name: str, status: TaskStatus, seen: Observation) -> bool:
+    """The first attempt is recorded and its Job waits, suspended, for Kueue to admit it: the task
+    has not started yet, so its startDeadline still counts."""
+    records = status.attempts
+    if status.attempt != 1 or not records or records[-1].number != 1 or records[-1].outcome is not None:
+        return False
+    job = find(seen.jobs, name, records[-1])
+    return job is not None and job.suspended and job.started_at is None and job.finished is None
 
 
 def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
@@ -215,7 +227,10 @@ def _expire(draft: _Draft, open_attempt: Attempt | None, limit: task_deadlines.P
         return None
     verdict = Verdict(AttemptOutcome.RETRYABLE, reasons.DEADLINE_EXCEEDED, limit.message)
     abort = None if open_attempt.worker is not None else open_attempt.job or job_name(name, n)
-    limit = task_deadlines.aborted(limit, n)
+    if job is not None and job.suspended and job.started_at is None and limit.reason == reasons.START_DEADLINE_EXCEEDED:
+        limit = replace(limit, message=f"{limit.message}; attempt {n} was still waiting for Kueue to admit it")
+    else:
+        limit = task_deadlines.aborted(limit, n)
     return draft.close(open_attempt, verdict, job, abort=abort).finish(limit.phase, limit.reason, limit.message)
 
 
@@ -242,12 +257,18 @@ def _end(draft: _Draft, open_attempt: Attempt, settings: Effective, rng: random.
     job = find(seen.jobs, draft.task.metadata.name or "", open_attempt)
     judged = deadlines.judge(job, open_attempt, settings, seen)
     verdict = judged.verdict
+    if judged.read_workload is not None:
+        return Decided(draft.plan(read_workload=judged.read_workload))
     if verdict is None:
         draft = replace(draft, requeue=judged.wait)
         if open_attempt.worker is not None:
             return Decided(draft.plan())  # its worker runs it: no Job to create, no pod to tell of
         return Decided(_goes_on(draft, open_attempt, job, settings))
     ruled = retryrules.judge(verdict, settings.rules)
+    if ruled.rule is None and job is not None and job.stopped_by_kueue:
+        # Kueue took the quota back: not the task's failure. By default it uses up no attempt
+        # (bounded by maxIgnoredAttempts, like an Ignore rule); a rule naming the reason decides otherwise.
+        ruled = replace(ruled, ignored=True)
     verdict, ignored = ruled.verdict, draft.status.ignored_attempts or 0
     ignore = ruled.ignored and ignored < settings.retry.max_ignored_attempts
     draft = replace(draft.close(open_attempt, verdict, job, abort=job.name if judged.abort and job else None,

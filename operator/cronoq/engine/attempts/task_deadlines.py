@@ -97,11 +97,11 @@ def retry_until(status: TaskStatus, settings: Effective) -> datetime | None:
 
 
 def passed(task: Task, status: TaskStatus, settings: Effective, now: datetime,
-           first_seen: datetime | None) -> Passed | None:
-    """The startDeadline (before the first attempt) or the deadline, if one has passed: the
-    earlier, when both have."""
+           first_seen: datetime | None, waiting_for_kueue: bool = False) -> Passed | None:
+    """The startDeadline (before the first attempt, or while the first attempt's Job waits for
+    Kueue to admit it) or the deadline, if one has passed: the earlier, when both have."""
     due = []
-    start = start_by(task, settings, first_seen) if status.attempt == 0 else None
+    start = start_by(task, settings, first_seen) if status.attempt == 0 or waiting_for_kueue else None
     if start is not None and now >= start:
         assert settings.start_deadline is not None
         due.append((start, Passed(TaskPhase.FAILED, reasons.START_DEADLINE_EXCEEDED, (
@@ -144,12 +144,12 @@ def no_room(task: Task, status: TaskStatus, settings: Effective, first_seen: dat
 
 
 def next_look(task: Task, status: TaskStatus, settings: Effective, now: datetime,
-              first_seen: datetime | None) -> float | None:
+              first_seen: datetime | None, waiting_for_kueue: bool = False) -> float | None:
     """Seconds until the task's next limit passes (None: it has none ahead): the reconcile is
     queued again then, so nothing polls. A limit already passed is not ahead: the retry budget
     passes while an attempt runs, and is judged when that attempt ends."""
     limits = [end_by(task, settings, first_seen), retry_until(status, settings)]
-    if status.attempt == 0:
+    if status.attempt == 0 or waiting_for_kueue:
         limits.append(start_by(task, settings, first_seen))
     ahead = [(at - now).total_seconds() for at in limits if at is not None and at > now]
     return min(ahead) if ahead else None
