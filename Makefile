@@ -69,13 +69,14 @@ image:
 	$(PYTHON) hack/image.py build
 
 ## go-tools: build (or find cached) the control plane, the oldest supported one (hack/controlplane-1.31,
-## tests/versions), toxiproxy, Prometheus and promtool
+## tests/versions), Kueue's controller manager (bench/peers/kueue: tests/integration/test_kueue.py), toxiproxy, Prometheus and promtool
 ## (hack/prometheus: the chart's alert tests and the real-Prometheus test) and the real node's
 ## kubelet and containerd (with Debian's runc and CNI plugins), and warm the Go cache of the PromQL
 ## checker, before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
 	CRONOQ_KUBE=1.31 $(CLUSTER) build
+	$(PYTHON) -m bench.peers kueue
 	$(PYTHON) hack/realnode.py build
 	cd tests/chart/promql && go build -mod=readonly -o /dev/null .
 

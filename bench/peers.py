@@ -284,8 +284,8 @@ def wait_for(check, timeout: float, what: str, interval: float = 0.25) -> None:
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-if __name__ == "__main__":  # `python -m bench.peers`: build both
-    for peer in ("kueue", "argo"):
+if __name__ == "__main__":  # `python -m bench.peers [kueue|argo]...`: build those named (default: both)
+    for peer in sys.argv[1:] or ("kueue", "argo"):
         print(build(peer), file=sys.stderr)
 
 
