@@ -159,3 +159,28 @@ def test_a_start_deadline_counts_the_wait_for_kueue(cq, kueue):
     assert "StartDeadlineExceeded" in {c.get("reason") for c in status["conditions"]}
     assert "waiting for Kueue" in status["message"] and status["attempt"] == 1
     wait_until(lambda: not cq.jobs("late"), timeout=30, what="the waiting Job deleted")
+
+
+def test_a_failover_while_kueue_holds_a_job_adopts_it_without_a_second_attempt(cq, kueue, kueue_operator):
+    """The leader is SIGKILLed while an attempt's Job waits suspended; the next leader (a new
+    epoch) adopts the recorded attempt and its Job, which Kueue then admits: one attempt, one Job."""
+    queue = unique("failover")
+    kueue.queue(cq.namespace, queue, "1")
+    kueue_pool(cq, kueue, queue)
+    cq.task("holder", delay="8s")
+    wait_until(lambda: cq.jobs("holder") and not suspended(cq, "holder", 1), timeout=60,
+               what="Kueue admitting holder's Job")
+    cq.task("held", delay="100ms")
+    wait_until(lambda: suspended(cq, "held", 1), timeout=30, what="held's Job, suspended behind holder")
+    before = cq.status("held")
+
+    kueue_operator.kill()
+    kueue_operator.start()
+    kueue_operator.wait_leading()
+
+    held = cq.wait_phase("held", "Succeeded", timeout=90)
+    assert [(a["number"], a["outcome"], a["job"], a["leaseId"]) for a in held["attempts"]] == \
+        [(1, "Success", "held-a1", before["attempts"][0]["leaseId"])], held["attempts"]
+    assert held["epoch"] > before["epoch"]
+    assert [j.metadata.name for j in cq.jobs("held")] == ["held-a1"]
+    assert cq.wait_phase("holder", "Succeeded")["attempt"] == 1
