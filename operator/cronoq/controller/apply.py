@@ -20,6 +20,7 @@ from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskStatus
 from cronoq.controller.gather import holder
 from cronoq.controller.expiry import Expiry
+from cronoq.controller.outcome import Refused
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
@@ -34,15 +35,6 @@ from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
 from cronoq.kube.writes import Conflict, Rejected
 
 log = logging.getLogger(__name__)
-
-
-class JobRefused(Exception):
-    """The API server refused an attempt's Job for now: the reconcile is retried with backoff."""
-
-    def __init__(self, message: str, first: bool) -> None:
-        super().__init__(message)
-        self.first = first
-        """The attempt's first refusal: the task's message has yet to say it."""
 
 
 QUOTA = re.compile(r"exceeded quota: ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
@@ -81,18 +73,19 @@ class Applier:
             return pool.spec.events == "Warnings"
         return self.served_warnings_only and pool is not None and pool.spec.delivery == "Workers"
 
-    async def apply(self, record: TaskRecord, task: Task | None, plan: Plan, now: datetime) -> None:
+    async def apply(self, record: TaskRecord, task: Task | None, plan: Plan, now: datetime) -> Refused | None:
         """One reconcile's plan: its status first; nothing else unless that write landed. `task` is
-        the live task it was decided on (None for a finished or unreadable one)."""
+        the live task it was decided on (None for a finished or unreadable one). Returns the
+        refusal of the attempt's Job, if the API server refused it for now."""
         if plan.read_original is not None:
             await self._read_original(record, plan.read_original)
-            return
+            return None
         if plan.read_workload is not None:
             await self._read_workload(record, plan.read_workload)
-            return
+            return None
         if plan.read_inputs and task is not None:
             await self._read_inputs(record, task)
-            return
+            return None
         key, pool_key = (record.namespace, record.name), (record.namespace, record.pool)
         if plan.status is not None:
             worker = plan.started.worker if plan.started is not None else None
@@ -103,7 +96,7 @@ class Applier:
             finally:
                 self.store.handed(key)
             if landed is None:
-                return
+                return None
             record = landed
             if task is not None:
                 if _told(plan.status) == reasons.RATE_LIMITED != _told(task.status):
@@ -111,7 +104,7 @@ class Applier:
                 task = task.model_copy(update={"status": plan.status})  # as written; the store may keep less
         if plan.deletion is not None:
             self.expiry.schedule(key, record.uid, plan.deletion.at)
-        await self._carry_out(record, task, plan, pool_key, self.store.pools.get(pool_key), now)
+        return await self._carry_out(record, task, plan, pool_key, self.store.pools.get(pool_key), now)
 
     async def _read_original(self, record: TaskRecord, name: str) -> None:
         """Read the finished original a keyed task ends as the duplicate of (its output and message
@@ -192,10 +185,10 @@ class Applier:
         return landed
 
     async def _carry_out(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key, pool: TaskPool | None,
-                         now: datetime) -> None:
+                         now: datetime) -> Refused | None:
         """What follows a landed status: slots and metrics first (no await in between, so
         admission never sees the task half-moved), then the writes. `task` is the task as
-        written (None for a finished task's settling)."""
+        written (None for a finished task's settling). Returns the refusal of the attempt's Job."""
         namespace, name = entry.namespace, entry.name
         self._book_slots(entry, task, plan, pool_key)
         self._count(entry, task, plan, pool_key)
@@ -204,10 +197,7 @@ class Applier:
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
         if plan.create_job is not None and plan.job is not None:
-            try:
-                await self._create_job(entry, plan.job, plan.create_job.number, plan, pool_key)
-            except JobRefused as err:
-                refused = err
+            refused = await self._create_job(entry, plan.job, plan.create_job.number, plan, pool_key)
         for job_name in plan.delete_jobs:  # only the Job seen as the task's, by its uid
             if (seen := entry.jobs.get(job_name)) is not None and seen.uid:
                 await self.writer.delete_job(namespace, job_name, seen.uid)
@@ -219,7 +209,7 @@ class Applier:
         if plan.requeue_after is not None:
             self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
         if refused is not None:
-            raise refused  # the retry's plan re-times the Jobs
+            return refused  # the retry's plan re-times the Jobs
         for job_name, seconds in plan.retime_jobs:  # last: a failing patch holds up nothing else
             if (seen := entry.jobs.get(job_name)) is None or not seen.uid:
                 continue
@@ -227,6 +217,7 @@ class Applier:
             facts = job_facts(retimed, self.skew()) if retimed is not None else None
             if facts is not None:  # known before its watch event: not patched again meanwhile
                 self.store.put_job(namespace, entry.uid, name, facts)
+        return None
 
     def _book_slots(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key) -> None:
         namespace, name = entry.namespace, entry.name
@@ -268,9 +259,9 @@ class Applier:
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
 
     async def _create_job(self, entry: TaskRecord, job: dict[str, Any], number: int, plan: Plan,
-                          pool_key: Key) -> None:
+                          pool_key: Key) -> Refused | None:
         """The recorded attempt's Job, as the decision built it (the attempt creates its own heartbeat
-        Lease, at its first renewal)."""
+        Lease, at its first renewal); its refusal for now, if the API server refused it."""
         namespace, name = entry.namespace, entry.name
         try:
             created = await self.writer.create_job(job)
@@ -278,12 +269,12 @@ class Applier:
             if err.status == 422:
                 entry.rejected = {**entry.rejected, number: err.message}
                 self.queue.add(("task", namespace, name))
-                return
+                return None
             # Forbidden: a quota, a terminating namespace. The work queue retries the task with a
-            # per-key exponential delay (JobRefused), and the task's message says who refused.
+            # per-key exponential delay (outcome.Refused), and the task's message says who refused.
             first = number not in entry.refused
             entry.refused = {**entry.refused, number: refusal_of(err.message)}
-            raise JobRefused(err.message, first) from None
+            return Refused(err.message, first)
         if number in entry.refused:
             entry.refused = {k: v for k, v in entry.refused.items() if k != number}
             self.queue.add(("task", namespace, name))  # to say that the attempt runs now
@@ -293,3 +284,4 @@ class Applier:
         if plan.started is not None:
             since = self.slots.ready_since.pop((namespace, name), None) or entry.first_seen
             metrics.DISPATCH_LATENCY.labels(*pool_key).observe(max((self.clock() - since).total_seconds(), 0))
+        return None

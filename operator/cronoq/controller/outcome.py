@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from cronoq.controller.apply import JobRefused
 from cronoq.kube.writes import NotLeader
 
 
@@ -75,8 +74,6 @@ def outcome_of(err: Exception) -> Outcome:
     """What a reconcile that raised `err` comes to."""
     if isinstance(err, NotLeader):
         return DEPOSED
-    if isinstance(err, JobRefused):
-        return Refused(str(err), err.first)
     if getattr(err, "status", None) == 429:
         return Throttled(retry_after(getattr(err, "headers", None)))
     return Failed(err)

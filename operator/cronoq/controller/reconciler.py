@@ -200,7 +200,9 @@ class Controller:
         subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings,
                                self.rate_limits)
         plan = decide(subject, seen, self.rng)
-        await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
+        refused = await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
+        if refused is not None:
+            return refused
         return STILL_REFUSED if _waits_on_refused_job(record) else DONE
 
     # ------------------------------------------------------------------ one pool
