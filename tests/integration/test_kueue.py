@@ -184,3 +184,16 @@ def test_a_failover_while_kueue_holds_a_job_adopts_it_without_a_second_attempt(c
     assert held["epoch"] > before["epoch"]
     assert [j.metadata.name for j in cq.jobs("held")] == ["held-a1"]
     assert cq.wait_phase("holder", "Succeeded")["attempt"] == 1
+
+
+def test_a_pool_naming_a_missing_local_queue_says_so_in_its_ready_condition(cq, kueue):
+    kueue_pool(cq, kueue, "nowhere")
+
+    def ready():
+        pool = cq.custom.get_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "taskpools", "default")
+        found = [c for c in (pool.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
+        return found[0] if found and found[0]["reason"] == "KueueNotReady" else None
+
+    condition = wait_until(ready, timeout=30, what="the pool's Ready condition naming Kueue")
+    assert condition["status"] == "False"
+    assert condition["message"].startswith(f"LocalQueue nowhere not found in namespace {cq.namespace}")

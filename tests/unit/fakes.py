@@ -35,6 +35,8 @@ class FakeWriter:
         self.version = 100
         self.workloads: dict[str, list[dict[str, Any]]] = {}
         """Kueue Workloads by their Job's uid (read_workloads)."""
+        self.local_queues: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        """Kueue LocalQueues by name, as read_local_queue answers (default: missing)."""
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -54,6 +56,10 @@ class FakeWriter:
     async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append(("read", name))
         return copy.deepcopy(self.tasks.get(name))
+
+    async def read_local_queue(self, namespace: str, name: str) -> tuple[str, dict[str, Any] | None]:
+        self.calls.append(("read-local-queue", name))
+        return self.local_queues.get(name, ("missing", None))
 
     async def read_workloads(self, namespace: str, job_uid: str) -> list[dict[str, Any]] | None:
         self.calls.append(("read-workloads", job_uid))

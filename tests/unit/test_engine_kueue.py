@@ -218,3 +218,37 @@ def test_kueue_stop_read_after_readmission_still_names_the_eviction() -> None:
         {"type": "Evicted", "status": "False", "reason": "QuotaReserved"},
         {"type": "Requeued", "status": "True", "reason": "Preempted", "message": "requeued"}]}}
     assert kueue_stop([readmitted])[0] == "Preempted"
+
+
+# --- the pool's Ready condition -------------------------------------------------------------------
+
+def test_the_pool_says_what_keeps_kueue_from_admitting() -> None:
+    from cronoq.api import TaskPool
+    from cronoq.engine.pools import kueue_problem, pool_status
+
+    assert "not installed" in kueue_problem("gpu", "ns", "no-kueue", None)
+    assert "LocalQueue gpu not found in namespace ns" in kueue_problem("gpu", "ns", "missing", None)
+    inactive = {"status": {"conditions": [{"type": "Active", "status": "False", "reason": "ClusterQueueDoesNotExist",
+                                           "message": "Can't submit new workloads to clusterQueue"}]}}
+    assert "is not active (Can't submit" in kueue_problem("gpu", "ns", "found", inactive)
+    active = {"status": {"conditions": [{"type": "Active", "status": "True"}]}}
+    assert kueue_problem("gpu", "ns", "found", active) is None and kueue_problem("gpu", "ns", "forbidden", None) is None
+
+    pool = TaskPool.model_validate({"metadata": {"name": "p", "namespace": "ns", "generation": 1}, "spec": KUEUE_POOL})
+    problem = kueue_problem("gpu", "ns", "missing", None)
+    status = pool_status(pool, {}, 0, 3, T0, kueue=problem)
+    (ready,) = [c for c in status.conditions if c.type == "Ready"]
+    assert (ready.status.value, ready.reason, ready.message) == ("False", reasons.KUEUE_NOT_READY, problem)
+    stored = pool.model_copy(update={"status": status})
+    assert pool_status(stored, {}, 0, 3, at(5), kueue=problem) is None  # said once
+    healed = pool_status(stored, {}, 0, 3, at(10))
+    assert [c.reason for c in healed.conditions if c.type == "Ready"] == [reasons.ADMITTING]
+
+
+def test_recording_the_first_attempt_times_a_look_at_the_start_deadline() -> None:
+    """The watch brings nothing new of a Job the operator just created (its own write): the plan
+    that records attempt 1 must time the look at the startDeadline itself."""
+    task = make_task("a").spec(startDeadline="5m").obj()
+    effective = settings(task, pool())
+    plan = run(task, observe(now=at(10), admit=True, pool_found=True, first_seen=T0), effective)
+    assert plan.create_job is not None and plan.requeue_after == pytest.approx(290)

@@ -138,10 +138,14 @@ Tasks are created, and their spec patched (cancel), only for TaskSchedules.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Kueue's Workloads are only read: why Kueue stopped an attempt's Job (pools with admission.kueue).
+# Kueue's objects are only read (pools with admission.kueue): why Kueue stopped an attempt's Job
+# (its Workload), and whether the pool's LocalQueue exists and is active (the pool's Ready condition).
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]
   verbs: ["list"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["localqueues"]
+  verbs: ["get"]
 # Attempt pods are only observed (start time, termination state); never exec'd or logged.
 - apiGroups: [""]
   resources: ["pods"]

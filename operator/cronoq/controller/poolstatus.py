@@ -12,11 +12,13 @@ from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.term import Term
 from cronoq.controller.writer import Writer
-from cronoq.engine.pools import pool_status
+from cronoq.engine.pools import kueue_problem, pool_status
 from cronoq.kube.writes import Conflict, NotLeader
 
 log = logging.getLogger(__name__)
 
+KUEUE_LOOK_SECONDS = 30.0
+"""A pool with admission.kueue has its LocalQueue looked at (one GET) at most this often."""
 POOL_STATUS_SECONDS = 5.0
 """Pool status (counts by phase) is written at most this often per pool, and only when it changed."""
 
@@ -25,6 +27,8 @@ class PoolStatuses:
     def __init__(self, writer: Writer, store: Store, slots: Slots, term: Term, *,
                  clock: Clock) -> None:
         self.writer, self.store, self.slots, self.term, self.clock = writer, store, slots, term, clock
+        self.kueue_looks: dict[Key, tuple[str, float, str | None]] = {}
+        """pool → (LocalQueue, when looked at, what keeps Kueue from admitting) of admission.kueue pools."""
 
     async def run(self) -> None:
         while True:
@@ -39,13 +43,30 @@ class PoolStatuses:
                 except Exception:  # noqa: BLE001 - one pool's trouble must not stop the others
                     log.exception("writing the status of pool %s/%s failed", *key)
 
+    async def _kueue(self, key: Key, pool: TaskPool) -> str | None:
+        """What keeps Kueue from admitting the pool's Jobs (None: nothing, or no admission.kueue),
+        looked at (one GET of its LocalQueue) at most every KUEUE_LOOK_SECONDS."""
+        kueue = pool.spec.admission.kueue if pool.spec.admission else None
+        if kueue is None:
+            self.kueue_looks.pop(key, None)
+            return None
+        now = self.clock.monotonic()
+        last = self.kueue_looks.get(key)
+        if last is not None and last[0] == kueue.local_queue and now - last[1] < KUEUE_LOOK_SECONDS:
+            return last[2]
+        found, queue = await self.writer.read_local_queue(key[0], kueue.local_queue)
+        problem = kueue_problem(kueue.local_queue, key[0], found, queue)
+        self.kueue_looks[key] = (kueue.local_queue, now, problem)
+        return problem
+
     async def write(self, key: Key) -> None:
         pool = self.store.pools.get(key)
         if pool is None:
             return
         new = pool_status(pool, self.store.phases.get(key, {}), len(self.store.running.get(key, ())),
                           len(self.slots.waiting[key]), self.clock.now(),
-                          self.store.worker_trust if pool.spec.delivery == "Workers" else None)
+                          self.store.worker_trust if pool.spec.delivery == "Workers" else None,
+                          await self._kueue(key, pool))
         if new is None:
             return
         try:

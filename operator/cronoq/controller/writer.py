@@ -29,6 +29,10 @@ class Writer(Protocol):
         """Kueue's Workloads of the Job of this uid; None when they cannot be read (no Kueue, no right)."""
         ...
 
+    async def read_local_queue(self, namespace: str, name: str) -> tuple[str, dict[str, Any] | None]:
+        """Kueue's LocalQueue: ("found", it), ("missing", None), ("no-kueue", None) or ("forbidden", None)."""
+        ...
+
     async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT with `raw`'s resourceVersion as precondition: Conflict when it changed since."""
         ...

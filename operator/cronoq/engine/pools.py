@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Mapping
+from typing import Any, Mapping
 
 from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolStatus, snake_case
 from cronoq.engine import reasons
@@ -31,17 +31,37 @@ def roomiest(room: Mapping[str, int]) -> str | None:
     return best if best is not None and room[best] > 0 else None
 
 
+def kueue_problem(local_queue: str, namespace: str, found: str, queue: Mapping[str, Any] | None) -> str | None:
+    """What keeps Kueue from admitting a pool's Jobs, from a look at its LocalQueue (`found`:
+    "found", "missing", "no-kueue" or "forbidden"); None when the LocalQueue is there and active."""
+    waits = "the pool's Jobs wait suspended, never started"
+    if found == "no-kueue":
+        return f"Kueue is not installed (the API server serves no kueue.x-k8s.io/v1beta2): {waits}"
+    if found == "missing":
+        return f"LocalQueue {local_queue} not found in namespace {namespace}: {waits}"
+    if found == "forbidden":
+        return None  # the operator may not look (an older chart): nothing to say, rather than a false alarm
+    conditions = ((queue or {}).get("status") or {}).get("conditions") or []
+    active = next((c for c in conditions if isinstance(c, dict) and c.get("type") == "Active"), None)
+    if active is not None and active.get("status") == "False":
+        why = str(active.get("message") or active.get("reason") or "")[:256]
+        return f"LocalQueue {local_queue} is not active ({why}): {waits}"
+    return None
+
+
 def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, queued: int,
-                now: datetime, trust: WorkerTrust | None = None) -> TaskPoolStatus | None:
+                now: datetime, trust: WorkerTrust | None = None, kueue: str | None = None) -> TaskPoolStatus | None:
     """The pool's new status, or None when the stored one already says all this. `trust` is the
-    operator's about worker Leases, for a Workers pool (None: a Job pool)."""
+    operator's about worker Leases, for a Workers pool (None: a Job pool); `kueue` what keeps Kueue
+    from admitting the Jobs of a pool with admission.kueue (`kueue_problem`; None: nothing)."""
     counts = PhaseCounts(**{snake_case(phase.value): n for phase, n in phases.items() if n})
     old = pool.status or TaskPoolStatus()
     generation = pool.metadata.generation
     ready = next((c for c in old.conditions if c.type == "Ready"), None)
     was_unguarded = ready is not None and ready.reason == reasons.LEASE_GUARD_MISSING
+    was_kueue = ready.message if ready is not None and ready.reason == reasons.KUEUE_NOT_READY else None
     if ((old.counts, old.running, old.queued, old.observed_generation) == (counts, running, queued, generation)
-            and was_unguarded == (trust is WorkerTrust.UNGUARDED)):
+            and was_unguarded == (trust is WorkerTrust.UNGUARDED) and was_kueue == kueue):
         return None
     if trust is WorkerTrust.UNGUARDED:
         conditions = set_condition(list(old.conditions), "Ready", False, reasons.LEASE_GUARD_MISSING,
@@ -49,6 +69,9 @@ def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, q
                                    "workers.leaseGuard) is not installed, so any Lease writer could pose as this "
                                    "pool's worker; install it, or run the operator with --trust-worker-leases if "
                                    f"every Lease writer of the namespace is trusted; {queued} waiting", now, generation)
+    elif kueue is not None:
+        conditions = set_condition(list(old.conditions), "Ready", False, reasons.KUEUE_NOT_READY, kueue, now,
+                                   generation)
     elif pool.spec.paused:
         conditions = set_condition(list(old.conditions), "Ready", False, reasons.PAUSED,
                                    f"paused: {running} running (concurrency {pool.spec.concurrency} kept); "

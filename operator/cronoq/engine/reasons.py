@@ -63,4 +63,5 @@ DUPLICATE = "Duplicate"
 # A TaskPool's Ready condition.
 ADMITTING = "Admitting"
 PAUSED = "Paused"                # spec.paused: no new attempts start; running ones go on
+KUEUE_NOT_READY = "KueueNotReady"  # admission.kueue, and Kueue is not installed or the LocalQueue is missing or inactive
 LEASE_GUARD_MISSING = "LeaseGuardMissing"  # a Workers pool, and nothing checks who may serve it: handed nothing

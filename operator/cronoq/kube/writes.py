@@ -159,6 +159,24 @@ class Writer:
         items = found.get("items")
         return items if isinstance(items, list) else []
 
+    async def read_local_queue(self, namespace: str, name: str) -> tuple[str, dict[str, Any] | None]:
+        """Kueue's LocalQueue: ("found", it), ("missing", None), ("no-kueue", None) when the API
+        server serves no Kueue API, or ("forbidden", None) when the operator may not read it."""
+        try:
+            return "found", await self.request("GET", f"/apis/{KUEUE_WORKLOADS}/namespaces/{namespace}/localqueues/{name}")
+        except ApiException as err:
+            if err.status == 403:
+                return "forbidden", None
+            if err.status != 404:
+                raise
+        try:
+            await self.request("GET", f"/apis/{KUEUE_WORKLOADS}")
+        except ApiException as err:
+            if err.status == 404:
+                return "no-kueue", None
+            raise
+        return "missing", None
+
     async def delete_task(self, namespace: str, name: str, uid: str) -> None:
         """Delete a finished task, only if it is still the one with this uid (not a new task that
         took its name). Its Jobs, pods and Leases go with it (owner references)."""

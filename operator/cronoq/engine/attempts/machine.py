@@ -158,7 +158,7 @@ def _until_next_limit(task: Task, status: TaskStatus, settings: Effective, seen:
     if status.phase is not None and status.phase.terminal:
         return plan
     wait = task_deadlines.next_look(task, status, settings, seen.now, seen.first_seen,
-                                    waiting_for_kueue(task.metadata.name or "", status, seen))
+                                    waiting_for_kueue(task.metadata.name or "", status, seen, or_unseen=True))
     if wait is None or (plan.requeue_after is not None and plan.requeue_after <= wait):
         return plan
     return replace(plan, requeue_after=wait)
@@ -194,14 +194,17 @@ def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observati
     return _next(draft, settings)
 
 
-def waiting_for_kueue(name: str, status: TaskStatus, seen: Observation) -> bool:
+def waiting_for_kueue(name: str, status: TaskStatus, seen: Observation, or_unseen: bool = False) -> bool:
     """The first attempt is recorded and its Job waits, suspended, for Kueue to admit it: the task
-    has not started yet, so its startDeadline still counts."""
+    has not started yet, so its startDeadline still counts. `or_unseen`: or its Job is not seen yet
+    (just created: the watch brings nothing new of it, so the look at the startDeadline is timed now)."""
     records = status.attempts
     if status.attempt != 1 or not records or records[-1].number != 1 or records[-1].outcome is not None:
         return False
     job = find(seen.jobs, name, records[-1])
-    return job is not None and job.suspended and job.started_at is None and job.finished is None
+    if job is None:
+        return or_unseen and records[-1].worker is None
+    return job.suspended and job.started_at is None and job.finished is None
 
 
 def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
