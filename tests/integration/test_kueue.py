@@ -197,3 +197,27 @@ def test_a_pool_naming_a_missing_local_queue_says_so_in_its_ready_condition(cq, 
     condition = wait_until(ready, timeout=30, what="the pool's Ready condition naming Kueue")
     assert condition["status"] == "False"
     assert condition["message"].startswith(f"LocalQueue nowhere not found in namespace {cq.namespace}")
+
+
+def test_a_workload_deactivated_ends_the_attempt_evicted_by_kueue_and_the_next_runs(cq, kueue):
+    """Another eviction than a preemption: the admin deactivates the running attempt's Workload
+    (spec.active: false); Kueue evicts it (reason Deactivated) and the attempt ends EvictedByKueue,
+    not counted; attempt 2, a new Job with a new Workload, runs."""
+    queue = unique("inactive")
+    kueue.queue(cq.namespace, queue, "1")
+    kueue_pool(cq, kueue, queue)
+    cq.task("benched", retry={"maxAttempts": 1}, outcome_a1="Run", delay="1s")
+    wait_until(lambda: cq.jobs("benched") and not suspended(cq, "benched", 1), timeout=60,
+               what="Kueue admitting benched's attempt 1")
+    (job,) = cq.jobs("benched")
+    (workload,) = wait_until(lambda: [w for w in kueue.workloads(cq.namespace)
+                                      if w["metadata"]["labels"].get("kueue.x-k8s.io/job-uid") == job.metadata.uid],
+                             timeout=30, what="attempt 1's Workload")
+    kueue.custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", cq.namespace, "workloads",
+                                                workload["metadata"]["name"], {"spec": {"active": False}})
+
+    status = cq.wait_phase("benched", "Succeeded", timeout=90)
+    first, second = status["attempts"]
+    assert (first["outcome"], first["reason"], first.get("ignored")) == ("Retryable", "EvictedByKueue", True), first
+    assert "(Deactivated)" in first["message"], first["message"]  # Kueue v0.17's reason
+    assert (second["number"], second["outcome"], second["job"]) == (2, "Success", "benched-a2")
