@@ -129,3 +129,27 @@ def test_urgent_counts_only_waiting_urgent_keys():
         assert not queue.urgent and set(seen) == {"grant", "routine"}
 
     asyncio.run(main())
+
+
+def test_a_backlog_of_keys_that_never_suspend_does_not_hold_the_loop():
+    """Issue 56: reconciles of tasks waiting for a slot write nothing, so they never suspend; a
+    resync over 100,000 of them must still let the leader Lease's renewal run between keys."""
+    queue: WorkQueue = WorkQueue(FakeClock(T0))
+    done: list[int] = []
+    ran_after: list[int] = []
+    for key in range(1000):
+        queue.add(key)
+
+    async def process(key: int) -> None:
+        done.append(key)  # no await: what a reconcile that writes nothing does
+        if key == 0:  # a renewal's answer arrives: its callback is ready to run
+            asyncio.get_running_loop().call_soon(lambda: ran_after.append(len(done)))
+
+    async def main() -> None:
+        runner = asyncio.create_task(queue.run(8, process))
+        await quiet(queue)
+        runner.cancel()
+
+    asyncio.run(main())
+    assert len(done) == 1000
+    assert ran_after[0] < 50, f"a callback ready beside the queue ran only after {ran_after[0]} keys"

@@ -122,3 +122,8 @@ class WorkQueue(Generic[K]):
                 again = self._again.pop(key, None)
                 if again is not None:
                     self.add(key, urgent=again == URGENT)
+            # Let the rest of the loop run between keys. A reconcile that writes nothing (a task
+            # waiting for a slot) never suspends, and getting a key from a non-empty queue does not
+            # either, so without this a pass over 100,000 waiting tasks would hold the loop for
+            # tens of seconds: the leader Lease's renewals would stall past their deadline.
+            await asyncio.sleep(0)
