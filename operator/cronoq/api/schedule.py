@@ -77,6 +77,14 @@ class ConcurrencyPolicy(StrEnum):
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
+    BUFFER_ONE = "BufferOne"
+    """The newest waiting fire starts when the unfinished Tasks have ended; older waiting ones are skipped."""
+    BUFFER_ALL = "BufferAll"
+    """Every waiting fire starts, oldest first, one at a time, each when the previous one has ended."""
+
+
+BUFFERING = (ConcurrencyPolicy.BUFFER_ONE, ConcurrencyPolicy.BUFFER_ALL)
+CatchupWindow = Annotated[timedelta, durations.DurationBounds("1s", "8760h")]
 
 
 def _template_rules(schema: dict[str, Any], model: type) -> None:
@@ -140,7 +148,10 @@ class TaskScheduleSpec(Model):
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
     """`Allow` (default): fires run side by side. `Forbid`: a fire while an earlier fire's Task
     is unfinished is skipped and counted in status.skippedFires. `Replace`: the unfinished Tasks
-    are cancelled, then the new one is created."""
+    are cancelled, then the new one is created. `BufferOne`: a fire while a Task is unfinished
+    waits and starts when none is (a newer waiting fire replaces it, the older counted in
+    status.skippedFires). `BufferAll`: every such fire waits and they start oldest first, one at a
+    time (bound the wait with catchupWindow or startingDeadline)."""
     max_active_tasks: int | None = Field(None, ge=1, le=100_000)
     """With `Allow`: most unfinished Tasks of this schedule at once (1 to 100000); a fire beyond
     it is skipped and counted in status.skippedFires. Unset: no limit."""
@@ -148,6 +159,16 @@ class TaskScheduleSpec(Model):
     """A fire the operator notices later than this after its time is missed, not run (1s to
     8760h). Unset: a late fire always runs. After downtime at most one missed fire runs (the
     latest, if within the deadline); the others are counted in status.missedFires."""
+    catchup_window: CatchupWindow | None = None
+    """Fires missed while the operator was down (or late) that still run, oldest first, one after
+    another within concurrencyPolicy: each fire no older than this (1s to 8760h). Older ones are
+    counted in status.missedFires. Unset (default): after downtime only the latest missed fire
+    runs. With startingDeadline too, the shorter of the two applies."""
+    pause_after_failures: int | None = Field(None, ge=1, le=1000)
+    """Stop firing after this many of the schedule's Tasks in a row ended Failed or DeadLettered
+    (1 to 1000); the `Paused` condition says so, and any edit of the spec (`cronoq schedule
+    resume`) resumes. A Task that succeeds resets the count; Cancelled and Skipped ones leave it.
+    Unset (default): never paused."""
     suspend: bool = False
     """True: no fires. Fire times that pass while suspended are neither run nor counted, and
     resuming never catches up on them."""
@@ -175,13 +196,20 @@ class TaskScheduleStatus(Model):
     active: Count = 0
     """Tasks of this schedule not yet finished."""
     missed_fires: Count = 0
-    """Fire times that passed without a Task: noticed too late (startingDeadline) or during
-    downtime, when only the latest runs."""
+    """Fire times that passed without a Task: noticed too late (startingDeadline), older than
+    catchupWindow, or during downtime without a catchupWindow, when only the latest runs."""
     skipped_fires: Count = 0
-    """Fire times skipped by concurrencyPolicy Forbid because a Task was still unfinished."""
+    """Fire times skipped because a Task was still unfinished: by concurrencyPolicy Forbid (or
+    maxActiveTasks), or a waiting fire of BufferOne that a newer one replaced."""
+    consecutive_failures: Count = 0
+    """With pauseAfterFailures: the schedule's Tasks that ended Failed or DeadLettered since the
+    last one that succeeded (or since the last resume)."""
+    failures_counted_through: Timestamp | None = None
+    """With pauseAfterFailures: the finish time up to which Tasks are counted in consecutiveFailures."""
     conditions: Conditions = ()
     """Conditions, following Kubernetes API conventions: `Ready` (False with reason
-    `InvalidSchedule` for a schedule or time zone the parser refuses)."""
+    `InvalidSchedule` for a schedule or time zone the parser refuses, or `PausedAfterFailures`),
+    `Paused` (True with reason `ConsecutiveFailures` after pauseAfterFailures failures in a row)."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
 

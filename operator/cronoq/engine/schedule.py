@@ -28,7 +28,7 @@ from cronsim import CronSim, CronSimError
 
 from cronoq.api import ConcurrencyPolicy, Condition, TaskSchedule, TaskScheduleStatus
 from cronoq.api import durations
-from cronoq.api.schedule import MACROS
+from cronoq.api.schedule import BUFFERING, MACROS
 from cronoq.engine.conditions import set_condition
 from cronoq.engine.naming import LABEL_PREFIX, MAX_NAME
 
@@ -57,6 +57,15 @@ FIRE_CONFLICT = "FireConflict"
 """Condition and reason: a fire's Task name was taken by a Task the schedule does not control."""
 FIRED = "Fired"
 """Reason of FireConflict False: a later fire created its own Task."""
+PAUSED = "Paused"
+"""Condition: True while pauseAfterFailures stopped the fires."""
+CONSECUTIVE_FAILURES = "ConsecutiveFailures"
+"""Reason of Paused True."""
+RESUMED = "Resumed"
+"""Reason of Paused False: the spec changed since the pause."""
+PAUSED_AFTER_FAILURES = "PausedAfterFailures"
+"""Reason of Ready False while paused."""
+TICK = timedelta(microseconds=1)
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -95,6 +104,13 @@ class Every:
             return Span(0, None)
         return Span(last - first + 1, EPOCH + last * step)
 
+    def times(self, a: datetime, b: datetime, limit: int = SCAN_LIMIT) -> list[datetime]:
+        """The fire times in (a, b], oldest first, at most `limit` of them."""
+        step = timedelta(seconds=self.seconds)
+        first = int((a - EPOCH) // step) + 1
+        last = min(int((b - EPOCH) // step), first + limit - 1)
+        return [EPOCH + k * step for k in range(first, last + 1)]
+
     def describe(self) -> str:
         return f"every {durations.format(timedelta(seconds=self.seconds))}"
 
@@ -127,6 +143,15 @@ class Cron:
             if count >= limit:
                 return Span(count, latest, truncated=True)
         return Span(count, latest)
+
+    def times(self, a: datetime, b: datetime, limit: int = SCAN_LIMIT) -> list[datetime]:
+        """The fire times in (a, b], oldest first, at most `limit` of them."""
+        found: list[datetime] = []
+        for at in self._iter(a):
+            if at > b or len(found) >= limit:
+                break
+            found.append(at)
+        return found
 
     def describe(self) -> str:
         return self.text or self.expression
@@ -228,6 +253,8 @@ class Fired:
     finished: bool = False
     succeeded: bool = False
     finished_at: datetime | None = None
+    failed: bool = False
+    """Ended Failed or DeadLettered (what pauseAfterFailures counts)."""
     cancelling: bool = False
     owner_uid: str | None = None
     """uid of the TaskSchedule that controls the Task (its controller ownerReference): only the
@@ -295,15 +322,39 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
         return Decision(status=_changed(old, status), delete=prune)
 
     base["schedule"] = table.describe()
+    failing = _failures(schedule, tasks, now)
+    base.update(failing.fields)
+    old_conds = old.model_copy(update=dict(conditions=failing.conditions))
     if spec.suspend:
         status = old.model_copy(update=dict(
             **base, next_fire_time=None, last_fire_time=last_fire, handled_through=handled,
-            conditions=_ready(old, now, generation, True, SUSPENDED, "suspended: no fires until spec.suspend is false")))
+            conditions=_ready(old_conds, now, generation, True, SUSPENDED,
+                              "suspended: no fires until spec.suspend is false")))
+        return Decision(status=_changed(old, status), delete=prune)
+    if failing.paused:
+        status = old.model_copy(update=dict(
+            **base, next_fire_time=None, last_fire_time=last_fire, handled_through=handled,
+            conditions=_ready(old_conds, now, generation, False, PAUSED_AFTER_FAILURES,
+                              "paused after failures in a row: no fires until the spec changes")))
         return Decision(status=_changed(old, status), delete=prune)
 
     missed = skipped = 0
     create: datetime | None = None
     cancel: tuple[str, ...] = ()
+    if spec.catchup_window is not None or spec.concurrency_policy in BUFFERING:
+        step = _catch_up(schedule, table, known, active, handled, now)
+        create, cancel, handled, missed, skipped = step.create, step.cancel, step.handled, step.missed, step.skipped
+        if create is not None:
+            last_fire = max(last_fire or create, create)
+        following = table.after(max(handled, now))
+        base["active"] = len(active) + (create is not None)
+        status = old.model_copy(update=dict(
+            **base, next_fire_time=following, last_fire_time=last_fire, handled_through=handled,
+            missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
+            conditions=_ready(old_conds, now, generation, True, SCHEDULED, _fires_text(spec, table))))
+        return Decision(create=create, cancel=cancel, delete=prune, status=_changed(old, status),
+                        wake_at=now if step.more else following, missed=missed, skipped=skipped)
+
     span = table.span(handled, now)
     latest = span.latest
     if latest is not None:  # span.count > 0
@@ -333,11 +384,124 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
     status = old.model_copy(update=dict(
         **base, next_fire_time=following, last_fire_time=last_fire,
         handled_through=handled, missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
-        conditions=_ready(old, now, generation, True, SCHEDULED, f"fires {table.describe()}"
-                          + (f" in {spec.time_zone}" if isinstance(table, Cron) else ""))))
+        conditions=_ready(old_conds, now, generation, True, SCHEDULED, _fires_text(spec, table))))
     wake = now if span.truncated else following
     return Decision(create=create, cancel=cancel, delete=prune, status=_changed(old, status), wake_at=wake,
                     missed=missed, skipped=skipped)
+
+
+def _fires_text(spec: Any, table: Timetable) -> str:
+    return f"fires {table.describe()}" + (f" in {spec.time_zone}" if isinstance(table, Cron) else "")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One catch-up decision: at most one fire to create, and how far handledThrough moves."""
+
+    create: datetime | None
+    cancel: tuple[str, ...]
+    handled: datetime
+    missed: int = 0
+    skipped: int = 0
+    more: bool = False
+    """Another fire is due at once (decide again now, not at the next fire time)."""
+
+
+def _catch_up(schedule: TaskSchedule, table: Timetable, known: set[datetime], active: Sequence[Fired],
+              handled: datetime, now: datetime) -> Step:
+    """A schedule with a catchupWindow or a buffering concurrencyPolicy: the fire times in
+    (handledThrough, now] are the waiting fires. Those older than the window (the shorter of
+    catchupWindow and startingDeadline) are missed; the rest are taken oldest first, one per
+    decision, each under the concurrency policy. A fire that waits (BufferOne, BufferAll) leaves
+    handledThrough before it, so it is still waiting after a crash or a failover."""
+    spec = schedule.spec
+    limits = [w for w in (spec.catchup_window, spec.starting_deadline) if w is not None]
+    missed = 0
+    if limits:
+        cutoff = now - min(limits) - TICK  # fires at or before this are too old
+        if cutoff > handled:
+            old = table.span(handled, cutoff)
+            through = old.latest if old.truncated and old.latest is not None else cutoff
+            missed = old.count - sum(1 for k in known if handled < k <= through)
+            if old.truncated:  # count this stretch, and come back at once for the rest
+                return Step(None, (), through, missed=missed, more=True)
+            handled = through
+    # Without a window (a buffering policy alone) every fire after handledThrough waits: the
+    # decision cannot tell one that waited behind a running Task from one missed in downtime.
+    waiting = table.times(handled, now)
+    policy = spec.concurrency_policy
+    skipped = 0
+    for i, at in enumerate(waiting):
+        if at in known:  # created before a crash, not yet recorded: record it now
+            handled = at
+            continue
+        rest = len(waiting) - i - 1
+        if active:
+            if policy == ConcurrencyPolicy.FORBID or (
+                    policy == ConcurrencyPolicy.ALLOW and spec.max_active_tasks is not None
+                    and len(active) >= spec.max_active_tasks):
+                skipped, handled = skipped + 1, at
+                continue
+            if policy == ConcurrencyPolicy.BUFFER_ALL:
+                return Step(None, (), handled, missed=missed, skipped=skipped)
+            if policy == ConcurrencyPolicy.BUFFER_ONE:
+                older = [t for t in waiting[i:-1] if t not in known]
+                newest = waiting[-2] if len(waiting) - i >= 2 else handled
+                return Step(None, (), max(handled, newest), missed=missed, skipped=skipped + len(older),
+                            more=len(waiting) >= SCAN_LIMIT)
+        cancel = tuple(t.name for t in active if not t.cancelling) if policy == ConcurrencyPolicy.REPLACE else ()
+        return Step(at, cancel, at, missed=missed, skipped=skipped, more=rest > 0 or len(waiting) >= SCAN_LIMIT)
+    return Step(None, (), handled, missed=missed, skipped=skipped, more=len(waiting) >= SCAN_LIMIT)
+
+
+@dataclass(frozen=True)
+class Failing:
+    """pauseAfterFailures' part of a decision: the status fields, the conditions, whether paused."""
+
+    fields: dict[str, Any]
+    conditions: tuple[Condition, ...]
+    paused: bool
+
+
+def _failures(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Failing:
+    """Count the schedule's Tasks that ended since failuresCountedThrough, in the order they
+    ended: Failed or DeadLettered adds one, Succeeded resets to zero. At pauseAfterFailures the
+    schedule pauses (condition Paused) until its spec changes (a new generation)."""
+    spec, meta = schedule.spec, schedule.metadata
+    old = schedule.status or TaskScheduleStatus()
+    conditions = list(old.conditions)
+    pause = next((c for c in conditions if c.type == PAUSED), None)
+    was_paused = pause is not None and pause.status.value == "True"
+    limit = spec.pause_after_failures
+    if limit is None:
+        if was_paused:
+            conditions = set_condition(conditions, PAUSED, False, RESUMED, "pauseAfterFailures is unset", now,
+                                       meta.generation)
+        return Failing({}, tuple(conditions), False)
+    count = old.consecutive_failures
+    through = old.failures_counted_through or meta.creation_timestamp or now
+    if was_paused and pause is not None and pause.observed_generation != meta.generation:
+        count, was_paused = 0, False
+        conditions = set_condition(conditions, PAUSED, False, RESUMED, "the spec changed: firing again, "
+                                   "the failures counted from zero", now, meta.generation)
+    ended = sorted((t for t in tasks if t.finished and t.finished_at is not None and t.finished_at > through),
+                   key=lambda t: (t.finished_at or now, t.fire_time, t.name))
+    newest: Fired | None = None
+    for t in ended:
+        if t.succeeded:
+            count = 0
+        elif t.failed:
+            count, newest = count + 1, t
+        through = max(through, t.finished_at or through)
+    paused = was_paused
+    if not was_paused and count >= limit:
+        paused = True
+        what = f", the newest {newest.name}" if newest is not None else ""
+        conditions = set_condition(
+            conditions, PAUSED, True, CONSECUTIVE_FAILURES,
+            f"{count} Tasks in a row ended Failed or DeadLettered{what} (pauseAfterFailures {limit}): no fires "
+            f"until the spec changes (cronoq schedule resume {meta.name})", now, meta.generation)
+    return Failing(dict(consecutive_failures=count, failures_counted_through=through), tuple(conditions), paused)
 
 
 def rejected(schedule: TaskSchedule, decision: Decision, message: str, now: datetime) -> TaskScheduleStatus:

@@ -14,6 +14,8 @@ from cronoq.kube.writes import JSON_PATCH, Rejected, Writer, api_message, custom
 
 
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
+_FAILED = {"Failed", "DeadLettered"}
+"""The ends a schedule's pauseAfterFailures counts."""
 
 
 def controller_of(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -39,7 +41,7 @@ def fired(raw: dict[str, Any]) -> tuple[str, Fired] | None:
     finished_at = status.get("finishedAt")
     return schedule, Fired(
         name=meta["name"], fire_time=EPOCH + timedelta(seconds=int(at)), manual=labels.get(TRIGGER) == "manual",
-        finished=phase in _TERMINAL, succeeded=phase == "Succeeded",
+        finished=phase in _TERMINAL, succeeded=phase == "Succeeded", failed=phase in _FAILED,
         finished_at=datetime.fromisoformat(finished_at.replace("Z", "+00:00")) if finished_at else None,
         cancelling=bool((raw.get("spec") or {}).get("cancel")), owner_uid=owner.get("uid"), uid=meta.get("uid"))
 
