@@ -2,7 +2,8 @@
 
 `trigger` is one fire of a schedule now, as its own Task (also reachable as `cronoq trigger`,
 its older spelling). Suspending sets `spec.suspend`: no fires, and the times that pass while
-suspended are not caught up on when it resumes.
+suspended are not caught up on when it resumes. Resuming also resumes a schedule that
+pauseAfterFailures paused (any edit of the spec does).
 """
 from __future__ import annotations
 
@@ -72,6 +73,17 @@ def _row(schedule: TaskSchedule, namespaces: bool) -> list[Text]:
     return [render.cell(schedule.metadata.namespace or ""), *cells] if namespaces else cells
 
 
+def _resume_paused(client: Client, name: str) -> None:
+    """Resume a schedule pauseAfterFailures paused though spec.suspend is false: the pause lasts
+    until the spec changes, so suspend and resume it (two edits; no fire happens in between)."""
+    from cronoq.engine.schedule import PAUSED
+
+    schedule = client.schedule(name)
+    conditions = schedule.status.conditions if schedule.status else ()
+    if not schedule.spec.suspend and any(c.type == PAUSED and c.status.value == "True" for c in conditions):
+        client.suspend(name, True)
+
+
 def suspend(args: argparse.Namespace, client: Client) -> int:
     for name in args.names:
         client.suspend(name, True)
@@ -81,6 +93,7 @@ def suspend(args: argparse.Namespace, client: Client) -> int:
 
 def resume(args: argparse.Namespace, client: Client) -> int:
     for name in args.names:
+        _resume_paused(client, name)
         client.suspend(name, False)
         print(f"{RESOURCE}/{name} resumed")
     return EXIT_OK
