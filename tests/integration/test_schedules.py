@@ -319,3 +319,67 @@ def test_kubectl_get_shows_the_columns(cq, kubectl):
     assert header.split() == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "FIRE", "NEXT", "FIRE", "AGE"]
     assert row.split()[:5] == ["cols", "every", "1h", "UTC", "false"]
     assert "taskschedule.cronoq.io/cols" in kubectl("get", "cronoq", "-o", "name", namespace=cq.namespace).stdout
+
+
+# --------------------------------------------------------------------------- catching up (issue 54, item 4)
+
+def test_catch_up_window_runs_the_fires_missed_in_downtime_oldest_first(own):
+    """every: 2s with catchupWindow 40s, the operator down for 35s (and up to 15s more while the
+    new process waits out the dead one's leader Lease, 50s in all): the fires of the last 40s
+    before it decides all run, oldest first, most of them fire times of the downtime itself; the
+    older ones are counted as missed; none runs twice."""
+    own.pool()
+    own.operator.start()
+    sc = Schedules(own)
+    sc.create("catchup", every="2s", catchupWindow="40s", successfulTasksHistoryLimit=200, plays=FAST)
+    wait_until(lambda: sc.fires("catchup"), timeout=30, what="a fire")
+    own.operator.kill(signal.SIGKILL)
+    before = sc.fires("catchup")[-1][0]
+    time.sleep(35)  # the point of the test: fire times pass while no operator runs
+    restarted = int(time.time())
+    own.operator.start()
+
+    wait_until(lambda: sc.fires("catchup")[-1][0] > restarted + 10, timeout=60, what="fires again")
+    tasks = sc.tasks("catchup")  # one listing for all that follows (the schedule keeps firing)
+    fires = sorted((int(t["metadata"]["labels"][FIRE_TIME_LABEL]), t["metadata"]["name"]) for t in tasks)
+    times = [t for t, _ in fires]
+    first = next(t for t in times if t > before)
+    status = wait_until(lambda: (s := sc.status("catchup")).get("missedFires") and s, timeout=10, what="counted")
+
+    caught_up = [t for t in times if first <= t <= restarted]
+    assert len(caught_up) >= 4, (before, restarted, times)  # fire times of the downtime itself, not only the latest
+    assert contiguous([t for t in times if t >= first], 2), times
+    assert status["missedFires"] == (first - before) // 2 - 1 >= 1, (before, first, status)
+    assert len(tasks) == len(times) == len(set(times)), "a fire made more than one Task"
+    created = {t["metadata"]["name"]: t["metadata"]["creationTimestamp"] for t in tasks}
+    order = [created[name] for t, name in fires if t >= first]
+    assert order == sorted(order), "the missed fires did not run oldest first"
+
+
+def test_pause_after_failures_in_a_row_with_a_condition_and_resume(cq, kubeconfig):
+    cq.pool()
+    sc = Schedules(cq)
+    sc.create("flaky", every="2s", pauseAfterFailures=2, concurrencyPolicy="Forbid", failedTasksHistoryLimit=20,
+              task={"retry": {"maxAttempts": 1}}, plays={"outcome": "Fail", "delay": "100ms"})
+
+    def paused():
+        status = sc.status("flaky")
+        conditions = {c["type"]: c for c in status.get("conditions", [])}
+        pause = conditions.get("Paused")
+        return (status, conditions) if pause and pause["status"] == "True" else None
+
+    status, conditions = wait_until(paused, timeout=60, what="the Paused condition")
+    assert conditions["Paused"]["reason"] == "ConsecutiveFailures" and "flaky-" in conditions["Paused"]["message"]
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "PausedAfterFailures")
+    assert status["consecutiveFailures"] >= 2 and "nextFireTime" not in status
+    count = len(sc.fires("flaky"))
+    time.sleep(5)  # the point of the test: fire times pass while paused
+    assert len(sc.fires("flaky")) == count
+
+    result = subprocess.run([sys.executable, "-m", "cronoq", "schedule", "resume", "flaky", "-n", cq.namespace],
+                            env={**os.environ, "KUBECONFIG": kubeconfig}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    resumed = wait_until(lambda: (s := sc.status("flaky")) and {c["type"]: c for c in s.get("conditions", [])}
+                         ["Paused"]["reason"] == "Resumed" and s, timeout=30, what="resumed")
+    assert resumed["consecutiveFailures"] == 0 or len(sc.fires("flaky")) > count
+    wait_until(lambda: len(sc.fires("flaky")) > count, timeout=30, what="fires again after resume")
