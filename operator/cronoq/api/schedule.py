@@ -157,8 +157,9 @@ class TaskScheduleSpec(Model):
     it is skipped and counted in status.skippedFires. Unset: no limit."""
     starting_deadline: StartingDeadline | None = None
     """A fire the operator notices later than this after its time is missed, not run (1s to
-    8760h). Unset: a late fire always runs. After downtime at most one missed fire runs (the
-    latest, if within the deadline); the others are counted in status.missedFires."""
+    8760h). Unset: a late fire always runs. Without catchupWindow, after downtime at most one
+    missed fire runs (the latest, if within the deadline); the others are counted in
+    status.missedFires."""
     catchup_window: CatchupWindow | None = None
     """Fires missed while the operator was down (or late) that still run, oldest first, one after
     another within concurrencyPolicy: each fire no older than this (1s to 8760h). Older ones are
