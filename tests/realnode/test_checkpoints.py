@@ -90,7 +90,7 @@ def test_a_task_killed_halfway_resumes_from_its_checkpoint_and_a_stale_one_is_ig
                                  "attempt 1's checkpoint past item 8 recorded", timeout=180)
         assert halfway["checkpoint"]["attempt"] == 1
         (pod,) = rq.core.list_namespaced_pod(rq.namespace, label_selector=f"cronoq.io/task={TASK},cronoq.io/attempt=1").items
-        # Without grace, as a lost node's pods go: the SDK (pid 1, which no SIGTERM stops) is killed.
+        # Without grace, as a lost node's pods go: killed at once, no SIGTERM first.
         kubectl("delete", "pod", pod.metadata.name, "--grace-period=0", "--force", namespace=rq.namespace)
 
         second = rq.wait_status(TASK, lambda s: s.get("attempt") == 2 and len(s.get("attempts") or []) == 2

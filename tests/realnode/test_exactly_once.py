@@ -245,7 +245,7 @@ def delete_pods(rq, kubectl, dsn: str, victims: dict[str, str], deadline: float)
             job, uid = status["attempts"][0].get("job"), tasks[name]["metadata"]["uid"]
             wrote = (uid, 1) in done
             if job in pods and wrote == (when == "after"):
-                # One second of grace: Python as the container's PID 1 ignores SIGTERM, so the kill is SIGKILL.
+                # One second of grace: the SDK stops the handler on SIGTERM; one that ignores it is killed then.
                 kubectl("delete", "pod", pods[job].metadata.name, "--grace-period=1", "--wait=false",
                         namespace=rq.namespace)
                 deleted += 1

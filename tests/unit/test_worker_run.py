@@ -237,3 +237,28 @@ def test_task_decorator_runs_the_handler_of_the_main_module(log: Path) -> None:
 def test_exit_codes_are_exported() -> None:
     assert (cronoq.worker.EXIT_SUCCESS, cronoq.worker.EXIT_RETRYABLE, cronoq.worker.EXIT_PERMANENT,
             cronoq.worker.EXIT_LEASE_LOST) == (0, 1, 2, 3)
+
+
+def test_sigterm_stops_the_handler_its_finally_runs_and_the_attempt_says_so(log: Path) -> None:
+    """A deleted pod's container gets SIGTERM; as PID 1 it would ignore it (no handler) and run on
+    until SIGKILL. The SDK turns it into an exception the handler's `except Exception` lets through."""
+    program = (
+        "import sys, time\n"
+        "from cronoq.worker import run\n"
+        "def handler(ctx):\n"
+        "    try:\n"
+        "        try:\n"
+        "            print('started', flush=True)\n"
+        "            time.sleep(60)\n"
+        "        except Exception:\n"
+        "            print('swallowed', flush=True)\n"
+        "    finally:\n"
+        "        print('cleaned up', flush=True)\n"
+        "run(handler)\n")
+    proc = subprocess.Popen([sys.executable, "-c", program], env=environ(log), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    proc.terminate()
+    assert proc.wait(timeout=20) == 1
+    assert proc.stdout.read() == "cleaned up\n"
+    ended = message(log)
+    assert ended["outcome"] == "retryable" and "SIGTERM" in ended["message"]

@@ -12,7 +12,8 @@
 
 `run()` renews the attempt's heartbeat Lease every TTL/3 on a background thread, calls the
 handler, writes the structured termination message and exits: 0 success, 1 retryable
-(`Retryable` or any other exception), 2 permanent (`Permanent`), 3 lease lost (self-fenced).
+(`Retryable` or any other exception; SIGTERM interrupts the handler with `Terminated`), 2
+permanent (`Permanent`), 3 lease lost (self-fenced).
 `@cronoq.worker.task` does the same for a handler defined last in the program's main module.
 
 `ctx.checkpoint(data)` saves progress (JSON, at most 4096 bytes) that the task's next attempt starts
@@ -24,9 +25,9 @@ serves a pool with `delivery: Workers`, with no pod per attempt (worker/serve.py
 from cronoq.worker.errors import Permanent, Retryable
 from cronoq.pod_protocol.checkpoint import CheckpointTooLarge
 from cronoq.pod_protocol.report import EXIT_LEASE_LOST, EXIT_PERMANENT, EXIT_RETRYABLE, EXIT_SUCCESS
-from cronoq.worker.runner import Context, run, task
+from cronoq.worker.runner import Context, Terminated, run, task
 from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.serve import serve
 
-__all__ = ["CheckpointTooLarge", "Context", "Input", "Permanent", "Retryable", "run", "serve", "task",
-           "EXIT_SUCCESS", "EXIT_RETRYABLE", "EXIT_PERMANENT", "EXIT_LEASE_LOST"]
+__all__ = ["CheckpointTooLarge", "Context", "Input", "Permanent", "Retryable", "Terminated", "run", "serve",
+           "task", "EXIT_SUCCESS", "EXIT_RETRYABLE", "EXIT_PERMANENT", "EXIT_LEASE_LOST"]

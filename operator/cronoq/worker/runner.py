@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import signal
 import sys
 import threading
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NoReturn, TypeVar
+from typing import Any, Callable, Iterator, Mapping, NoReturn, TypeVar
 
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol import report
@@ -93,7 +95,9 @@ def run(handler: Callable[[Context], Any], *, environ: Mapping[str, str] | None 
       unusable);
     - its lease is lost (another attempt holds it, it was deleted, or it could not be renewed
       for a whole TTL): the handler is stopped where it is, the message says the lease was
-      lost (retryable), exit 3.
+      lost (retryable), exit 3;
+    - SIGTERM arrives (its pod is being deleted): `Terminated` is raised in the handler, whose
+      `finally` blocks run; retryable, exit 1 (unless the program set a SIGTERM handler itself).
 
     The handler may be a coroutine function. `environ` defaults to `os.environ`. A handler that
     calls `sys.exit(n)` itself bypasses all this: no message is written, and the operator
@@ -149,7 +153,11 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
                       lease_ttl=env.lease_ttl, inputs=env.inputs, checkpoint_data=env.checkpoint, _keeper=keeper,
                       _checkpoints=checkpoints)
-    result = (judge or outcome)(handler, context)
+    with _stopped_by_sigterm():
+        try:
+            result = (judge or outcome)(handler, context)
+        except Terminated:  # the handler's or the push runner's (judge)
+            result = Report(report.RETRYABLE, "terminated: SIGTERM (the pod is being deleted)")
     if keeper is not None and checkpoints is not None and result.outcome != report.SUCCESS \
             and checkpoints.newest() not in (None, lease.carried):
         keeper.renew_now()  # a failed attempt's newest checkpoint goes before it ends, for the retry
@@ -177,6 +185,33 @@ def outcome(handler: Callable[[Context], Any], context: Context) -> Report:
     except Exception as err:
         traceback.print_exc()  # the operator keeps only the message; the log keeps the rest
         return Report(report.RETRYABLE, _describe(err))
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while the handler ran (its pod is being deleted: a timeout, a cancel, an
+    eviction). Not an Exception, so a handler's `except Exception` lets it through, while its
+    `finally` blocks and context managers still run."""
+
+
+@contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM raises Terminated in the handler while it runs. A container's PID 1 ignores every
+    signal it has no handler for, so without one a deleted pod's handler ran on until the grace
+    period ended in SIGKILL. A handler the program installed itself is left alone, and so is a
+    handler run off the main thread (only the main thread may set one)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 async def _awaited(value: Any) -> Any:
