@@ -97,9 +97,11 @@ class Prometheus:
 
 
 def documented_metrics() -> dict[str, tuple[str, set[str]]]:
-    """The metrics reference's table (docs/reference/metrics.md): name -> (type, labels)."""
+    """The metrics reference's first table, the operator's (docs/reference/metrics.md): name ->
+    (type, labels). The page's later table is cronoq.fencing's, counted in the user's own process."""
     doc = chart.REPO / "docs" / "reference" / "metrics.md"
-    rows = re.findall(r"^\| `(cronoq_\w+)` \| (\w+) \|([^|]*)\|", doc.read_text(), re.M)
+    table = doc.read_text().split("\n\n| Metric |")[1].split("\n\n")[0]
+    rows = re.findall(r"^\| `(cronoq_\w+)` \| (\w+) \|([^|]*)\|", table, re.M)
     return {name: (kind, {label.split()[0] for label in labels.replace("`", "").split(",") if label.strip()})
             for name, kind, labels in rows}
 
