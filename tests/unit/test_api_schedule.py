@@ -45,3 +45,18 @@ def test_printer_columns_and_names():
     assert columns == ["SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST FIRE", "NEXT FIRE", "AGE"]
     assert crd["spec"]["names"]["categories"] == ["cronoq"]
     assert crd["metadata"]["name"] == "taskschedules.cronoq.io"
+
+
+def test_cronoq_schedule_list_says_paused_when_pause_after_failures_stopped_the_fires():
+    from cronoq.cli.schedules import _row
+
+    def suspend_column(**fields):
+        schedule = TaskSchedule.model_validate({**body(every="1m", pauseAfterFailures=3), **fields})
+        return _row(schedule, namespaces=False)[2].plain
+
+    paused = {"conditions": [{"type": "Paused", "status": "True", "reason": "ConsecutiveFailures",
+                              "message": "3 Tasks in a row failed", "lastTransitionTime": "2026-12-07T12:00:00Z"}]}
+    assert suspend_column() == "false"
+    assert suspend_column(status=paused) == "paused"
+    resumed = {"conditions": [{**paused["conditions"][0], "status": "False", "reason": "Resumed"}]}
+    assert suspend_column(status=resumed) == "false"

@@ -65,7 +65,7 @@ def _row(schedule: TaskSchedule, namespaces: bool) -> list[Text]:
     spec, s = schedule.spec, schedule.status
     when = (s.schedule if s and s.schedule else None) or spec.schedule or "-"
     cells = [render.cell(schedule.metadata.name or ""), render.cell(when),
-             render.cell("true" if spec.suspend else "false", style="yellow" if spec.suspend else ""),
+             _suspend_cell(schedule),
              render.cell(s.active if s else 0),
              render.cell(render.age(s.last_fire_time) if s and s.last_fire_time else "-"),
              render.cell(s.next_fire_time.isoformat() if s and s.next_fire_time else "-"),
@@ -73,14 +73,26 @@ def _row(schedule: TaskSchedule, namespaces: bool) -> list[Text]:
     return [render.cell(schedule.metadata.namespace or ""), *cells] if namespaces else cells
 
 
+def _suspend_cell(schedule: TaskSchedule) -> Text:
+    """`true`, `false`, or `paused` when pauseAfterFailures stopped the fires though spec.suspend
+    is false (`cronoq schedule resume` resumes it): `false` there would say it fires."""
+    if schedule.spec.suspend:
+        return render.cell("true", style="yellow")
+    return render.cell("paused", style="yellow") if _paused(schedule) else render.cell("false")
+
+
+def _paused(schedule: TaskSchedule) -> bool:
+    from cronoq.engine.schedule import PAUSED
+
+    conditions = schedule.status.conditions if schedule.status else ()
+    return any(c.type == PAUSED and c.status.value == "True" for c in conditions)
+
+
 def _resume_paused(client: Client, name: str) -> None:
     """Resume a schedule pauseAfterFailures paused though spec.suspend is false: the pause lasts
     until the spec changes, so suspend and resume it (two edits; no fire happens in between)."""
-    from cronoq.engine.schedule import PAUSED
-
     schedule = client.schedule(name)
-    conditions = schedule.status.conditions if schedule.status else ()
-    if not schedule.spec.suspend and any(c.type == PAUSED and c.status.value == "True" for c in conditions):
+    if not schedule.spec.suspend and _paused(schedule):
         client.suspend(name, True)
 
 
