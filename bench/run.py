@@ -84,6 +84,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--deep-size", type=int, default=100_000, help="queued tasks of the deep scenario (--only deep)")
     p.add_argument("--deep-drain-seconds", type=float, default=None,
                    help="measure the deep queue's drain over this long only (default: until it is empty)")
+    p.add_argument("--task-shape", choices=("small", "deep"), default="small",
+                   help="the cronoq bursts' Tasks: small, or the deep scenario's (~2.9 KiB of spec)")
     p.add_argument("--creators", type=int, default=DEFAULT_CREATORS, help="concurrent create requests")
     p.add_argument("--pull-sweep", default="8,32", metavar="W,W,...",
                    help="pull workers at several fleet sizes of one total capacity (--pull-capacity), at the "
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         # per-task cost alone; the failover scenario turns it on.
         ctx = Context(cluster=cluster, work=work, source=source, creators=args.creators,
                       operator_args=("--no-leader-election",), leader_lease=("cronoq-leader", LEASE),
-                      profile=args.profile)
+                      profile=args.profile, task_shape=args.task_shape)
         kept: list[str] = []
         largest = args.sizes[-1]
         bins = Peers.install(ctx, {"kueue" if "kueue-backlog" in args.only else "", *args.only} & {"kueue", "argo"})

@@ -38,12 +38,26 @@ class Context:
     """Leader-election Leases: their renewals cost per second, so they are counted apart."""
     profile: bool = False
     operator_module: str = "cronoq"
+    task_shape: str = "small"
+    """The cronoq bursts' Tasks: `small` (an image and kwok's annotations) or `deep` (the deep
+    scenario's ~2.9 KiB of spec, bench/deep.py), to compare a drain with a burst of its own tasks."""
     """`python -m` of the operator: bench.kopf_watch runs it with kopf's watches (bench/kopf_ab.py)."""
 
     def replica(self, namespace: str, name: str = "cronoq-bench-0", extra: tuple[str, ...] = ()) -> Replica:
         return Replica(kubeconfig=str(self.cluster.operator_kubeconfig), namespaces=(namespace,),
                        log_path=self.work / f"operator-{namespace}-{name}.log", source=self.source,
                        extra_args=(*self.operator_args, *extra), pod_name=name, module=self.operator_module)
+
+
+def shaped(shape: str, name: str, i: int) -> dict[str, Any]:
+    """A burst's Task `name` (the `i`th), of `shape` (Context.task_shape), in the burst's pool."""
+    if shape == "small":
+        return workload.task(name, POOL)
+    from bench.deep import realistic_task  # bench.deep imports this module
+
+    task = realistic_task(name, i)
+    task["spec"]["pool"] = POOL
+    return task
 
 
 def throughput(n: int, first_sent: float, finished: list[float]) -> float | None:
@@ -83,7 +97,7 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-tasks-{label}-{n}")
     api.create(pools_path(ns), workload.pool(POOL, 10_000, **pool_spec))
-    tasks = [workload.task(name, POOL) for name in workload.names("t", n)]
+    tasks = [shaped(ctx.task_shape, name, i) for i, name in enumerate(workload.names("t", n))]
     operator = ctx.replica(ns, extra=operator_args).start()
     wait_until(operator.leading, timeout=60)  # listed (an empty namespace): its start is not the burst's cost
     audit = AuditLog(ctx.cluster.audit_log)

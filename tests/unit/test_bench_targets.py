@@ -60,3 +60,14 @@ def test_the_pull_sweep_is_a_row_per_fleet_size_in_the_pull_table():
     table = "\n".join(report._pull(run))
     assert "| 1000 | bare Jobs |" in table
     assert "| 1000 | cronoq, Workers, 2 × 64 | 76.2 |" in table and "| 1000 | cronoq, Workers, 32 × 4 | 75.8 |" in table
+
+
+def test_a_burst_of_the_deep_scenarios_tasks_is_theirs_in_the_bursts_pool():
+    """--task-shape deep: a drain is compared with a burst of its own tasks, not of small ones."""
+    from bench.deep import realistic_task
+    from bench.throughput import POOL, shaped
+
+    small, deep = shaped("small", "t-7", 7), shaped("deep", "t-7", 7)
+    assert small["spec"]["pool"] == deep["spec"]["pool"] == POOL
+    assert deep["spec"]["env"] == realistic_task("t-7", 7)["spec"]["env"] and "env" not in small["spec"]
+    assert deep["spec"]["podMetadata"] == small["spec"]["podMetadata"]  # kwok plays both alike
