@@ -70,15 +70,22 @@ def test_catch_up_after_a_crash_records_a_fire_whose_task_exists_and_goes_on():
     assert created == [T0 + 20 * S] and s.status.handled_through == T0 + 20 * S
 
 
-def test_buffer_one_starts_the_newest_waiting_fire_when_the_running_one_ends():
-    s = make(every="10s", concurrencyPolicy="BufferOne")
+def first_fire_running(policy: str, waits: tuple[int, ...]):
+    """A schedule every 10s with `policy`: its first fire (10 s) is created and still runs while
+    the fire times `waits` (seconds) pass, none of which creates a Task; (schedule, tasks)."""
+    s = make(every="10s", concurrencyPolicy=policy)
     s = after(s, decide(s, [], T0))
     created, s, tasks, _ = run(s, [], T0 + 10 * S)
     assert created == [T0 + 10 * S]
-    for now in (20, 30, 40):  # the first fire still runs: the newest waiting fire waits
+    for now in waits:
         d = decide(s, tasks, T0 + now * S)
         assert d.create is None
         s = after(s, d)
+    return s, tasks
+
+
+def test_buffer_one_starts_the_newest_waiting_fire_when_the_running_one_ends():
+    s, tasks = first_fire_running("BufferOne", (20, 30, 40))  # the newest waiting fire waits
     assert s.status.skipped_fires == 2 and s.status.handled_through == T0 + 30 * S
     tasks = done(tasks, task_name("s", T0 + 10 * S), T0 + 42 * S)
     created, s, _, _ = run(s, tasks, T0 + 42 * S)
@@ -86,11 +93,7 @@ def test_buffer_one_starts_the_newest_waiting_fire_when_the_running_one_ends():
 
 
 def test_buffer_all_starts_every_waiting_fire_oldest_first_one_at_a_time():
-    s = make(every="10s", concurrencyPolicy="BufferAll")
-    s = after(s, decide(s, [], T0))
-    created, s, tasks, _ = run(s, [], T0 + 10 * S)
-    for now in (20, 30):
-        s = after(s, decide(s, tasks, T0 + now * S))
+    s, tasks = first_fire_running("BufferAll", (20, 30))
     assert s.status.handled_through == T0 + 10 * S and s.status.skipped_fires == 0
     fires = [T0 + 10 * S]
     for end in (33, 36):  # each ends; the oldest waiting fire starts
