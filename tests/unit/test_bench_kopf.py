@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-
 from bench import kopf_ab
 
 
