@@ -325,17 +325,15 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
     failing = _failures(schedule, tasks, now)
     base.update(failing.fields)
     old_conds = old.model_copy(update=dict(conditions=failing.conditions))
-    if spec.suspend:
+    # Suspended or paused: no fires, no next fire time; only the Ready condition says which.
+    stopped = ((True, SUSPENDED, "suspended: no fires until spec.suspend is false") if spec.suspend else
+               (False, PAUSED_AFTER_FAILURES, "paused after failures in a row: no fires until the spec changes")
+               if failing.paused else None)
+    if stopped is not None:
+        ready, reason, message = stopped
         status = old.model_copy(update=dict(
             **base, next_fire_time=None, last_fire_time=last_fire, handled_through=handled,
-            conditions=_ready(old_conds, now, generation, True, SUSPENDED,
-                              "suspended: no fires until spec.suspend is false")))
-        return Decision(status=_changed(old, status), delete=prune)
-    if failing.paused:
-        status = old.model_copy(update=dict(
-            **base, next_fire_time=None, last_fire_time=last_fire, handled_through=handled,
-            conditions=_ready(old_conds, now, generation, False, PAUSED_AFTER_FAILURES,
-                              "paused after failures in a row: no fires until the spec changes")))
+            conditions=_ready(old_conds, now, generation, ready, reason, message)))
         return Decision(status=_changed(old, status), delete=prune)
 
     missed = skipped = 0
