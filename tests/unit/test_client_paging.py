@@ -256,6 +256,20 @@ def test_describe_works_out_the_place_page_by_page_but_reads_no_queue_past_the_l
     assert cli_tasks._why_queued(me, c, place_anyway=True).startswith("4th of 5")
 
 
+def test_describe_past_the_limit_reads_the_place_between_the_pools_queue_marks_and_lists_nothing() -> None:
+    queued = [task(f"t{i}", "Queued", minute=i) for i in range(5)]
+    marked = pool(cli_tasks.PLACE_LIMIT + 1)
+    marked["status"]["queueMarks"] = {"takenAt": "2026-01-01T00:00:00Z", "waiting": cli_tasks.PLACE_LIMIT + 1, "marks": [
+        {"place": 1, "name": "t0", "submittedAt": queued[0]["status"]["submittedAt"]},
+        {"place": 1000, "name": "t4", "submittedAt": queued[4]["status"]["submittedAt"]},
+        {"place": cli_tasks.PLACE_LIMIT + 1, "name": "zz", "submittedAt": "2030-01-01T00:00:00Z"}]}
+    api = FakeApi(queued, {"default": marked})
+    c = client_of(api)
+    said = cli_tasks._why_queued(c.get("t3"), c)
+    assert said.startswith("between the 2nd and the 999th of 2,001 in pool default's queue (as of 00:00:00Z")
+    assert "--place" in said and api.lists() == []
+
+
 def test_tree_reads_the_tasks_it_shows_and_no_others(capsys) -> None:
     api = FakeApi([task("root", dependsOn=[{"task": "left"}, {"task": "right"}]),
                    task("left", dependsOn=[{"task": "base"}]), task("right", dependsOn=[{"task": "base"}]),

@@ -222,3 +222,26 @@ def test_a_task_wanted_again_keeps_its_groups_turn() -> None:
     queue.put(Candidate.of("ns", "a1", 0, at(1), "a"))
     queue.put(Candidate.of("ns", "n0", 0, at(5)))  # wanted again, unchanged
     assert queue.pop().name == "n0"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["put", "put", "put", "discard", "pop"]), st.integers(0, 12),
+                          st.integers(-2, 2), st.integers(0, 5), st.sampled_from(["", "a", "b", "c"])),
+                max_size=120))
+def test_in_order_is_the_order_the_queue_pops_and_takes_nothing(steps) -> None:
+    """The pool's queue marks (`marks`) come from `in_order`: the pops' order, with groups' turns
+    already played, and the queue left as it was."""
+    queue = Queue()
+    for op, n, priority, when, group in steps:
+        key = ("ns", f"t{n}")
+        if op == "put":
+            queue.put(Candidate.of(*key, priority, at(when), group))
+        elif op == "discard":
+            queue.discard(key)
+        else:
+            queue.pop()
+    foreseen = list(queue.in_order())
+    assert len(foreseen) == len(queue)
+    popped = []
+    while (candidate := queue.pop()) is not None:
+        popped.append(candidate)
+    assert foreseen == popped

@@ -11,6 +11,7 @@ import pytest
 
 from cronoq.api import Task, TaskPool, TaskPoolSpec
 from cronoq.engine import reasons
+from cronoq.engine.admission import Queue, marks
 from cronoq.engine.attempts import reconcile, waiting
 from cronoq.engine.attempts.waiting import Held
 
@@ -167,7 +168,44 @@ def test_a_queued_task_of_a_group_counts_its_place_in_the_groups_rotation() -> N
     assert str(waiting.place(tasks[2], tasks)) == "4th of 6 in pool p's queue (ahead: a0, b0, a1)"
 
 
-@pytest.mark.parametrize("n, said", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"),
+@pytest.mark.parametrize("seed", range(25))
+def test_a_queued_task_lies_between_the_marks_of_its_pools_queue(seed: int) -> None:
+    """Past 2,000 waiting, `describe` reads no other task: the operator's marks of its queue (every
+    so many tasks in admission order, groups' turns played) bound a task's place, and name it
+    exactly for a marked task. Checked against the order the queue pops."""
+    rng = random.Random(seed)
+    queue = Queue()
+    tasks = {}
+    for i in range(rng.randint(1, 300)):
+        task = _queued(f"t{i}", rng.randint(0, 60), priority=rng.choice([0, 0, 0, 5]),
+                       group=rng.choice([None, "acme", "bolt", "bolt"]))
+        tasks[task.metadata.name] = task
+        queue.put(waiting._candidate(task))
+    queue_marks = marks(queue, T0, most=rng.randint(2, 12))
+    assert queue_marks.marks[0].place == 1 and queue_marks.marks[-1].place == len(tasks)
+    order = [c.name for c in queue.in_order()]
+    for number, name in enumerate(order, start=1):
+        found = waiting.between(tasks[name], queue_marks)
+        assert found.first <= number <= found.last, (name, number, found)
+        if any(m.name == name for m in queue_marks.marks):
+            assert found.first == found.last == number
+
+
+def test_a_place_between_marks_says_how_far_apart_they_are_and_when_they_were_taken() -> None:
+    queue = Queue()
+    tasks = [_queued(f"t{i}", i) for i in range(10)]
+    for task in tasks:
+        queue.put(waiting._candidate(task))
+    queue_marks = marks(queue, T0, most=4)  # t0, t3, t6, t9
+    assert [m.name for m in queue_marks.marks] == ["t0", "t3", "t6", "t9"]
+    assert str(waiting.between(tasks[4], queue_marks)) == (
+        "between the 5th and the 6th of 10 in pool p's queue (as of 12:00:00Z, from the pool's queue marks)")
+    assert str(waiting.between(tasks[6], queue_marks)).startswith("7th of 10 in pool p's queue")
+    newcomer = _queued("new", 99)
+    assert str(waiting.between(newcomer, queue_marks)).startswith("11th of 11"), "came after the marks: after them"
+
+
+@pytest.mark.parametrize("n, said", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (3401, "3,401st"),
                                      (13, "13th"), (21, "21st"), (102, "102nd"), (111, "111th")])
 def test_ordinals(n: int, said: str) -> None:
     assert waiting.ordinal(n) == said

@@ -10,7 +10,9 @@ from cronoq.api.model import snake_case
 from cronoq.api.pod import EnvVar, PodMetadata, PodSettings, Resources, Toleration
 from cronoq.api.retry import Jitter, RetryOverride, RetryPolicy, RetryRule, RuleAction
 from cronoq.api.durations import DurationError
-from cronoq.api.pool import PhaseCounts, PoolTemplate, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus
+from cronoq.api.pool import (
+    PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
+)
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
     TERMINAL_PHASES, Attempt, AttemptOutcome, AttemptTrigger, Checkpoint, Dependency, Edge, PodTemplate, Task, TaskPhase,
@@ -21,7 +23,7 @@ __all__ = [
     "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Checkpoint", "Condition",
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
     "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts",
-    "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "RateLimit", "Resources", "RetryOverride",
+    "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "QueueMark", "QueueMarks", "RateLimit", "Resources", "RetryOverride",
     "RetryPolicy", "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",

@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from cronoq.api.http import HTTPRequest
 from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
-from cronoq.api.model import Model, Timeout, rule, validations
+from cronoq.api.model import LabelValue, Model, ObjectName, Timeout, Timestamp, rule, validations
 from cronoq.api.pod import PodSettings
 from cronoq.api.retry import RetryPolicy
 from cronoq.api.admission import Admission
@@ -207,6 +207,36 @@ class PhaseCounts(Model):
     """Tasks skipped because a dependency edge could no longer hold."""
 
 
+class QueueMark(Model):
+    """One waiting task of the pool at its place in the admission order."""
+
+    place: int = Field(ge=1, le=10**9)
+    """1 for the next to be admitted."""
+    name: ObjectName
+    """The Task's name."""
+    priority: int = Field(0, ge=-1_000_000, le=1_000_000)
+    """Its spec.priority then."""
+    submitted_at: Timestamp
+    """Its status.submittedAt then."""
+    group: LabelValue | None = None
+    """Its fairness group (spec.group), if it names one."""
+
+
+QUEUE_MARKS_MOST: Final = 100
+
+
+class QueueMarks(Model):
+    """Every so many of the pool's waiting tasks in admission order, as the operator saw them: with
+    these `cronoq describe` places a queued task between two marks, without listing the pool."""
+
+    taken_at: Timestamp
+    """When the operator read its queue."""
+    waiting: Count = 0
+    """How many tasks waited for a slot then (the last mark's place)."""
+    marks: tuple[QueueMark, ...] = Field((), max_length=QUEUE_MARKS_MOST)
+    """The first, the last, and evenly spaced ones between (at most 100)."""
+
+
 class TaskPoolStatus(Model):
     """What the operator observed of the pool; written by the leader only."""
 
@@ -216,6 +246,9 @@ class TaskPoolStatus(Model):
     """Attempts running now."""
     queued: Count = 0
     """Tasks waiting for a slot."""
+    queue_marks: QueueMarks | None = None
+    """While more than 2,000 tasks wait: marks of the admission order, taken at most once a minute
+    (`cronoq describe` reads a queued task's place between two of them)."""
     conditions: Conditions = ()
     """Conditions, following Kubernetes API conventions."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)

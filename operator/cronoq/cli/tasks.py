@@ -25,6 +25,7 @@ from cronoq.client import (
 )
 from cronoq.client.client import PAGE, RETRYABLE_PHASES, Pages, check_manifest
 from cronoq.engine import delay
+from cronoq.engine.admission import MARKS_FROM
 from cronoq.engine.attempts import waiting
 from cronoq.pod_protocol.inputs import plain
 
@@ -135,8 +136,8 @@ def _add_reading(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
     d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
     d.add_argument("name", metavar="NAME")
     d.add_argument("--place", action="store_true",
-                   help=f"a queued task's place in its pool's queue even past {PLACE_LIMIT:,} queued (reads every "
-                        "queued task of the pool, page by page)")
+                   help=f"a queued task's exact place in its pool's queue past {PLACE_LIMIT:,} queued (reads every "
+                        "queued task of the pool, page by page; without it, the place between the pool's queue marks)")
     add_chunk_size(d)
 
     lg = sub.add_parser("logs", parents=[common], help="the log of a task's attempt (default: the newest)")
@@ -831,15 +832,17 @@ def _not_before(start: datetime, attempt: int) -> str:
     return text
 
 
-PLACE_LIMIT = 2_000
-"""Past this many queued tasks in its pool (the pool's status says how many), `describe` does not
-work out a task's place unless asked (`--place`): that reads every queued task of the pool."""
+PLACE_LIMIT = MARKS_FROM
+"""Past this many queued tasks in its pool (the pool's status says how many), `describe` reads the
+task's place between the marks of the pool's queue the operator keeps in its status, unless asked
+to work it out exactly (`--place`): that reads every queued task of the pool."""
 
 
 def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
     """Why a queued task has no slot, and where it stands (`engine.attempts.waiting` words both):
-    read from its pool (a GET) and, while the pool's status counts at most PLACE_LIMIT queued
-    tasks (or when asked), the pool's queued tasks (a LIST by the selectable fields spec.pool and
+    read from its pool (a GET; past PLACE_LIMIT queued, the place between its status's queue
+    marks) and, while the pool's status counts at most PLACE_LIMIT queued tasks (or when asked),
+    the pool's queued tasks (a LIST by the selectable fields spec.pool and
     status.phase, page by page; what is kept of each is its place in the order, not the Task);
     the running tasks of the pool only when its groupConcurrency decides. No write."""
     name = task.spec.pool
@@ -847,9 +850,12 @@ def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
     if pool is None:
         return waiting.described(waiting.of_task(task, None), "", datetime.now(timezone.utc))
     counted = pool.status.queued if pool.status else 0
-    if counted > PLACE_LIMIT and not place_anyway:
-        place = (f"one of {counted:,} queued in pool {name} (the place is worked out up to {PLACE_LIMIT:,} "
-                 f"queued: `cronoq describe {task.metadata.name} --place` reads them all)")
+    queue_marks = pool.status.queue_marks if pool.status else None
+    exactly = f"`cronoq describe {task.metadata.name} --place` reads them all"
+    if counted > PLACE_LIMIT and queue_marks is not None and not place_anyway:
+        place = f"{waiting.between(task, queue_marks)}; for the exact place, {exactly}"
+    elif counted > PLACE_LIMIT and not place_anyway:
+        place = f"one of {counted:,} queued in pool {name} (the place is worked out up to {PLACE_LIMIT:,} queued: {exactly})"
     else:
         queued = client.pages(pool=name, phase="Queued")
         place = str(waiting.place(task, (t for page in queued for t in page)))

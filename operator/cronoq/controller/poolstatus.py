@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from cronoq.api import TaskPool
+from cronoq.api import QueueMarks, TaskPool
 from cronoq.controller.clock import Clock
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.term import Term
 from cronoq.controller.writer import Writer
+from cronoq.engine.admission import MARKS_FROM, marks
 from cronoq.engine.pools import kueue_problem, pool_status
 from cronoq.kube.writes import Conflict, NotLeader
 
@@ -21,6 +22,9 @@ KUEUE_LOOK_SECONDS = 30.0
 """A pool with admission.kueue has its LocalQueue looked at (one GET) at most this often."""
 POOL_STATUS_SECONDS = 5.0
 """Pool status (counts by phase) is written at most this often per pool, and only when it changed."""
+MARKS_SECONDS = 60.0
+"""A pool's queue marks are taken at most this often: each reads its whole queue in order (O(n log n);
+0.18 s of CPU for 100,000 waiting in 5 groups, measured once on the unit fakes)."""
 
 
 class PoolStatuses:
@@ -29,6 +33,8 @@ class PoolStatuses:
         self.writer, self.store, self.slots, self.term, self.clock = writer, store, slots, term, clock
         self.kueue_looks: dict[Key, tuple[str, float, str | None]] = {}
         """pool → (LocalQueue, when looked at, what keeps Kueue from admitting) of admission.kueue pools."""
+        self.marks: dict[Key, tuple[float, QueueMarks]] = {}
+        """pool → (when taken, its queue marks), for pools where more than MARKS_FROM wait."""
 
     async def run(self) -> None:
         while True:
@@ -59,6 +65,22 @@ class PoolStatuses:
         self.kueue_looks[key] = (kueue.local_queue, now, problem)
         return problem
 
+    def _marks(self, key: Key) -> QueueMarks | None:
+        """The pool's queue marks, taken again when MARKS_SECONDS old (kept, with their time, when the
+        queue is the same); None while few wait."""
+        queue = self.slots.waiting.get(key)
+        if queue is None or len(queue) <= MARKS_FROM:
+            self.marks.pop(key, None)
+            return None
+        now = self.clock.monotonic()
+        last = self.marks.get(key)
+        if last is None or now - last[0] >= MARKS_SECONDS:
+            taken = marks(queue, self.clock.now())
+            if last is not None and (last[1].waiting, last[1].marks) == (taken.waiting, taken.marks):
+                taken = last[1]  # the same queue: no status write to say it again
+            last = self.marks[key] = (now, taken)
+        return last[1]
+
     async def write(self, key: Key) -> None:
         pool = self.store.pools.get(key)
         if pool is None:
@@ -66,7 +88,7 @@ class PoolStatuses:
         new = pool_status(pool, self.store.phases.get(key, {}), len(self.store.running.get(key, ())),
                           len(self.slots.waiting[key]), self.clock.now(),
                           self.store.worker_trust if pool.spec.delivery == "Workers" else None,
-                          await self._kueue(key, pool))
+                          await self._kueue(key, pool), self._marks(key))
         if new is None:
             return
         try:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator
 
-from cronoq.api import TaskPoolSpec
+from cronoq.api import QueueMark, QueueMarks, TaskPoolSpec
+from cronoq.api.pool import QUEUE_MARKS_MOST
 
 
 @dataclass(frozen=True, order=True)
@@ -144,6 +145,31 @@ class Queue:
             self._ranked[group] = rank
             heapq.heappush(self._order, (rank, group))
 
+    def in_order(self) -> Iterator[Candidate]:
+        """The waiting tasks in the order `pop` would take them (every group eligible), taking
+        none: each group's tasks sorted once, then the groups' turns played out on a copy of when
+        each was last served. O(n log n), for the pool's queue marks (`marks`), not for admission."""
+        groups: dict[str, list[Candidate]] = {}
+        for candidate in self._current.values():
+            groups.setdefault(candidate.group, []).append(candidate)
+        for tasks in groups.values():
+            tasks.sort(reverse=True)  # the best last, so taking it is a pop()
+        served, turn = {group: self._served[group] for group in groups}, self._turn
+
+        def rank(group: str) -> Rank:
+            priority, submitted, namespace, name = groups[group][-1].sort_key
+            return (priority, served[group], submitted, namespace, name)
+
+        order = [(rank(group), group) for group in groups]
+        heapq.heapify(order)
+        while order:
+            _, group = heapq.heappop(order)
+            yield groups[group].pop()
+            turn += 1
+            served[group] = turn
+            if groups[group]:
+                heapq.heappush(order, (rank(group), group))
+
     def __contains__(self, key: tuple[str, str]) -> bool:
         return key in self._current
 
@@ -152,6 +178,24 @@ class Queue:
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self._current)
+
+
+MARKS_FROM = 2_000
+"""A pool's status carries queue marks while more than this many wait; up to this many, `describe`
+works out a place by reading the pool's queued tasks."""
+
+
+def marks(queue: Queue, now: datetime, most: int = QUEUE_MARKS_MOST) -> QueueMarks:
+    """The queue's first and last task and evenly spaced ones between, `most` at most, in
+    admission order: what a pool's status carries so that a queued task's place can be read
+    between two of them without listing the pool."""
+    waiting = len(queue)
+    step = max(1, -(-(waiting - 1) // max(1, most - 1)))  # ceil: the last place is marked too
+    taken = [(place, c) for place, c in enumerate(queue.in_order(), start=1)
+             if (place - 1) % step == 0 or place == waiting]
+    return QueueMarks(taken_at=now, waiting=waiting, marks=tuple(
+        QueueMark(place=place, name=c.name, priority=-c.sort_key[0], submitted_at=c.sort_key[1], group=c.group or None)
+        for place, c in taken))
 
 
 def capacity(pool: TaskPoolSpec) -> int:

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Mapping
 
-from cronoq.api import PhaseCounts, TaskPhase, TaskPool, TaskPoolStatus, snake_case
+from cronoq.api import PhaseCounts, QueueMarks, TaskPhase, TaskPool, TaskPoolStatus, snake_case
 from cronoq.engine import reasons
 from cronoq.engine.conditions import set_condition
 
@@ -50,17 +50,20 @@ def kueue_problem(local_queue: str, namespace: str, found: str, queue: Mapping[s
 
 
 def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, queued: int,
-                now: datetime, trust: WorkerTrust | None = None, kueue: str | None = None) -> TaskPoolStatus | None:
+                now: datetime, trust: WorkerTrust | None = None, kueue: str | None = None,
+                queue_marks: QueueMarks | None = None) -> TaskPoolStatus | None:
     """The pool's new status, or None when the stored one already says all this. `trust` is the
     operator's about worker Leases, for a Workers pool (None: a Job pool); `kueue` what keeps Kueue
-    from admitting the Jobs of a pool with admission.kueue (`kueue_problem`; None: nothing)."""
+    from admitting the Jobs of a pool with admission.kueue (`kueue_problem`; None: nothing);
+    `queue_marks` the marks of its admission order (`admission.marks`; None: too few wait)."""
     counts = PhaseCounts(**{snake_case(phase.value): n for phase, n in phases.items() if n})
     old = pool.status or TaskPoolStatus()
     generation = pool.metadata.generation
     ready = next((c for c in old.conditions if c.type == "Ready"), None)
     was_unguarded = ready is not None and ready.reason == reasons.LEASE_GUARD_MISSING
     was_kueue = ready.message if ready is not None and ready.reason == reasons.KUEUE_NOT_READY else None
-    if ((old.counts, old.running, old.queued, old.observed_generation) == (counts, running, queued, generation)
+    if ((old.counts, old.running, old.queued, old.observed_generation, old.queue_marks)
+            == (counts, running, queued, generation, queue_marks)
             and was_unguarded == (trust is WorkerTrust.UNGUARDED) and was_kueue == kueue):
         return None
     if trust is WorkerTrust.UNGUARDED:
@@ -84,5 +87,5 @@ def pool_status(pool: TaskPool, phases: Mapping[TaskPhase, int], running: int, q
         conditions = set_condition(list(old.conditions), "Ready", True, reasons.ADMITTING,
                                    f"{running} running of {pool.spec.concurrency}; {queued} waiting{limited}{trusted}",
                                    now, generation)
-    return TaskPoolStatus(counts=counts, running=running, queued=queued, conditions=tuple(conditions),
-                          observed_generation=generation)
+    return TaskPoolStatus(counts=counts, running=running, queued=queued, queue_marks=queue_marks,
+                          conditions=tuple(conditions), observed_generation=generation)

@@ -7,7 +7,8 @@ the Task's message (the operator), `cronoq describe` and the dashboard alike.
   holds the slot back (`Wait.held`, when its counts are known). `of_task` gathers those facts
   from a Task and its TaskPool as a client reads them.
 - `place` puts a queued task in its pool's admission order, popping the operator's own
-  `admission.Queue`.
+  `admission.Queue`; `between` bounds its place by the marks of that order the pool's status
+  carries (past 2,000 waiting), reading no other task.
 - `limits` gives a task's own time limits (its pool's when it sets none) as times.
 
 Each surface renders the same values: the operator writes `message(wait)`, `describe` prints
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 
-from cronoq.api import Task, TaskPool, TaskPoolSpec, TaskStatus
+from cronoq.api import QueueMarks, Task, TaskPool, TaskPoolSpec, TaskStatus
 from cronoq.api.durations import format as format_duration
-from cronoq.engine import reasons
+from cronoq.engine import delay, reasons
 from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import task_deadlines, wording
 from cronoq.engine.plan import Effective
@@ -195,15 +196,53 @@ def place(task: Task, queued: Iterable[Task]) -> Place:
     return Place(task.spec.pool, at + 1, len(order), tuple(c.name for c in order[:at]))
 
 
+@dataclass(frozen=True)
+class Between:
+    """A queued task's place as its pool's queue marks bound it: from `first` to `last`."""
+
+    pool: str
+    first: int
+    last: int
+    of: int
+    taken_at: datetime
+
+    def __str__(self) -> str:
+        at = f"as of {self.taken_at.astimezone(timezone.utc):%H:%M:%SZ}"
+        where = (f"{ordinal(self.first)}" if self.first == self.last
+                 else f"between the {ordinal(self.first)} and the {ordinal(self.last)}")
+        return f"{where} of {self.of:,} in pool {self.pool}'s queue ({at}, from the pool's queue marks)"
+
+
+def between(task: Task, queue_marks: QueueMarks) -> Between:
+    """Where `task` stands, bounded by its pool's queue marks without reading the other tasks: a
+    group's own tasks keep their order (priority, submission, name) in the rotation, so the task
+    comes after the last mark of its group that sorts before it and before the first that sorts
+    after it. A task that came after the marks were taken is placed among them by the same rule."""
+    mine = _candidate(task)
+    first, last = 1, max(queue_marks.waiting, 1)
+    for mark in queue_marks.marks:
+        if mark.name == mine.name:
+            first = last = mark.place
+            break
+        if (mark.group or "") != mine.group:
+            continue
+        theirs = Candidate.of(mine.namespace, mark.name, mark.priority, mark.submitted_at, mark.group)
+        if theirs.sort_key < mine.sort_key:
+            first = max(first, mark.place + 1)
+        else:
+            last = min(last, mark.place - 1)
+    return Between(task.spec.pool, first, max(first, last), max(queue_marks.waiting, first), queue_marks.taken_at)
+
+
 def _candidate(t: Task) -> Candidate:
     submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
-    return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority,
-                        submitted.replace(tzinfo=submitted.tzinfo or timezone.utc), t.spec.group)
+    in_line = delay.in_line_from(t, submitted.replace(tzinfo=submitted.tzinfo or timezone.utc))  # as the operator does
+    return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority, in_line, t.spec.group)
 
 
 def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    return f"{n:,}{suffix}"
 
 
 # --------------------------------------------------------------------------- its limits
