@@ -293,3 +293,35 @@ def test_fairness_groups_take_turns_and_a_group_runs_no_more_than_its_cap(cq, ku
         spans = sorted((ts(a["startedAt"]), ts(a["finishedAt"]))
                        for n in names if n.startswith(prefix) for a in cq.status(n)["attempts"])
         assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), (group, spans)
+
+
+def test_describe_past_the_marks_limit_places_a_task_by_the_pools_queue_marks(own, kubeconfig):
+    """Issue 56 item 4: past --queue-marks-from waiting (2,000 by default; 4 here), the pool's
+    status carries marks of the operator's admission order, which the API server accepts as the
+    CRD says, and `cronoq describe` places a queued task by them, reading no other task (12 waiting
+    are all marked: at most 100 are; the place between two marks is unit-tested)."""
+    import subprocess
+    import sys
+
+    own.operator.extra_args = ("--queue-marks-from=4",)
+    own.pool(paused=True)
+    own.operator.start()
+    for i in range(12):
+        own.task(f"q{i:02d}", priority=5 if i == 9 else 0)
+    for i in range(12):
+        own.wait_phase(f"q{i:02d}", "Queued")
+
+    def marked():
+        pool = own.custom.get_namespaced_custom_object("cronoq.io", "v1alpha1", own.namespace, "taskpools", "default")
+        marks = (pool.get("status") or {}).get("queueMarks")
+        return marks if marks and marks["waiting"] == 12 else None
+
+    marks = wait_until(marked, timeout=30, what="the pool's queue marks for 12 waiting")
+    order = [(m["place"], m["name"]) for m in marks["marks"]]
+    expected = [(1, "q09")] + [(i + 2, f"q{i:02d}") for i in range(9)] + [(11, "q10"), (12, "q11")]
+    assert order == expected, marks
+    said = subprocess.run([sys.executable, "-m", "cronoq", "describe", "q05", "-n", own.namespace,
+                           "--kubeconfig", kubeconfig], capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0, said.stderr
+    line = next(ln for ln in said.stdout.splitlines() if "pool default's queue" in ln)
+    assert "7th of 12 in pool default's queue" in line and "from the pool's queue marks" in line, line

@@ -840,8 +840,8 @@ to work it out exactly (`--place`): that reads every queued task of the pool."""
 
 def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
     """Why a queued task has no slot, and where it stands (`engine.attempts.waiting` words both):
-    read from its pool (a GET; past PLACE_LIMIT queued, the place between its status's queue
-    marks) and, while the pool's status counts at most PLACE_LIMIT queued tasks (or when asked),
+    read from its pool (a GET; when its status carries queue marks, past the operator's
+    --queue-marks-from, the place between them) and, while the pool's status counts at most PLACE_LIMIT queued tasks (or when asked),
     the pool's queued tasks (a LIST by the selectable fields spec.pool and
     status.phase, page by page; what is kept of each is its place in the order, not the Task);
     the running tasks of the pool only when its groupConcurrency decides. No write."""
@@ -852,7 +852,7 @@ def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
     counted = pool.status.queued if pool.status else 0
     queue_marks = pool.status.queue_marks if pool.status else None
     exactly = f"`cronoq describe {task.metadata.name} --place` reads them all"
-    if counted > PLACE_LIMIT and queue_marks is not None and not place_anyway:
+    if queue_marks is not None and not place_anyway:  # the operator took them: past its --queue-marks-from
         place = f"{waiting.between(task, queue_marks)}; for the exact place, {exactly}"
     elif counted > PLACE_LIMIT and not place_anyway:
         place = f"one of {counted:,} queued in pool {name} (the place is worked out up to {PLACE_LIMIT:,} queued: {exactly})"

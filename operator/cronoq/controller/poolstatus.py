@@ -29,12 +29,14 @@ MARKS_SECONDS = 60.0
 
 class PoolStatuses:
     def __init__(self, writer: Writer, store: Store, slots: Slots, term: Term, *,
-                 clock: Clock) -> None:
+                 clock: Clock, marks_from: int = MARKS_FROM) -> None:
         self.writer, self.store, self.slots, self.term, self.clock = writer, store, slots, term, clock
+        self.marks_from = marks_from
+        """Past this many waiting in a pool, its status carries queue marks (--queue-marks-from)."""
         self.kueue_looks: dict[Key, tuple[str, float, str | None]] = {}
         """pool → (LocalQueue, when looked at, what keeps Kueue from admitting) of admission.kueue pools."""
         self.marks: dict[Key, tuple[float, QueueMarks]] = {}
-        """pool → (when taken, its queue marks), for pools where more than MARKS_FROM wait."""
+        """pool → (when taken, its queue marks), for pools where more than `marks_from` wait."""
 
     async def run(self) -> None:
         while True:
@@ -69,7 +71,7 @@ class PoolStatuses:
         """The pool's queue marks, taken again when MARKS_SECONDS old (kept, with their time, when the
         queue is the same); None while few wait."""
         queue = self.slots.waiting.get(key)
-        if queue is None or len(queue) <= MARKS_FROM:
+        if queue is None or len(queue) <= self.marks_from:
             self.marks.pop(key, None)
             return None
         now = self.clock.monotonic()

@@ -54,7 +54,7 @@ class Controller:
                  clock: Clock | None = None, rng: random.Random | None = None,
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
                  warnings_only: bool = False, served_warnings_only: bool = False,
-                 task_service_account: TaskServiceAccount | None = None) -> None:
+                 task_service_account: TaskServiceAccount | None = None, queue_marks_from: int = admission.MARKS_FROM) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -74,7 +74,8 @@ class Controller:
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
                                clock=now, skew=skew, warnings_only=warnings_only,
                                served_warnings_only=served_warnings_only)
-        self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock)
+        self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock,
+                                          marks_from=queue_marks_from)
 
     async def run(self) -> None:
         await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self.pool_statuses.run(),

@@ -61,7 +61,8 @@ class Runtime:
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
                                      served_warnings_only=self.options.events == "auto",
-                                     task_service_account=self.options.task_pods)
+                                     task_service_account=self.options.task_pods,
+                                     queue_marks_from=self.options.queue_marks_from)
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)
         if self.options.probe_port:

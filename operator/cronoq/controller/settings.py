@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, get_args
 
 from cronoq import __version__
 from cronoq.api import durations
+from cronoq.engine.admission import MARKS_FROM
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.kube.watch_timing import STALL_MARGIN, WATCH_SECONDS
 
@@ -92,6 +93,10 @@ class Options:
                               "are served only while it is in force", metavar="NAME")
     trust_worker_leases: bool = flag(
         False, "serve Workers pools without the lease guard: any Lease writer can pose as a worker")
+    queue_marks_from: int = flag(
+        MARKS_FROM, "past this many tasks waiting in a pool, its status carries marks of its queue (taken at most "
+                    "once a minute), and `cronoq describe` bounds a queued task's place by them instead of listing "
+                    "the pool", metavar="N")
     log_level: LogLevel = flag("info", "how much the operator logs", choices=get_args(LogLevel), env="CRONOQ_LOG_LEVEL")
     epoch: int = 0
     """The epoch when there is no leader election (one replica): no flag, an election sets it."""
