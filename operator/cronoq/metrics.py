@@ -88,10 +88,12 @@ TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted be
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
                   "per-key exponential delay, by kind (task, pool, schedule).", ["kind"], registry=REGISTRY)
 SCHEDULE_FIRES = Counter("cronoq_schedule_fires_total", "Fire times of TaskSchedules, by schedule (namespace/name) "
-                         "and result: created (its Task was created), skipped (concurrencyPolicy Forbid), missed "
+                         "and result: created (its Task was created), backfilled (a fire of spec.backfills created its "
+                         "Task), skipped (concurrencyPolicy Forbid), missed "
                          "(noticed too late, or passed during downtime), conflict (its Task name was taken by a Task the "
                          "schedule does not control).", ["schedule", "result"], registry=REGISTRY)
-SCHEDULE_LAG = Histogram("cronoq_schedule_lag_seconds", "From a fire time to the creation of its Task (no labels).",
+SCHEDULE_LAG = Histogram("cronoq_schedule_lag_seconds", "From a fire time to the creation of its Task (no labels; "
+                         "backfilled fires not counted).",
                          registry=REGISTRY,
                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600))
 LEADER = Gauge("cronoq_leader", "1 while this replica is the leader and reconciles, else 0.", registry=REGISTRY)

@@ -52,6 +52,9 @@ BAD = [
     ("template priority too high", schedule(template={"priority": 10**7}), ["spec.taskTemplate.spec.priority"]),
     ("suspend not a boolean", schedule(suspend="yes"), ["spec.suspend"]),
     ("name too long", schedule(name="s" * 64), ["metadata.name", "63"]),
+    ("backfill ending before it starts", schedule(backfills=[{"start": "2026-12-02T00:00:00Z",
+                                                               "end": "2026-12-01T00:00:00Z"}]),
+     ["spec.backfills[0].end", "before start"]),
 ]
 
 

@@ -383,3 +383,32 @@ def test_pause_after_failures_in_a_row_with_a_condition_and_resume(cq, kubeconfi
                          ["Paused"]["reason"] == "Resumed" and s, timeout=30, what="resumed")
     assert resumed["consecutiveFailures"] == 0 or len(sc.fires("flaky")) > count
     wait_until(lambda: len(sc.fires("flaky")) > count, timeout=30, what="fires again after resume")
+
+
+def test_backfill_runs_each_past_fire_time_once_and_asking_again_adds_nothing(cq, kubeconfig):
+    """Issue 54 item 4: `cronoq schedule backfill` adds a range to spec.backfills; the operator
+    creates each past fire time's Task, named as the scheduled fire of that time, with trigger
+    `backfill`, one at a time under Forbid, and records the range done; asking again adds nothing."""
+    cq.pool()
+    sc = Schedules(cq)
+    sc.create("hourly", every="1h", concurrencyPolicy="Forbid", plays=FAST)
+    hour = int(time.time()) // 3600 * 3600
+    first, last = hour - 3 * 3600, hour - 3600
+
+    def backfill():
+        return subprocess.run([sys.executable, "-m", "cronoq", "schedule", "backfill", "hourly", "-n", cq.namespace,
+                               "--from", datetime.fromtimestamp(first, timezone.utc).isoformat(),
+                               "--to", datetime.fromtimestamp(last, timezone.utc).isoformat()],
+                              env={**os.environ, "KUBECONFIG": kubeconfig}, capture_output=True, text=True, timeout=60)
+
+    said = backfill()
+    assert said.returncode == 0 and "added (3 fire times up to now" in said.stdout, (said.stdout, said.stderr)
+    done = wait_until(lambda: (b := sc.status("hourly").get("backfills")) and b[0].get("done") and b[0],
+                      timeout=90, what="the backfill done")
+    assert done["created"] == 3 and unix(done["through"]) == last
+    backfilled = sorted((int(t["metadata"]["labels"][FIRE_TIME_LABEL]), t["metadata"]["name"])
+                        for t in sc.tasks("hourly") if t["metadata"]["labels"].get("cronoq.io/trigger") == "backfill")
+    assert backfilled == [(t, f"hourly-{t}") for t in (first, first + 3600, last)]
+    again = backfill()
+    assert again.returncode == 0 and "was asked already" in again.stdout, again.stdout
+    assert len(sc.get("hourly")["spec"]["backfills"]) == 1 and len(sc.tasks("hourly")) == 3

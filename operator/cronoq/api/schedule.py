@@ -123,6 +123,42 @@ class TaskTemplate(Model):
     """The Task's spec: pool, priority, image, command, payload, retry, timeout and the rest."""
 
 
+BACKFILL_MOST = 10_000
+"""Most fire times one backfill range may hold."""
+
+
+class Backfill(Model):
+    """A stretch of past fire times to run now (`cronoq schedule backfill`)."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("self.end >= self.start", "spec.backfills[].end must not be before start", field_path=".end"),
+    ))
+
+    start: Timestamp
+    """The first fire time it may run (inclusive), e.g. `2026-12-01T00:00:00Z`."""
+    end: Timestamp
+    """The last fire time it may run (inclusive). Fire times after now are not backfilled: they
+    are the schedule's own fires when they come."""
+
+
+class BackfillProgress(Model):
+    """How far the operator has run one of spec.backfills."""
+
+    start: Timestamp
+    """The range's start, as in spec.backfills."""
+    end: Timestamp
+    """The range's end, as in spec.backfills."""
+    through: Timestamp | None = None
+    """Every fire time of the range up to this one has its Task (made by the backfill or already
+    there); unset before the first."""
+    created: Count = 0
+    """Tasks the backfill created (fire times whose Task existed already are not counted)."""
+    done: bool = False
+    """Every fire time of the range up to min(end, the time it was asked) has its Task."""
+    refused: str | None = Field(None, max_length=1024)
+    """Why the range is not run (e.g. more than 10,000 fire times)."""
+
+
 class TaskScheduleSpec(Model):
     """When to fire, what each fire creates, and what to do about overlaps and downtime."""
 
@@ -173,6 +209,15 @@ class TaskScheduleSpec(Model):
     suspend: bool = False
     """True: no fires. Fire times that pass while suspended are neither run nor counted, and
     resuming never catches up on them."""
+    backfills: tuple[Backfill, ...] = Field((), max_length=20)
+    """Past stretches of fire times to run now (at most 20; `cronoq schedule backfill NAME --from
+    --to` adds one): each fire time in [start, end] (and not after now) whose Task does not exist
+    gets it, named as the scheduled fire of that time would be, oldest first, one at a time (with
+    `Allow`, one after another within maxActiveTasks; with any other policy, each when none of the
+    schedule's Tasks is unfinished), after the schedule's own due fires. Each fire time runs once
+    however often the operator decides or fails over (status.backfills records how far each
+    range has run); a range of more than 10,000 fire times is refused. Adding or removing a range
+    changes nothing else: it is not an edit of the fires (no resume, no skip of waiting fires)."""
     successful_tasks_history_limit: HistoryLimit = 3
     """Succeeded Tasks of this schedule to keep (0 to 1000, default 3); older ones are deleted."""
     failed_tasks_history_limit: HistoryLimit = 1
@@ -211,6 +256,11 @@ class TaskScheduleStatus(Model):
     """Conditions, following Kubernetes API conventions: `Ready` (False with reason
     `InvalidSchedule` for a schedule or time zone the parser refuses, or `PausedAfterFailures`),
     `Paused` (True with reason `ConsecutiveFailures` after pauseAfterFailures failures in a row)."""
+    backfills: tuple[BackfillProgress, ...] = Field((), max_length=20)
+    """How far each of spec.backfills has run, in its order."""
+    fires_of: str | None = Field(None, max_length=64)
+    """A digest of the spec without its backfills, as last decided on: a new generation whose
+    digest is the same changed only the backfills, which is not an edit of the fires."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
 

@@ -1,19 +1,20 @@
-"""`cronoq schedule list|suspend|resume|trigger`: the TaskSchedules from the shell.
+"""`cronoq schedule list|suspend|resume|trigger|backfill`: the TaskSchedules from the shell.
 
 `trigger` is one fire of a schedule now, as its own Task (also reachable as `cronoq trigger`,
 its older spelling). Suspending sets `spec.suspend`: no fires, and the times that pass while
 suspended are not caught up on when it resumes. Resuming also resumes a schedule that
-pauseAfterFailures paused (any edit of the spec does).
+pauseAfterFailures paused (any edit of the spec does). Backfilling adds a range of past fire
+times to spec.backfills, which the operator runs (not an edit of the fires).
 """
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from rich.text import Text
 
 from cronoq.api import TaskSchedule
-from cronoq.cli import EXIT_OK, render
+from cronoq.cli import EXIT_OK, UsageError, render
 from cronoq.client import Client
 
 RESOURCE = "taskschedule.cronoq.io"
@@ -23,7 +24,7 @@ COLUMNS = ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST FIRE", "NEXT FIRE", "A
 def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from cronoq.cli import Parser, group_flags
 
-    sched = sub.add_parser("schedule", help="TaskSchedules: list, suspend, resume, trigger",
+    sched = sub.add_parser("schedule", help="TaskSchedules: list, suspend, resume, trigger, backfill",
                            description="The TaskSchedules: list them, suspend (no fires; the times that pass are "
                                        "not caught up on), resume, trigger (one fire now, as its own Task).")
     group_flags(sched)
@@ -36,6 +37,13 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        ("resume", "fire again from the next fire time")):
         v = verbs.add_parser(verb, parents=[common], help=text)
         v.add_argument("names", nargs="+", metavar="SCHEDULE")
+    b = verbs.add_parser("backfill", parents=[common],
+                         help="run the schedule's past fire times in a range, each once (spec.backfills)")
+    b.add_argument("schedule", metavar="SCHEDULE")
+    b.add_argument("--from", dest="start", required=True, metavar="TIME",
+                   help="the first fire time to run (RFC 3339 with a zone, e.g. 2026-12-01T00:00:00Z)")
+    b.add_argument("--to", dest="end", required=True, metavar="TIME",
+                   help="the last fire time to run (inclusive; fire times after now are the schedule's own)")
     t = verbs.add_parser("trigger", parents=[common],
                          help="fire once, now (its own Task, named <schedule>-manual-<unix seconds>)")
     t.add_argument("schedule", metavar="SCHEDULE")
@@ -111,6 +119,37 @@ def resume(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
+def _time(flag: str, text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        raise UsageError(f"{flag} {text}: not an RFC 3339 time with a zone (e.g. 2026-12-01T00:00:00Z)")
+    return at.astimezone(timezone.utc)
+
+
+def backfill(args: argparse.Namespace, client: Client) -> int:
+    """Add a range to spec.backfills: the operator creates each fire time's Task that does not
+    exist, once, oldest first, within the concurrency policy; `status.backfills` shows how far."""
+    from cronoq.api.schedule import BACKFILL_MOST
+    from cronoq.engine.schedule import timetable_of
+
+    start, end = _time("--from", args.start), _time("--to", args.end)
+    if end < start:
+        raise UsageError(f"--to {args.end} is before --from {args.start}")
+    schedule = client.schedule(args.schedule)
+    upto = min(end, datetime.now(timezone.utc))
+    count = timetable_of(schedule).span(start - timedelta(microseconds=1), upto, BACKFILL_MOST + 1).count
+    if count > BACKFILL_MOST:
+        raise UsageError(f"more than {BACKFILL_MOST:,} fire times from {args.start} to {args.end}: split the range")
+    _, added = client.backfill(args.schedule, start, end)
+    said = f"{count:,} fire time{'s' if count != 1 else ''} up to now"
+    print(f"{RESOURCE}/{args.schedule} backfill from {start.isoformat()} to {end.isoformat()} "
+          + (f"added ({said}; those whose Task exists are not run again)" if added else "was asked already"))
+    return EXIT_OK
+
+
 def trigger(args: argparse.Namespace, client: Client) -> int:
     name, created = fire_now(client, args.schedule)
     print(f"task.cronoq.io/{name} created" if created
@@ -139,4 +178,4 @@ def fire_now(client: Client, schedule_name: str) -> tuple[str, bool]:
     return name, True
 
 
-VERBS = {"list": schedule_list, "suspend": suspend, "resume": resume, "trigger": trigger}
+VERBS = {"list": schedule_list, "suspend": suspend, "resume": resume, "trigger": trigger, "backfill": backfill}

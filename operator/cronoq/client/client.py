@@ -205,6 +205,20 @@ class Client:
         return TaskSchedule.model_validate(
             self._patch("taskschedules", "TaskSchedule", schedule, {"spec": {"suspend": suspended}}))
 
+    def backfill(self, schedule: str, start: datetime, end: datetime) -> tuple[TaskSchedule, bool]:
+        """Ask the schedule's operator to run its fire times in [start, end] (spec.backfills gets
+        the range; each fire time without a Task gets one, once). Returns the schedule and whether
+        the range was added (False: the same range is there already). The write carries the
+        resourceVersion read, so two backfills asked at once cannot drop each other's range."""
+        found = self.schedule(schedule)
+        ranges = [b.to_dict() for b in found.spec.backfills]
+        wanted = {"start": _rfc3339(start), "end": _rfc3339(end)}
+        if any(b.start == start and b.end == end for b in found.spec.backfills):
+            return found, False
+        body = {"metadata": {"resourceVersion": found.metadata.resource_version},
+                "spec": {"backfills": [*ranges, wanted]}}
+        return TaskSchedule.model_validate(self._patch("taskschedules", "TaskSchedule", schedule, body)), True
+
     def _objects(self, plural: str, all_namespaces: bool) -> list[dict]:
         if all_namespaces:
             items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
@@ -748,6 +762,10 @@ def _field_selector(phase: str | None, pool: str | None, key: str | None, extra:
     if extra:
         parts.append(extra)
     return ",".join(parts) or None
+
+
+def _rfc3339(at: datetime) -> str:
+    return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _escape(value: str) -> str:

@@ -190,7 +190,7 @@ class Schedules:
     async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision,
                     fire_time: datetime) -> TaskScheduleStatus | None:
         """Create the Task of the fire at `fire_time` (`decision.create`); the status to write afterwards."""
-        manifest = task_manifest(schedule, fire_time)
+        manifest = task_manifest(schedule, fire_time, backfill=decision.backfill)
         try:
             stored, created = await self.io.create_task(manifest)
         except Rejected as err:
@@ -213,7 +213,8 @@ class Schedules:
                                                uid=(stored.get("metadata") or {}).get("uid")))
         self.owner[(key[0], name)] = key
         if created:
-            metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "created").inc()
-            metrics.SCHEDULE_LAG.observe(lag(fire_time, self.clock.now()))
+            metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "backfilled" if decision.backfill else "created").inc()
+            if not decision.backfill:  # a backfilled fire is late by design, not by the operator
+                metrics.SCHEDULE_LAG.observe(lag(fire_time, self.clock.now()))
         status = decision.status or schedule.status
         return fired_cleanly(status, self.clock.now(), schedule.metadata.generation) if status is not None else None

@@ -28,7 +28,7 @@ from cronsim import CronSim, CronSimError
 
 from cronoq.api import ConcurrencyPolicy, Condition, TaskSchedule, TaskScheduleStatus
 from cronoq.api import durations
-from cronoq.api.schedule import BUFFERING, MACROS
+from cronoq.api.schedule import BACKFILL_MOST, BUFFERING, MACROS, BackfillProgress
 from cronoq.engine.conditions import set_condition
 from cronoq.engine.naming import LABEL_PREFIX, MAX_NAME
 
@@ -36,7 +36,8 @@ SCHEDULE = LABEL_PREFIX + "schedule"
 FIRE_TIME = LABEL_PREFIX + "fire-time"
 """Label with the fire time in Unix seconds."""
 TRIGGER = LABEL_PREFIX + "trigger"
-"""Label: `schedule` for a scheduled fire, `manual` for `cronoq trigger`."""
+"""Label: `schedule` for a scheduled fire, `manual` for `cronoq trigger`, `backfill` for a fire
+of spec.backfills."""
 
 SCAN_LIMIT = 10_000
 """Most cron fire times one decision walks through. A longer gap (a minutely schedule after a
@@ -220,16 +221,18 @@ def task_key(schedule: str, fire_time: datetime, *, manual: bool = False) -> str
     return f"{schedule}@{'manual-' if manual else ''}{unix(fire_time)}"
 
 
-def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool = False) -> dict[str, Any]:
+def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool = False,
+                  backfill: bool = False) -> dict[str, Any]:
     """The Task a fire creates: the template, named and keyed by schedule and fire time, owned by
-    the schedule (so deleting the schedule deletes its Tasks), labelled with both."""
+    the schedule (so deleting the schedule deletes its Tasks), labelled with both. A backfilled
+    fire is named and keyed as the scheduled fire of its time (so the two are one fire)."""
     meta, template = schedule.metadata, schedule.spec.task_template
     name = meta.name
     if name is None:
         raise ValueError("a schedule that was never stored (it has no name) fires nothing")
     extra = template.metadata
     labels = {**(extra.labels if extra else {}), SCHEDULE: name, FIRE_TIME: str(unix(fire_time)),
-              TRIGGER: "manual" if manual else "schedule"}
+              TRIGGER: "manual" if manual else "backfill" if backfill else "schedule"}
     metadata: dict[str, Any] = {
         "name": task_name(name, fire_time, manual=manual), "namespace": meta.namespace, "labels": labels,
         "ownerReferences": [{"apiVersion": schedule.api_version, "kind": schedule.kind, "name": name,
@@ -277,6 +280,8 @@ class Decision:
     """When to decide again at the latest (the next fire time)."""
     missed: int = 0
     skipped: int = 0
+    backfill: bool = False
+    """`create` is a fire of spec.backfills."""
 
 
 def _ready(status: TaskScheduleStatus, now: datetime, generation: int | None, holds: bool, reason: str,
@@ -297,14 +302,20 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
     known = {t.fire_time for t in tasks if not t.manual}
     active = [t for t in tasks if not t.finished]
     handled = old.handled_through or created
-    if old.observed_generation is not None and generation != old.observed_generation:
+    fires_of = _fires_digest(schedule)
+    ranges = _ranges(schedule)
+    only_backfills = old.fires_of == fires_of and tuple((p.start, p.end) for p in old.backfills) != tuple(
+        (p.start, p.end) for p in ranges)
+    edited = old.observed_generation is not None and generation != old.observed_generation and not only_backfills
+    if edited:
         handled = max(handled, now)  # an edit (or a resume) changes future fires only
     last_fire = max([t for t in (old.last_fire_time, *known) if t], default=None)
     successes = [t.finished_at for t in tasks if t.succeeded and t.finished_at]
     last_success = max([t for t in (old.last_successful_time, *successes) if t], default=None)
     prune = history_to_prune(tasks, spec.successful_tasks_history_limit, spec.failed_tasks_history_limit,
                              handled)
-    base: dict[str, Any] = dict(last_successful_time=last_success, active=len(active), observed_generation=generation)
+    base: dict[str, Any] = dict(last_successful_time=last_success, active=len(active), observed_generation=generation,
+                                fires_of=fires_of, backfills=ranges)
 
     reason = INVALID_SCHEDULE
     try:
@@ -322,7 +333,7 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
         return Decision(status=_changed(old, status), delete=prune)
 
     base["schedule"] = table.describe()
-    failing = _failures(schedule, tasks, now)
+    failing = _failures(schedule, tasks, now, edited)
     base.update(failing.fields)
     old_conds = old.model_copy(update=dict(conditions=failing.conditions))
     # Suspended or paused: no fires, no next fire time; only the Ready condition says which.
@@ -345,13 +356,15 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
         if create is not None:
             last_fire = max(last_fire or create, create)
         following = table.after(max(handled, now))
-        base["active"] = len(active) + (create is not None)
+        filled = _backfill(schedule, table, known, active, now, taken=create is not None)
+        base.update(active=len(active) + (create is not None or filled.create is not None), backfills=filled.progress)
         status = old.model_copy(update=dict(
             **base, next_fire_time=following, last_fire_time=last_fire, handled_through=handled,
             missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
             conditions=_ready(old_conds, now, generation, True, SCHEDULED, _fires_text(spec, table))))
-        return Decision(create=create, cancel=cancel, delete=prune, status=_changed(old, status),
-                        wake_at=now if step.more else following, missed=missed, skipped=skipped)
+        return Decision(create=create or filled.create, cancel=cancel, delete=prune, status=_changed(old, status),
+                        wake_at=now if step.more or filled.more else following, missed=missed, skipped=skipped,
+                        backfill=filled.create is not None)
 
     span = table.span(handled, now)
     latest = span.latest
@@ -378,14 +391,15 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
                 last_fire = max(last_fire or latest, latest)
             handled = latest
     following = table.after(max(handled, now))
-    base["active"] = len(active) + (create is not None)
+    filled = _backfill(schedule, table, known, active, now, taken=create is not None)
+    base.update(active=len(active) + (create is not None or filled.create is not None), backfills=filled.progress)
     status = old.model_copy(update=dict(
         **base, next_fire_time=following, last_fire_time=last_fire,
         handled_through=handled, missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
         conditions=_ready(old_conds, now, generation, True, SCHEDULED, _fires_text(spec, table))))
-    wake = now if span.truncated else following
-    return Decision(create=create, cancel=cancel, delete=prune, status=_changed(old, status), wake_at=wake,
-                    missed=missed, skipped=skipped)
+    wake = now if span.truncated or filled.more else following
+    return Decision(create=create or filled.create, cancel=cancel, delete=prune, status=_changed(old, status),
+                    wake_at=wake, missed=missed, skipped=skipped, backfill=filled.create is not None)
 
 
 def _fires_text(spec: Any, table: Timetable) -> str:
@@ -452,6 +466,77 @@ def _catch_up(schedule: TaskSchedule, table: Timetable, known: set[datetime], ac
     return Step(None, (), handled, missed=missed, skipped=skipped, more=len(waiting) >= SCAN_LIMIT)
 
 
+def _fires_digest(schedule: TaskSchedule) -> str:
+    """What decides the fires, as a digest: the spec without its backfills."""
+    spec = schedule.spec.to_dict()
+    spec.pop("backfills", None)
+    return hashlib.sha256(repr(sorted(spec.items())).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Filled:
+    """One decision's part of spec.backfills: at most one fire to create, and each range's progress."""
+
+    create: datetime | None
+    progress: tuple[BackfillProgress, ...]
+    more: bool = False
+    """Another backfilled fire may be created at once (decide again now)."""
+
+
+def _ranges(schedule: TaskSchedule) -> tuple[BackfillProgress, ...]:
+    """The progress of each of spec.backfills as the status holds it (a new range: none yet)."""
+    before = {(p.start, p.end): p for p in (schedule.status.backfills if schedule.status else ())}
+    return tuple(before.get((b.start, b.end)) or BackfillProgress(start=b.start, end=b.end)
+                 for b in schedule.spec.backfills)
+
+
+def _backfill(schedule: TaskSchedule, table: Timetable, known: set[datetime], active: Sequence[Fired],
+              now: datetime, taken: bool) -> Filled:
+    """The next fire of spec.backfills to create, oldest range first, oldest time first: a fire
+    time whose Task exists is passed over (it happened), one past now is left to the schedule.
+    With Allow it is created while maxActiveTasks has room; with any other policy only while none
+    of the schedule's Tasks is unfinished. `taken`: this decision creates a scheduled fire already,
+    which goes first. A range's `through` moves only with the status written after the Task
+    exists, so a crash or a failover makes no fire twice."""
+    spec = schedule.spec
+    if spec.concurrency_policy == ConcurrencyPolicy.ALLOW:
+        room = spec.max_active_tasks is None or len(active) < spec.max_active_tasks
+    else:
+        room = not active
+    progress: list[BackfillProgress] = []
+    create: datetime | None = None
+    more = False
+    for wanted, p in zip(spec.backfills, _ranges(schedule)):
+        if p.done or p.refused:
+            progress.append(p)
+            continue
+        upto = min(wanted.end, now)
+        if p.through is None and table.span(wanted.start - TICK, upto, BACKFILL_MOST + 1).count > BACKFILL_MOST:
+            progress.append(p.model_copy(update=dict(refused=(
+                f"more than {BACKFILL_MOST:,} fire times from {wanted.start.isoformat()} to "
+                f"{wanted.end.isoformat()}: split the range"))))
+            continue
+        after = p.through or wanted.start - TICK
+        scanned = table.times(after, upto)
+        due = next((t for t in scanned if t not in known), None)
+        passed = [t for t in scanned if due is None or t < due]
+        if passed:
+            p = p.model_copy(update=dict(through=passed[-1]))  # their Tasks exist: they happened
+        if due is None:
+            finished = len(scanned) < SCAN_LIMIT
+            p = p.model_copy(update=dict(done=finished))
+            more = more or not finished
+        elif create is None and not taken and room:
+            create = due
+            last = due == scanned[-1] and len(scanned) < SCAN_LIMIT
+            p = p.model_copy(update=dict(through=due, created=p.created + 1, done=last))
+            more = more or not last
+        else:
+            more = more or (room and (taken or create is not None))
+        progress.append(p)
+    return Filled(create, tuple(progress), more)
+
+
 @dataclass(frozen=True)
 class Failing:
     """pauseAfterFailures' part of a decision: the status fields, the conditions, whether paused."""
@@ -461,10 +546,11 @@ class Failing:
     paused: bool
 
 
-def _failures(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> Failing:
+def _failures(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime, edited: bool) -> Failing:
     """Count the schedule's Tasks that ended since failuresCountedThrough, in the order they
     ended: Failed or DeadLettered adds one, Succeeded resets to zero. At pauseAfterFailures the
-    schedule pauses (condition Paused) until its spec changes (a new generation)."""
+    schedule pauses (condition Paused) until its spec changes (`edited`: a new generation that
+    changed more than spec.backfills)."""
     spec, meta = schedule.spec, schedule.metadata
     old = schedule.status or TaskScheduleStatus()
     conditions = list(old.conditions)
@@ -478,7 +564,7 @@ def _failures(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime) -> 
         return Failing({}, tuple(conditions), False)
     count = old.consecutive_failures
     through = old.failures_counted_through or meta.creation_timestamp or now
-    if was_paused and pause is not None and pause.observed_generation != meta.generation:
+    if was_paused and pause is not None and pause.observed_generation != meta.generation and edited:
         count, was_paused = 0, False
         conditions = set_condition(conditions, PAUSED, False, RESUMED, "the spec changed: firing again, "
                                    "the failures counted from zero", now, meta.generation)
