@@ -347,59 +347,20 @@ def decide(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime,
             conditions=_ready(old_conds, now, generation, ready, reason, message)))
         return Decision(status=_changed(old, status), delete=prune)
 
-    missed = skipped = 0
-    create: datetime | None = None
-    cancel: tuple[str, ...] = ()
-    if spec.catchup_window is not None or spec.concurrency_policy in BUFFERING:
-        step = _catch_up(schedule, table, known, active, handled, now)
-        create, cancel, handled, missed, skipped = step.create, step.cancel, step.handled, step.missed, step.skipped
-        if create is not None:
-            last_fire = max(last_fire or create, create)
-        following = table.after(max(handled, now))
-        filled = _backfill(schedule, table, known, active, now, taken=create is not None)
-        base.update(active=len(active) + (create is not None or filled.create is not None), backfills=filled.progress)
-        status = old.model_copy(update=dict(
-            **base, next_fire_time=following, last_fire_time=last_fire, handled_through=handled,
-            missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
-            conditions=_ready(old_conds, now, generation, True, SCHEDULED, _fires_text(spec, table))))
-        return Decision(create=create or filled.create, cancel=cancel, delete=prune, status=_changed(old, status),
-                        wake_at=now if step.more or filled.more else following, missed=missed, skipped=skipped,
-                        backfill=filled.create is not None)
-
-    span = table.span(handled, now)
-    latest = span.latest
-    if latest is not None:  # span.count > 0
-        earlier_known = sum(1 for k in known if handled < k < latest)
-        if span.truncated:  # count this stretch, and come back at once for the rest
-            missed = span.count - earlier_known - (latest in known)
-            handled = latest
-        else:
-            missed = span.count - 1 - earlier_known
-            if latest in known:
-                pass  # created before a crash, not yet recorded: record it now
-            elif spec.starting_deadline is not None and now - latest > spec.starting_deadline:
-                missed += 1
-            elif active and spec.concurrency_policy == ConcurrencyPolicy.FORBID:
-                skipped = 1
-            elif (spec.max_active_tasks is not None and len(active) >= spec.max_active_tasks
-                  and spec.concurrency_policy == ConcurrencyPolicy.ALLOW):
-                skipped = 1
-            else:
-                if active and spec.concurrency_policy == ConcurrencyPolicy.REPLACE:
-                    cancel = tuple(t.name for t in active if not t.cancelling)
-                create = latest
-                last_fire = max(last_fire or latest, latest)
-            handled = latest
-    following = table.after(max(handled, now))
-    filled = _backfill(schedule, table, known, active, now, taken=create is not None)
-    base.update(active=len(active) + (create is not None or filled.create is not None), backfills=filled.progress)
+    take = _catch_up if spec.catchup_window is not None or spec.concurrency_policy in BUFFERING else _latest_only
+    step = take(schedule, table, known, active, handled, now)
+    if step.create is not None:
+        last_fire = max(last_fire or step.create, step.create)
+    following = table.after(max(step.handled, now))
+    filled = _backfill(schedule, table, known, active, now, taken=step.create is not None)
+    base.update(active=len(active) + (step.create is not None or filled.create is not None), backfills=filled.progress)
     status = old.model_copy(update=dict(
-        **base, next_fire_time=following, last_fire_time=last_fire,
-        handled_through=handled, missed_fires=old.missed_fires + missed, skipped_fires=old.skipped_fires + skipped,
+        **base, next_fire_time=following, last_fire_time=last_fire, handled_through=step.handled,
+        missed_fires=old.missed_fires + step.missed, skipped_fires=old.skipped_fires + step.skipped,
         conditions=_ready(old_conds, now, generation, True, SCHEDULED, _fires_text(spec, table))))
-    wake = now if span.truncated or filled.more else following
-    return Decision(create=create or filled.create, cancel=cancel, delete=prune, status=_changed(old, status),
-                    wake_at=wake, missed=missed, skipped=skipped, backfill=filled.create is not None)
+    return Decision(create=step.create or filled.create, cancel=step.cancel, delete=prune, status=_changed(old, status),
+                    wake_at=now if step.more or filled.more else following, missed=step.missed, skipped=step.skipped,
+                    backfill=filled.create is not None)
 
 
 def _fires_text(spec: Any, table: Timetable) -> str:
@@ -417,6 +378,34 @@ class Step:
     skipped: int = 0
     more: bool = False
     """Another fire is due at once (decide again now, not at the next fire time)."""
+
+
+def _latest_only(schedule: TaskSchedule, table: Timetable, known: set[datetime], active: Sequence[Fired],
+                 handled: datetime, now: datetime) -> Step:
+    """A schedule without a catchupWindow or a buffering policy: of the fire times in
+    (handledThrough, now] only the latest may run (within startingDeadline and the concurrency
+    policy); the earlier ones are counted as missed."""
+    spec = schedule.spec
+    span = table.span(handled, now)
+    latest = span.latest
+    if latest is None:  # span.count == 0
+        return Step(None, (), handled)
+    earlier_known = sum(1 for k in known if handled < k < latest)
+    if span.truncated:  # count this stretch, and come back at once for the rest
+        return Step(None, (), latest, missed=span.count - earlier_known - (latest in known), more=True)
+    missed = span.count - 1 - earlier_known
+    if latest in known:  # created before a crash, not yet recorded: record it now
+        return Step(None, (), latest, missed=missed)
+    if spec.starting_deadline is not None and now - latest > spec.starting_deadline:
+        return Step(None, (), latest, missed=missed + 1)
+    if active and spec.concurrency_policy == ConcurrencyPolicy.FORBID:
+        return Step(None, (), latest, missed=missed, skipped=1)
+    if (spec.max_active_tasks is not None and len(active) >= spec.max_active_tasks
+            and spec.concurrency_policy == ConcurrencyPolicy.ALLOW):
+        return Step(None, (), latest, missed=missed, skipped=1)
+    cancel = (tuple(t.name for t in active if not t.cancelling)
+              if active and spec.concurrency_policy == ConcurrencyPolicy.REPLACE else ())
+    return Step(latest, cancel, latest, missed=missed)
 
 
 def _catch_up(schedule: TaskSchedule, table: Timetable, known: set[datetime], active: Sequence[Fired],
