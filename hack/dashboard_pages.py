@@ -1,6 +1,6 @@
 """Time the dashboard's pages over HTTP with N tasks in its cache, without a cluster: the cache is
 filled by hand with Tasks of a 200-byte payload (80 % Queued, 10 % Running, 10 % Succeeded, four
-pools), as `tests/unit/test_dashboard_server.py` fills it, and each page is fetched three times
+pools), as `tests/unit/cli/test_dashboard_server.py` fills it, and each page is fetched three times
 through aiohttp's test client; the best time is printed, and the RSS the filled cache added.
 
     PYTHONPATH=. .venv/bin/python hack/dashboard_pages.py 100000

@@ -1,7 +1,7 @@
 """The CLI's listings in pages against the real API server (issue 56, item 4): with
 `--chunk-size 5`, twelve Tasks are three list requests, and `list`, `get -o json`, `describe`'s
 place in the queue and a bulk verb read them page by page and show or act on every one, once, in
-the server's order. (The unit tests, tests/unit/test_client_paging.py, check that each page is
+the server's order. (The unit tests, tests/unit/cli/test_client_paging.py, check that each page is
 shown or acted on before the next is read; here the real server's `continue` tokens do the
 paging.)"""
 from __future__ import annotations

@@ -15,7 +15,7 @@ from kubernetes import client
 from cronoq.api import GROUP, VERSION
 
 from tests.support.waiting import wait_until
-from tests.unit.test_push_runner import Receiver, push
+from tests.unit.worker.test_push_runner import Receiver, push
 
 OPERATOR_IMAGE_PREFIX = "ghcr.io/cronoq/operator:"
 

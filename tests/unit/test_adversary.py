@@ -46,7 +46,7 @@ ROUNDS = 12
 ATTACKED = ("TaskPool", "Task", "Job", "Pod", "Lease", "WorkerLease")
 NOT_ATTACKED_HERE = {
     "TaskSchedule": "the schedule controller, not the Controller, reads it, and only of its own namespace: "
-                    "tests/unit/test_schedule_controller.py (forged and foreign owners)",
+                    "tests/unit/controller/test_schedule_controller.py (forged and foreign owners)",
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 from cronoq.heartbeat import main
 
 from tests.support.waiting import wait_until
-from tests.unit.test_worker_run import UNREACHABLE_KUBECONFIG
+from tests.unit.worker.test_run import UNREACHABLE_KUBECONFIG
 
 ENV = {"CRONOQ_TASK_ID": "uid", "CRONOQ_TASK_NAME": "report", "CRONOQ_ATTEMPT": "1", "CRONOQ_NAMESPACE": "jobs",
        "CRONOQ_LEASE_NAME": "report-a1", "CRONOQ_LEASE_ID": "e1-a1"}

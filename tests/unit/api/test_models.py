@@ -18,7 +18,7 @@ from cronoq.api import (
 from cronoq.api.durations import format as format_duration
 from cronoq.api.task import PAYLOAD_LIMIT, TEMPLATE_LIMIT
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 MODELS = {"Task": Task, "TaskPool": TaskPool, "TaskSchedule": TaskSchedule}
 
 

@@ -13,7 +13,7 @@ from cronoq.pod_protocol.report import (
     MAX_RETRY_AFTER, OUTCOMES, REPORT_LIMIT, REPORT_REASONS, TRUNCATED, Report, truncate,
 )
 
-LEASE_GUARD = Path(__file__).resolve().parents[2] / "charts" / "cronoq" / "templates" / "lease-guard-policy.yaml"
+LEASE_GUARD = Path(__file__).resolve().parents[3] / "charts" / "cronoq" / "templates" / "lease-guard-policy.yaml"
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=200)
 """Text UTF-8 can carry (a lone surrogate is replaced when encoded), short enough that no report of

@@ -56,7 +56,7 @@ def test_the_pull_sweep_is_a_row_per_fleet_size_in_the_pull_table():
 
     from bench import report
 
-    run = json.loads((Path(__file__).parents[2] / "bench" / "results" / "run-20261206-010726.json").read_text())
+    run = json.loads((Path(__file__).parents[3] / "bench" / "results" / "run-20261206-010726.json").read_text())
     table = "\n".join(report._pull(run))
     assert "| 1000 | bare Jobs |" in table
     assert "| 1000 | cronoq, Workers, 2 × 64 | 76.2 |" in table and "| 1000 | cronoq, Workers, 32 × 4 | 75.8 |" in table

@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from cronoq.engine.schedule import Fired, decide, task_manifest, task_name
 
-from tests.unit.test_engine_schedule import T0, after, make
-from tests.unit.test_engine_schedule_catchup import done, run
+from tests.unit.engine.test_schedule import T0, after, make
+from tests.unit.engine.test_schedule_catchup import done, run
 
 S = timedelta(seconds=1)
 H = timedelta(hours=1)

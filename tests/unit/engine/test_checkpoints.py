@@ -12,8 +12,8 @@ from cronoq.engine.plan import Plan
 from cronoq.pod_protocol import Env
 
 from tests.unit.builders import T0, at, attempt_job, make_task, observe, with_status
-from tests.unit.test_engine_served import handed, lease, served
-from tests.unit.test_engine_served import run as run_served
+from tests.unit.engine.test_served import handed, lease, served
+from tests.unit.engine.test_served import run as run_served
 
 RETRY = {"retry": {"maxAttempts": 3, "initialBackoff": "0s", "jitter": "none"}, "leaseTTL": "30s"}
 

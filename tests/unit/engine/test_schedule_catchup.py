@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from cronoq.engine import schedule as sched
 from cronoq.engine.schedule import Fired, decide, task_name
 
-from tests.unit.test_engine_schedule import T0, after, make
+from tests.unit.engine.test_schedule import T0, after, make
 
 S = timedelta(seconds=1)
 

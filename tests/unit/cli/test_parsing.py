@@ -15,7 +15,7 @@ from cronoq.cli.render import jsonpath
 from cronoq.cli.tasks import select
 from tests.unit.builders import T0, make_task
 
-CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
+CLI_DOC = Path(__file__).resolve().parents[3] / "docs" / "reference" / "cli.md"
 
 
 @pytest.fixture(autouse=True)

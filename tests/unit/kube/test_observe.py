@@ -12,7 +12,7 @@ from cronoq.engine.outcome import classify
 from cronoq.controller.store import with_pod as combine
 from cronoq.kube.observe import job_facts, pod_facts
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def recorded(kind: str, name: str) -> dict:

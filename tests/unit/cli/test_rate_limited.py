@@ -1,5 +1,5 @@
 """What `cronoq pool` says of a pool's rate limit (what `cronoq describe` says of a task waiting
-for it: tests/unit/test_engine_waiting.py)."""
+for it: tests/unit/engine/test_waiting.py)."""
 from __future__ import annotations
 
 from cronoq.api import TaskPool
