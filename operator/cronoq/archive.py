@@ -331,6 +331,23 @@ class Database:
             out.append(item)
         return out
 
+    def task(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The newest archived task of this name (a name may be taken again by a new task) and its
+        attempt rows, oldest first; None when the archive holds none."""
+        self._require_schema()
+        conn = self.connection()
+        columns = ["task_uid", *_TASK_COLUMNS[1:]]
+        row = conn.execute(self._sql(f"SELECT {', '.join(columns)} FROM {TASKS} WHERE namespace = %s AND name = %s "
+                                     "ORDER BY finished_at DESC LIMIT 1"), (namespace, name)).fetchone()
+        if row is None:
+            return None
+        found = {c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(columns, row)}
+        cursor = conn.execute(self._sql(f"SELECT {', '.join(_ATTEMPT_COLUMNS)} FROM {ATTEMPTS} WHERE task_uid = %s "
+                                        "ORDER BY attempt"), (found["task_uid"],))
+        attempts = [{c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_ATTEMPT_COLUMNS, r)}
+                    for r in cursor.fetchall()]
+        return found, attempts
+
     def counts(self) -> tuple[int, int]:
         """(attempt rows, task rows) the archive holds."""
         conn = self.connection()

@@ -113,3 +113,53 @@ def run(args: argparse.Namespace, now: datetime | None = None) -> int:
     columns = list(COLUMNS[:-1]) + (list(WIDE) if wide else []) + [COLUMNS[-1]]
     render.show(out, render.table(columns, cells, show_header=not args.no_headers))
     return EXIT_OK
+
+
+def describe_archived(namespace: str, name: str, url: str) -> int | None:
+    """`cronoq describe` of a task that is gone from the cluster: what the archive holds of the
+    newest task of that name (its final phase, message, output and attempts). None when the
+    archive holds none (the caller then says the task is not found)."""
+    from cronoq.archive import Database
+
+    db = Database(url)
+    if db.dialect == "sqlite" and not os.path.exists(db.path):
+        return None
+    try:
+        found = db.task(namespace, name)
+    finally:
+        db.close()
+    if found is None:
+        return None
+    task, attempts = found
+    out = render.console()
+    pairs: list[tuple[str, Any]] = [
+        ("Name", task["name"]), ("Namespace", task["namespace"]), ("Pool", task["pool"]),
+        ("Phase", render.phase_text(task["phase"])), ("Attempt", task["attempts"])]
+    if task["key"]:
+        pairs.append(("Key", task["key"]))
+    if task["duplicate_of"]:
+        pairs.append(("Duplicate of", task["duplicate_of"]))
+    for label, column in (("Submitted", "submitted_at"), ("Finished", "finished_at")):
+        if task[column] is not None:
+            pairs.append((label, task[column].isoformat()))
+    pairs.append(("Archived", render.cell("deleted from the cluster; this is what the archive kept (uid "
+                                          f"{task['task_uid']})")))
+    if task["message"]:
+        pairs.append(("Message", render.cell(task["message"], multiline=True)))
+    if task["output_available"]:
+        pairs.append(("Output", render.cell(task["output"] or "", multiline=True)))
+    render.show(out, render.fields_grid(pairs))
+    print()
+    if not attempts:
+        print("Attempts: none")
+        return EXIT_OK
+    print("Attempts:")
+    rows = [[render.cell(a["attempt"]), render.cell(a["trigger"]),
+             render.cell(f"worker {a['worker']}" if a["worker"] else f"Job {a['job']}" if a["job"] else "-"),
+             render.cell(a["started_at"].strftime("%Y-%m-%d %H:%M:%S") if a["started_at"] else "-"),
+             render.cell(render.duration(a["duration_ms"])), render.cell(a["outcome"]),
+             render.cell("-" if a["exit_code"] is None else a["exit_code"]), render.cell(a["reason"] or "-"),
+             render.cell((a["message"] or "").strip() or "-")] for a in attempts]
+    render.show(out, render.table(["ATTEMPT", "TRIGGER", "RAN ON", "STARTED", "DURATION", "OUTCOME", "EXIT CODE",
+                                   "REASON", "MESSAGE"], rows))
+    return EXIT_OK
