@@ -54,6 +54,7 @@ def _migrations(dialect: Dialect) -> dict[int, list[str]]:
             f"CREATE INDEX {ATTEMPTS}_namespace ON {ATTEMPTS} (namespace, finished_at)",
             f"CREATE INDEX {ATTEMPTS}_pool ON {ATTEMPTS} (namespace, pool, finished_at)",
             f"CREATE INDEX {ATTEMPTS}_outcome ON {ATTEMPTS} (outcome, finished_at)",
+            f"CREATE INDEX {ATTEMPTS}_name ON {ATTEMPTS} (name, finished_at)",
             f"CREATE INDEX {ATTEMPTS}_key ON {ATTEMPTS} (key) WHERE key IS NOT NULL",
             f"""CREATE TABLE {TASKS} (
                 task_uid TEXT PRIMARY KEY,
