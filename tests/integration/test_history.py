@@ -99,7 +99,7 @@ def test_every_ended_attempt_is_archived_once_across_a_failover(api, own_namespa
         assert len(retryable) == 2 * len(names), "the two failed attempts of each task, none twice"
         assert {(r["task_uid"], r["attempt"]) for r in retryable} <= ended
         failed = subprocess.run([sys.executable, "-m", "cronoq", "history", f"--archive={url}",
-                                 f"--namespace={own_namespace}", "--phase=Failed", "--limit=1000", "-o", "json"],
+                                 f"--namespace={own_namespace}", "--phase=DeadLettered", "--limit=1000", "-o", "json"],
                                 capture_output=True, text=True, check=True)
         assert {r["name"] for r in json.loads(failed.stdout)} == {n for i, n in enumerate(names) if i % 4 == 0}
         table = subprocess.run([sys.executable, "-m", "cronoq", "history", f"--archive={url}",
