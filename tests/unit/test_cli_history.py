@@ -103,3 +103,8 @@ def test_describe_of_a_deleted_task_shows_what_the_archive_kept(tmp_path, capsys
     monkeypatch.delenv("CRONOQ_ARCHIVE", raising=False)
     with pytest.raises(TaskNotFound):  # no archive given: as before
         tasks.describe(parser().parse_args(["describe", "gone"]), GoneClient())  # type: ignore[arg-type]
+
+
+def test_the_operator_refuses_an_archive_url_it_cannot_use_before_it_starts(capsys) -> None:
+    code, _, err = run(["operator", "--archive", "mysql://db/cronoq"], capsys)
+    assert code == 2 and "--archive: archive URL 'mysql://db/cronoq': give sqlite:///path or postgresql://" in err
