@@ -27,7 +27,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PATH=/opt/cronoq/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # The package and its pinned dependencies (pyproject.toml; constraints.txt pins the transitive
-# ones too), installed from this repository.
+# ones too), installed from this repository, with the `postgres` extra: psycopg 3, for an archive
+# on Postgres (--archive postgresql://...).
 # Only these paths are in the build context (.dockerignore); the sources go once installed.
 # PIP_CERT (optional, a build argument) names a CA bundle for pip where downloads go through
 # a TLS-inspecting proxy; it is unset in public builds and never stored in the image.
@@ -36,7 +37,7 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY operator/ operator/
 RUN python3 -m venv /opt/cronoq \
- && pip install . --constraint constraints.txt \
+ && pip install '.[postgres]' --constraint constraints.txt \
  && rm -rf /src
 
 # Bytecode was compiled at install time; at run time nothing is written outside /tmp.

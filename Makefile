@@ -27,6 +27,7 @@ demo: $(BIN)/.installed cluster-up install-crds operator-up
 	@echo "Use the cluster with:"
 	@echo "  export KUBECONFIG=$(KUBECONFIG) PATH=$(CURDIR)/.cluster/bin:\$$PATH"
 	@echo "  kubectl get tasks,taskpools"
+	@echo "  cronoq history --archive sqlite:///$(CURDIR)/.cluster/archive.db   # every ended attempt, deleted tasks too"
 	@echo "Stop everything with: make cluster-down"
 
 ## operator-up: run the operator in the background against the local cluster (one trusted user: it
@@ -36,7 +37,7 @@ operator-up: $(BIN)/.installed
 	@if [ -f .cluster/run/operator.pid ] && kill -0 $$(cat .cluster/run/operator.pid) 2>/dev/null; then \
 		echo "operator already running (pid $$(cat .cluster/run/operator.pid))"; \
 	else \
-		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 21090 --probe-port 21080 --trust-worker-leases >> .cluster/logs/operator.log 2>&1 & \
+		nohup $(BIN)/cronoq operator --namespace default --lease-name cronoq-demo --metrics-port 21090 --probe-port 21080 --trust-worker-leases --archive sqlite:///$(CURDIR)/.cluster/archive.db >> .cluster/logs/operator.log 2>&1 & \
 		echo $$! > .cluster/run/operator.pid; \
 		echo "operator started (pid $$!)"; \
 	fi

@@ -85,6 +85,18 @@ RATE_LIMITED = PoolCounter("cronoq_dispatch_rate_limited_total", "Waits for a po
                        "by namespace and pool.", ["namespace", "pool"], registry=REGISTRY)
 TASKS_DELETED = Counter("cronoq_tasks_deleted_total", "Finished tasks deleted because their time to live "
                         "(ttlAfterFinished, ttlAfterSuccess or ttlAfterFailure, and keyRetention) passed.", registry=REGISTRY)
+ARCHIVED = Counter("cronoq_archive_rows_total", "Rows written to the archive (--archive), by kind (attempt, task); "
+                   "a row written again (after a failover or a retried write) is not counted twice.", ["kind"],
+                   registry=REGISTRY)
+ARCHIVE_FAILURES = Counter("cronoq_archive_failures_total", "Writes to and reads of the archive that failed (the "
+                           "rows stay queued and are written again).", registry=REGISTRY)
+ARCHIVE_QUEUE = Gauge("cronoq_archive_queue_rows", "Rows waiting to be written to the archive.", registry=REGISTRY)
+ARCHIVE_DROPPED = Counter("cronoq_archive_dropped_total", "Rows dropped from a full archive queue (the archive was "
+                          "down long); a finished task's are written again from its status before it is deleted.",
+                          registry=REGISTRY)
+DELETED_UNARCHIVED = Counter("cronoq_archive_deleted_unarchived_total", "Finished tasks deleted without their "
+                             "rows in the archive: it stayed down for --archive-wait (each has a Warning Event "
+                             "DeletedUnarchived).", registry=REGISTRY)
 RETRIES = Counter("cronoq_reconcile_retries_total", "Reconciles that failed and were queued again with a "
                   "per-key exponential delay, by kind (task, pool, schedule).", ["kind"], registry=REGISTRY)
 SCHEDULE_FIRES = Counter("cronoq_schedule_fires_total", "Fire times of TaskSchedules, by schedule (namespace/name) "

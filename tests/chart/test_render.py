@@ -181,6 +181,32 @@ def test_leader_election_off_needs_a_single_replica(template, render):
     assert not find(objects, "PodDisruptionBudget"), "a PDB over one replica would block every drain"
 
 
+def test_the_archive_url_comes_from_a_secret_or_a_value_and_a_sqlite_file_from_a_volume(template, render):
+    container = operator_container(render())
+    assert not any(a.startswith("--archive") for a in container["args"]), "off by default"
+    assert "CRONOQ_ARCHIVE" not in {e["name"] for e in container["env"]}
+
+    objects = render(sets={"archive.enabled": "true", "archive.existingSecret": "db", "archive.retention": "48h"})
+    container = operator_container(objects)
+    assert {"--archive-retention=48h", "--archive-wait=10m"} <= set(container["args"])
+    (env,) = [e for e in container["env"] if e["name"] == "CRONOQ_ARCHIVE"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "db", "key": "url"}
+
+    result = template(sets={"archive.enabled": "true"})
+    assert result.returncode != 0 and "needs archive.url or archive.existingSecret" in result.stderr
+    result = template(sets={"archive.enabled": "true", "archive.url": "sqlite:////var/lib/cronoq/archive.db"})
+    assert result.returncode != 0 and "a SQLite archive needs replicaCount 1" in result.stderr
+
+    objects = render(sets={"archive.enabled": "true", "archive.url": "sqlite:////var/lib/cronoq/archive.db",
+                           "replicaCount": "1", "archive.volume.persistentVolumeClaim.claimName": "cronoq-archive"})
+    container = operator_container(objects)
+    (env,) = [e for e in container["env"] if e["name"] == "CRONOQ_ARCHIVE"]
+    assert env["value"] == "sqlite:////var/lib/cronoq/archive.db"
+    assert {"name": "archive", "mountPath": "/var/lib/cronoq"} in container["volumeMounts"]
+    volumes = only(objects, "Deployment", FULLNAME)["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "archive", "persistentVolumeClaim": {"claimName": "cronoq-archive"}} in volumes
+
+
 def test_pod_disruption_budget_covers_the_operator_pods(render):
     objects = render()
     pdb = only(objects, "PodDisruptionBudget")

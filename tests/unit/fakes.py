@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import copy
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from cronoq import metrics
+from cronoq.controller.archive import Archiver
 from cronoq.controller.clock import FakeClock
 from cronoq.controller.reconciler import Controller
 
@@ -143,10 +144,12 @@ async def settle(controller: Controller) -> None:
 class World:
     """A Controller over the fake writer; watch events are fed by hand, work keys run to quiet."""
 
-    def __init__(self, concurrency: int = 1, warnings_only: bool = False) -> None:
+    def __init__(self, concurrency: int = 1, warnings_only: bool = False,
+                 archiver: Callable[[FakeClock], Archiver] | None = None) -> None:
         self.writer = FakeWriter()
         self.clock = FakeClock(T0)
-        self.controller = Controller(self.writer, epoch=1, clock=self.clock, warnings_only=warnings_only)
+        self.controller = Controller(self.writer, epoch=1, clock=self.clock, warnings_only=warnings_only,
+                                     archiver=archiver(self.clock) if archiver is not None else None)
         self.controller.intake.on_pool(None, pool(concurrency))
 
     def submit(self, name: str, **spec: Any) -> None:

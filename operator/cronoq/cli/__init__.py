@@ -3,7 +3,8 @@
 The user's verbs are the shell's face of `cronoq.client`, one module per resource: the task verbs
 (submit, get/list, wait, cancel, retry, delete, describe, logs, tree, inputs) in
 `cronoq.cli.tasks`, `pool` in `cronoq.cli.pools`, `schedule` in `cronoq.cli.schedules`,
-`dashboard` in `cronoq.cli.dashboard`. Each runs through `cronoq.cli.runner`, which makes the
+`dashboard` in `cronoq.cli.dashboard`, `history` (the archive's executions, read from its database) in
+`cronoq.cli.history`. Each runs through `cronoq.cli.runner`, which makes the
 client and turns errors into one line and an exit code. The internal verbs
 (`operator`, `heartbeat` the sidecar, `push` the push runner) run inside the cluster and are
 left out of `--help`.
@@ -57,12 +58,13 @@ def parser() -> Parser:
     sub.add_parser("push", description="Make this push task attempt's HTTP request and report the answer "
                                         "(the push runner).")
 
-    from cronoq.cli import dashboard, pools, schedules, tasks
+    from cronoq.cli import dashboard, history, pools, schedules, tasks
     common = _common()
     tasks.add_verbs(sub, common)
     pools.add_verb(sub, common)
     schedules.add_verb(sub, common)
     dashboard.add_verb(sub, common)
+    history.add_verb(sub)
     comp = sub.add_parser("completion", help="print the shell completion script (bash, zsh or fish)",
                           description="Print the completion script of a shell, completing verbs, flags and the "
                                       "names of tasks, pools and schedules: source <(cronoq completion bash)")
@@ -152,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "dashboard":
             from cronoq.cli.dashboard import run as run_dashboard
             return run_dashboard(args)
+        if args.command == "history":
+            from cronoq.cli.history import run as run_history
+            return run_history(args)
         if args.command == "pool":
             from cronoq.cli.pools import run as run_pool
             return run_pool(args)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -135,6 +136,9 @@ def _add_bulk(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
 def _add_reading(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     d = sub.add_parser("describe", parents=[common], help="a task, its attempt history, dependencies and events")
     d.add_argument("name", metavar="NAME")
+    d.add_argument("--archive", metavar="URL", default=None,
+                   help="a task gone from the cluster is described from this archive (the operator's --archive; "
+                        "default: $CRONOQ_ARCHIVE)")
     d.add_argument("--place", action="store_true",
                    help=f"a queued task's exact place in its pool's queue past {PLACE_LIMIT:,} queued (reads every "
                         "queued task of the pool, page by page; without it, the place between the pool's queue marks)")
@@ -766,7 +770,16 @@ def delete(args: argparse.Namespace, client: Client) -> int:
 
 
 def describe(args: argparse.Namespace, client: Client) -> int:
-    task = client.get(_bare(args.name))
+    try:
+        task = client.get(_bare(args.name))
+    except TaskNotFound:
+        url = getattr(args, "archive", None) or os.environ.get("CRONOQ_ARCHIVE")
+        if url:  # deleted meanwhile (its retention ended): what the archive kept of it
+            from cronoq.cli.history import describe_archived
+            shown = describe_archived(client.namespace, _bare(args.name), url)
+            if shown is not None:
+                return shown
+        raise
     s = task.status
     out = render.console()
     pairs: list[tuple[str, Any]] = [

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskStatus
+from cronoq.controller.archive import Archiver, fed_rows
 from cronoq.controller.gather import holder
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.outcome import Refused
@@ -54,7 +55,10 @@ def _told(status: TaskStatus | None) -> str | None:
 class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
                  term: Term, *, clock: Callable[[], datetime], skew: Callable[[], timedelta],
-                 warnings_only: bool = False, served_warnings_only: bool = False) -> None:
+                 warnings_only: bool = False, served_warnings_only: bool = False,
+                 archiver: Archiver | None = None) -> None:
+        self.archiver = archiver
+        """Handed what each landed status write adds to the archive (never awaited)."""
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
         self.warnings_only = warnings_only
@@ -98,6 +102,8 @@ class Applier:
             if landed is None:
                 return None
             record = landed
+            if task is not None and self.archiver is not None:
+                self.archiver.feed(fed_rows(task, task.status, plan.status))
             if task is not None:
                 if _told(plan.status) == reasons.RATE_LIMITED != _told(task.status):
                     metrics.RATE_LIMITED.labels(*pool_key).inc()

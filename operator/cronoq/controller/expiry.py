@@ -13,6 +13,12 @@ applies to tasks that finished long ago. Entries left behind that way are droppe
 half the heap, so the heap stays within twice the tasks due (plus a little), however often
 retention changes.
 
+With an archive (controller/archive.py), a task is deleted only once its rows are in it: `gate`
+answers that, writing them first if they are missing. While the archive cannot take them, the
+deletion is put off (ARCHIVE_RETRY_SECONDS at a time, a Warning Event ArchivePending the first
+time) for at most `hold` (`--archive-wait`); then the task is deleted all the same, with a Warning
+Event DeletedUnarchived and a count: nothing is lost silently, and nothing waits forever.
+
 It stays off the work queue on purpose (its keys would wait behind, or crowd out, reconciles), but
 waits on the controller's one clock, so tests advance time through retention and the delete rate.
 """
@@ -22,13 +28,18 @@ import asyncio
 import heapq
 import logging
 from datetime import datetime
-from typing import Callable
+from datetime import timedelta
+from typing import Awaitable, Callable
 
 from cronoq import metrics
+from cronoq.api import API_VERSION, Task
+from cronoq.api.durations import format as format_duration
 from cronoq.controller.clock import Clock, wait_set
 from cronoq.controller.store import Key
 from cronoq.controller.term import Term
 from cronoq.controller.writer import Writer
+from cronoq.engine import reasons
+from cronoq.engine.plan import Event
 from cronoq.kube.writes import NotLeader
 
 log = logging.getLogger(__name__)
@@ -38,11 +49,22 @@ DELETES_PER_SECOND = 20.0
 COMPACT_SLACK = 64
 """Superseded heap entries tolerated beyond the tasks due before the heap is rebuilt."""
 
+ARCHIVE_RETRY_SECONDS = 30.0
+"""How long a deletion waiting for the archive is put off at a time."""
+
+Gate = Callable[[str, str, str], Awaitable[bool]]
+"""(namespace, name, uid) → whether the finished task may be deleted now (its rows are archived)."""
+
 
 class Expiry:
     def __init__(self, writer: Writer, term: Term, clock: Clock,
-                 busy: Callable[[], bool] = lambda: False, rate: float = DELETES_PER_SECOND) -> None:
+                 busy: Callable[[], bool] = lambda: False, rate: float = DELETES_PER_SECOND,
+                 gate: Gate | None = None, hold: timedelta = timedelta(minutes=10)) -> None:
         self._writer = writer
+        self.gate = gate
+        self.hold = hold
+        self._held: dict[Key, datetime] = {}
+        """Tasks whose deletion waits for the archive → when it first did."""
         self._term = term
         self._clock = clock
         self._busy = busy
@@ -76,6 +98,7 @@ class Expiry:
         """The task left: nothing to delete (its stale heap entry is skipped when it comes up, or
         dropped by a rebuild)."""
         self._due.pop(key, None)
+        self._held.pop(key, None)
         self._compact()
 
     def __len__(self) -> int:
@@ -97,6 +120,8 @@ class Expiry:
                 continue
             del self._due[key]
             try:
+                if not await self._archived(key, uid):
+                    continue
                 await self._delete(key[0], key[1], uid)
                 metrics.TASKS_DELETED.inc()
             except asyncio.CancelledError:
@@ -106,6 +131,36 @@ class Expiry:
             # Grants first: while they wait, deletions slow to half their rate, never to a stop
             # (a steady stream keeps grants waiting, and retention must still keep up).
             await self._clock.sleep(self._interval * (2 if self._busy() else 1))
+
+    async def _archived(self, key: Key, uid: str) -> bool:
+        """Whether the task may go now as far as the archive is concerned; if not, its deletion is
+        put off (within `hold` of the first time it was, then it goes unarchived, said so)."""
+        if self.gate is None or not self._term.acting:
+            return True
+        if await self.gate(key[0], key[1], uid):
+            self._held.pop(key, None)
+            return True
+        now = self._clock.now()
+        first = self._held.setdefault(key, now)
+        if now - first >= self.hold:
+            self._held.pop(key, None)
+            metrics.DELETED_UNARCHIVED.inc()
+            log.error("task %s/%s is deleted without its rows in the archive: the archive has not taken them "
+                      "for %s (--archive-wait)", *key, format_duration(self.hold))
+            await self._warn(key, uid, Event(reasons.DELETED_UNARCHIVED, (
+                f"deleted without its attempts in the archive: the archive could not take them for "
+                f"{format_duration(self.hold)} (--archive-wait)"), warning=True))
+            return True
+        if first == now:
+            await self._warn(key, uid, Event(reasons.ARCHIVE_PENDING, (
+                f"its retention has ended, but the archive cannot take its attempts yet: deletion waits for it, "
+                f"at most {format_duration(self.hold)} (--archive-wait)"), warning=True))
+        self.schedule(key, uid, now + timedelta(seconds=ARCHIVE_RETRY_SECONDS))
+        return False
+
+    async def _warn(self, key: Key, uid: str, event: Event) -> None:
+        raw = {"apiVersion": API_VERSION, "kind": Task.KIND, "metadata": {"namespace": key[0], "name": key[1], "uid": uid}}
+        await self._writer.post_event(raw, event, self._clock.now())
 
     async def _delete(self, namespace: str, name: str, uid: str) -> None:
         if not self._term.acting:

@@ -16,6 +16,7 @@ from typing import Callable
 from cronoq import metrics
 from cronoq.api import TaskPool
 from cronoq.controller.apply import Applier
+from cronoq.controller.archive import Archiver
 from cronoq.controller.clock import Clock, LoopClock, Timer
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
@@ -54,7 +55,8 @@ class Controller:
                  clock: Clock | None = None, rng: random.Random | None = None,
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
                  warnings_only: bool = False, served_warnings_only: bool = False,
-                 task_service_account: TaskServiceAccount | None = None, queue_marks_from: int = admission.MARKS_FROM) -> None:
+                 task_service_account: TaskServiceAccount | None = None, archiver: Archiver | None = None,
+                 archive_wait: timedelta = timedelta(minutes=10), queue_marks_from: int = admission.MARKS_FROM) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -67,19 +69,29 @@ class Controller:
         self.rate_limits = RateLimits(self.clock)
         self._token_timers: dict[tuple[str, str], Timer] = {}
         """Pool key → the timer of its rate limit's next token."""
-        self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent)
+        self.archiver = archiver
+        """Writes ended attempts and finished tasks to the archive (--archive), when there is one."""
+        gate = None
+        if archiver is not None:
+            archive = archiver
+
+            async def gate(namespace: str, name: str, uid: str) -> bool:
+                return await archive.ready(namespace, name, uid, writer.read_task)
+        self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent, gate=gate,
+                             hold=archive_wait)
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
         self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount())
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
                                clock=now, skew=skew, warnings_only=warnings_only,
-                               served_warnings_only=served_warnings_only)
+                               served_warnings_only=served_warnings_only, archiver=archiver)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock,
                                           marks_from=queue_marks_from)
 
     async def run(self) -> None:
+        background = [self.archiver.run(self.store, self.writer.read_task)] if self.archiver is not None else []
         await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self.pool_statuses.run(),
-                             self.expiry.run())
+                             self.expiry.run(), *background)
 
     async def process(self, key: WorkKey) -> None:
         """One work key: reconcile it, and have the queue act on how that ended."""
@@ -138,6 +150,8 @@ class Controller:
         timers go too."""
         grant = self.slots.forget(key)
         self.expiry.forget(key)
+        if self.archiver is not None:
+            self.archiver.forget(key)
         self.queue.drop(("task", *key))
         if grant is not None:
             if grant.token:

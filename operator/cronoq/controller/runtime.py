@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable
 from aiohttp import web
 
 from cronoq import metrics
+from cronoq.archive import Database
+from cronoq.controller.archive import Archiver
 from cronoq.controller.clock import LoopClock
 from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
@@ -30,6 +32,9 @@ from cronoq.kube.watch import Feed, Watch, sources
 from cronoq.kube import writes
 
 log = logging.getLogger(__name__)
+
+ARCHIVE_DRAIN_SECONDS = 5.0
+"""How long a clean stop waits for the archive's queue to be written."""
 
 GUARD_SECONDS = 30.0
 """How often the operator looks whether the lease guard is (still) in force."""
@@ -57,11 +62,17 @@ class Runtime:
         http = self.http = ApiSession(api_client())
         writer = self.writer = writes.Writer(http, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         clock = LoopClock()
+        archiver = None
+        if self.options.archive:
+            keep = self.options.archive_retention
+            archiver = Archiver(Database(self.options.archive), clock, keep=keep or None,
+                                keep_success=self.options.archive_retention_success)
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers, clock=clock,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
                                      served_warnings_only=self.options.events == "auto",
-                                     task_service_account=self.options.task_pods,
+                                     task_service_account=self.options.task_pods, archiver=archiver,
+                                     archive_wait=self.options.archive_wait,
                                      queue_marks_from=self.options.queue_marks_from)
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)
@@ -182,6 +193,10 @@ class Runtime:
             w.stop()
         if self.controller is not None:
             self.controller.term.acting = False
+            if (archiver := self.controller.archiver) is not None:
+                if archiver.migrated and not await archiver.drain(ARCHIVE_DRAIN_SECONDS):
+                    log.warning("stopping with rows not yet archived: the next leader writes them from the statuses")
+                archiver.close()
         if self.leadership is not None:
             await self.leadership.release()
         if self.http is not None:

@@ -97,6 +97,20 @@ class Options:
         MARKS_FROM, "past this many tasks waiting in a pool, its status carries marks of its queue (taken at most "
                     "once a minute), and `cronoq describe` bounds a queued task's place by them instead of listing "
                     "the pool", metavar="N")
+    archive: str | None = flag(
+        None, "keep every ended attempt and finished task in this database: sqlite:///path (one replica) or "
+              "postgresql://user@host/db (the password from $PGPASSWORD or a .pgpass); deletion of a finished task "
+              "waits for its rows", metavar="URL", env="CRONOQ_ARCHIVE", default_text="none: no archive")
+    archive_retention: timedelta = flag(
+        timedelta(days=30), "delete archived rows this long after their attempt or task finished; 0s: keep them",
+        metavar="DURATION", parse=_duration)
+    archive_retention_success: timedelta | None = flag(
+        None, "the same for successes (attempts that succeeded, tasks that did), e.g. 72h", metavar="DURATION",
+        parse=_duration, default_text="--archive-retention")
+    archive_wait: timedelta = flag(
+        timedelta(minutes=10), "how long a finished task's deletion waits for an archive that cannot take its rows "
+                               "(an Event ArchivePending says it waits); then it is deleted, with a Warning Event "
+                               "DeletedUnarchived", metavar="DURATION", parse=_duration)
     log_level: LogLevel = flag("info", "how much the operator logs", choices=get_args(LogLevel), env="CRONOQ_LOG_LEVEL")
     epoch: int = 0
     """The epoch when there is no leader election (one replica): no flag, an election sets it."""

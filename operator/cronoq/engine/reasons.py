@@ -51,6 +51,8 @@ INVALID_SPEC = "InvalidSpec"
 ATTEMPT_ENDED = "AttemptEnded"
 STALE_COMPLETION = "StaleCompletion"
 FOREIGN_JOB = "ForeignJob"       # a Job for an attempt the status does not name: not adopted
+ARCHIVE_PENDING = "ArchivePending"  # its retention ended, but the archive cannot take its rows yet: deletion waits
+DELETED_UNARCHIVED = "DeletedUnarchived"  # the archive stayed down for --archive-wait: deleted without its rows
 
 # Why a task has not started, or ended without running.
 WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"

@@ -25,7 +25,14 @@ def settings(*flags: str) -> Options:
 
 def test_no_flag_gives_the_settings_defaults(monkeypatch) -> None:
     monkeypatch.delenv("CRONOQ_LOG_LEVEL", raising=False)
+    monkeypatch.delenv("CRONOQ_ARCHIVE", raising=False)
     assert settings() == Options()
+
+
+def test_the_archive_defaults_to_the_environments(monkeypatch) -> None:
+    monkeypatch.setenv("CRONOQ_ARCHIVE", "postgresql://cronoq@db/cronoq")
+    assert settings().archive == "postgresql://cronoq@db/cronoq"
+    assert settings("--archive=sqlite:///x.db").archive == "sqlite:///x.db"
 
 
 def test_every_flag_lands_in_its_setting() -> None:
@@ -34,12 +41,15 @@ def test_every_flag_lands_in_its_setting() -> None:
                      "--lease-name=n", "--sidecar-image=i", "--task-service-account=sa",
                      "--task-service-account-namespace=x", "--task-service-account-namespace=y",
                      "--min-schedule-interval=1m", "--lease-guard=g", "--trust-worker-leases", "--log-level=debug",
-                     "--queue-marks-from=7")
+                     "--queue-marks-from=7", "--archive=sqlite:///a.db", "--archive-retention=0s",
+                     "--archive-retention-success=72h", "--archive-wait=1m")
     assert given == Options(namespaces=("a", "team-*"), metrics_port=0, probe_port=1, workers=3, watch_seconds=20,
                             events="warnings", leader_election=False, lease_namespace="l", lease_name="n",
                             sidecar_image="i", task_service_account="sa", task_service_account_namespaces=("x", "y"),
                             min_schedule_interval=timedelta(minutes=1), lease_guard="g", trust_worker_leases=True,
-                            queue_marks_from=7, log_level="debug")
+                            queue_marks_from=7, log_level="debug", archive="sqlite:///a.db",
+                            archive_retention=timedelta(), archive_retention_success=timedelta(hours=72),
+                            archive_wait=timedelta(minutes=1))
     unchanged = [f.name for f in fields(Options) if getattr(given, f.name) == getattr(Options(), f.name)]
     assert unchanged == ["epoch"], "every setting but the epoch has a flag, and this test gives each"
     assert given.task_pods == TaskServiceAccount("sa", frozenset({"x", "y"}))
@@ -99,6 +109,7 @@ def chart_flags() -> dict[str, list[str]]:
 
 def test_every_flag_the_chart_gives_from_a_value_defaults_to_the_settings_default(monkeypatch) -> None:
     monkeypatch.delenv("CRONOQ_LOG_LEVEL", raising=False)
+    monkeypatch.delenv("CRONOQ_ARCHIVE", raising=False)
     given = {name: flags for name, flags in chart_flags().items() if name not in CHART_NAMED}
     passed = set(re.findall(r"^\s+- (--[\w-]+)", DEPLOYMENT[DEPLOYMENT.index("args:"):DEPLOYMENT.index("env:")],
                             re.MULTILINE))
