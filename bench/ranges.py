@@ -1,5 +1,6 @@
 """A run's headline figures checked against bench/ranges.yaml: a table of pass/fail, and a failure
-when any figure is outside its range. A figure the run did not measure is reported "not run"."""
+when any figure is outside its range. A figure the run did not measure is reported "not run"; one
+of a run smaller than its range's `min_n`, "below N=…" and not judged."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,21 +15,30 @@ INVALID = "not every task succeeded on its first attempt"
 
 
 @dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    min_n: int = 0  # figures of smaller runs are reported, not judged
+
+
+@dataclass(frozen=True)
 class Check:
     figure: str
     where: str  # which run of the results: "N=1000", "10,000 Tasks", ""
     value: float | None  # None: the run was invalid (note says why)
-    low: float
-    high: float
+    range: Range
+    judged: bool = True
     note: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.value is not None and self.low <= self.value <= self.high
+        """Not a failure: within the range, or not judged at this scale."""
+        return not self.judged or (self.value is not None and self.range.low <= self.value <= self.range.high)
 
 
-def load(path: Path = RANGES) -> dict[str, tuple[float, float]]:
-    return {name: (float(b["low"]), float(b["high"])) for name, b in yaml.safe_load(path.read_text()).items()}
+def load(path: Path = RANGES) -> dict[str, Range]:
+    return {name: Range(float(b["low"]), float(b["high"]), int(b.get("min_n", 0)))
+            for name, b in yaml.safe_load(path.read_text()).items()}
 
 
 def clean(run: dict[str, Any]) -> bool:
@@ -44,7 +54,8 @@ def per_task_writes(run: dict[str, Any]) -> float:
 
 
 def figures(r: dict[str, Any]) -> Iterator[tuple[str, str, float | None]]:
-    """(figure, where, value) for every headline figure the results hold; None for an invalid run."""
+    """(figure, where, value) for every headline figure the results hold; None for an invalid run.
+    `where` starts with "N=<n>" for the figures a range's `min_n` applies to."""
     def of(run: dict[str, Any], value: Any) -> float | None:
         return float(value()) if clean(run) else None
 
@@ -97,7 +108,7 @@ def figures(r: dict[str, Any]) -> Iterator[tuple[str, str, float | None]]:
             yield "failover.sigterm_max_s", f"{len(fo.get('rounds', []))} rounds", fo["sigterm_max_seconds"]
 
 
-def check(results: dict[str, Any], ranges: dict[str, tuple[float, float]] | None = None) -> list[Check]:
+def check(results: dict[str, Any], ranges: dict[str, Range] | None = None) -> list[Check]:
     """Every figure of the results against its range; a figure with no range is an error of the
     bench itself (add its range, with the runs behind it)."""
     ranges = load() if ranges is None else ranges
@@ -105,18 +116,21 @@ def check(results: dict[str, Any], ranges: dict[str, tuple[float, float]] | None
     for name, where, value in figures(results):
         if name not in ranges:
             raise KeyError(f"bench/ranges.yaml has no range for {name}")
-        low, high = ranges[name]
-        out.append(Check(name, where, value, low, high, INVALID if value is None else ""))
+        bound = ranges[name]
+        n = int(where.split()[0].removeprefix("N=").replace(",", "")) if where.startswith("N=") else None
+        judged = n is None or n >= bound.min_n
+        out.append(Check(name, where, value, bound, judged, INVALID if value is None else ""))
     return out
 
 
-def table(checks: list[Check], ranges: dict[str, tuple[float, float]] | None = None) -> list[str]:
+def table(checks: list[Check], ranges: dict[str, Range] | None = None) -> list[str]:
     """Markdown: one line per check, then the ranges this run did not measure."""
     ranges = load() if ranges is None else ranges
     out = ["| figure | run | measured | range | |", "|---|---|---|---|---|"]
     for c in checks:
         measured = c.note if c.value is None else f"{c.value:.3g}"
-        out.append(f"| {c.figure} | {c.where} | {measured} | {c.low:g} – {c.high:g} | {'pass' if c.ok else '**FAIL**'} |")
+        mark = f"below N={c.range.min_n:,}: not judged" if not c.judged else "pass" if c.ok else "**FAIL**"
+        out.append(f"| {c.figure} | {c.where} | {measured} | {c.range.low:g} – {c.range.high:g} | {mark} |")
     seen = {c.figure for c in checks}
-    out += [f"| {name} | | | {low:g} – {high:g} | not run |" for name, (low, high) in ranges.items() if name not in seen]
+    out += [f"| {name} | | | {r.low:g} – {r.high:g} | not run |" for name, r in ranges.items() if name not in seen]
     return out

@@ -267,8 +267,8 @@ def checked(results: dict) -> int:
     """Print the range check of a run's results; 1 if a figure is outside its range."""
     checks = ranges.check(results)
     print("\n".join(ranges.table(checks)))
-    failed = [c for c in checks if not c.ok]
-    log(f"ranges: {len(checks) - len(failed)} of {len(checks)} figures within bench/ranges.yaml"
+    judged, failed = [c for c in checks if c.judged], [c for c in checks if not c.ok]
+    log(f"ranges: {len(judged) - len(failed)} of {len(judged)} judged figures within bench/ranges.yaml"
         + (f"; outside: {', '.join(f'{c.figure} ({c.where})' for c in failed)}" if failed else ""))
     return 1 if failed else 0
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from bench import ranges, report
 
-RANGES = {"burst.throughput_vs_bare_jobs": (0.45, 1.0), "burst.operator_cpu_ms_per_task": (2.0, 10.0),
-          "burst.apiserver_ms_per_task": (15.0, 75.0), "burst.writes_per_task": (3.95, 4.05),
-          "burst.dispatch_p99_s": (0.0, 160.0), "pull.throughput_vs_bare_jobs": (1.5, 3.5),
-          "pull.writes_per_task": (2.95, 3.05), "failover.sigkill_max_s": (10.0, 20.0),
-          "idle.rss_mib_10k": (60.0, 150.0), "soak.rss_slope_mib_per_1000_tasks": (-2.0, 2.0)}
+R = ranges.Range
+RANGES = {"burst.throughput_vs_bare_jobs": R(0.45, 1.0, 1000), "burst.operator_cpu_ms_per_task": R(2.0, 10.0, 1000),
+          "burst.apiserver_ms_per_task": R(15.0, 75.0, 1000), "burst.writes_per_task": R(3.95, 4.05),
+          "burst.dispatch_p99_s": R(0.0, 160.0, 1000), "pull.throughput_vs_bare_jobs": R(1.5, 3.5, 1000),
+          "pull.writes_per_task": R(2.95, 3.05), "failover.sigkill_max_s": R(10.0, 20.0),
+          "idle.rss_mib_10k": R(60.0, 150.0), "soak.rss_slope_mib_per_1000_tasks": R(-2.0, 2.0)}
 
 
 def burst(n: int, first: int, writes: float, throughput: float = 20.0, cpu_ms: float = 6.0) -> dict:
@@ -68,9 +69,19 @@ def test_idle_is_judged_only_at_its_scale():
     """500 finished Tasks prove nothing about 10,000: no idle figure is checked."""
     small = {"tasks_present": 500, "rss_idle": 200 * ranges.MIB, "listed_seconds": 1.0}
     at_scale = {**small, "tasks_present": 10_003}
-    assert [c for c in ranges.check({"idle": [small]}, {**RANGES, "idle.leading_s_10k": (0, 15)})] == []
-    checks = by_figure(ranges.check({"idle": [at_scale]}, {**RANGES, "idle.leading_s_10k": (0, 15)}))
+    assert [c for c in ranges.check({"idle": [small]}, {**RANGES, "idle.leading_s_10k": R(0, 15)})] == []
+    checks = by_figure(ranges.check({"idle": [at_scale]}, {**RANGES, "idle.leading_s_10k": R(0, 15)}))
     assert checks["idle.rss_mib_10k"].value == 200.0 and not checks["idle.rss_mib_10k"].ok
+
+
+def test_a_run_smaller_than_a_ranges_min_n_is_reported_but_not_judged():
+    """The bounds cite bursts of 1,000 and 5,000; a smoke run of 50 is mostly fixed costs."""
+    checks = by_figure(ranges.check(results(burst(50, 50, 4.3, cpu_ms=12.0)), RANGES))
+    cpu = checks["burst.operator_cpu_ms_per_task"]
+    assert not cpu.judged and cpu.ok and cpu.value == 12.0
+    assert checks["burst.writes_per_task"].judged and not checks["burst.writes_per_task"].ok  # no min_n: judged
+    lines = ranges.table(list(checks.values()), RANGES)
+    assert "| burst.operator_cpu_ms_per_task | N=50 | 12 | 2 – 10 | below N=1,000: not judged |" in lines
 
 
 def test_a_figure_with_no_range_is_an_error_of_the_bench():
@@ -86,7 +97,7 @@ def test_the_range_file_bounds_every_figure_and_cites_a_run_for_each():
     text = ranges.RANGES.read_text()
     loaded = ranges.load()
     assert set(RANGES) <= set(loaded)
-    assert all(low < high for low, high in loaded.values())
+    assert all(r.low < r.high for r in loaded.values())
     for name in loaded:
         block = text.split(f"\n{name}:", 1)[1].split("\n\n", 1)[0]
         assert "#" in block, f"{name} has no comment citing the runs behind it"
