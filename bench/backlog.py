@@ -18,14 +18,14 @@ from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
 from bench.procstat import PeakRss, load_average
-from bench.throughput import Context, profiler_for, wait_until
+from bench.throughput import Context, wait_until
 
 POOL = "backlog"
 CONCURRENCY = 50
 PROBE_PRIORITY = 1000
 
 
-def backlog(ctx: Context, n: int, keep: bool = False, profile: bool = False) -> dict[str, Any]:
+def backlog(ctx: Context, n: int, keep: bool = False) -> dict[str, Any]:
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-backlog-{n}")
     api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY))
@@ -35,7 +35,6 @@ def backlog(ctx: Context, n: int, keep: bool = False, profile: bool = False) -> 
     mark = audit.mark()
     probes = ["hipri-1", "hipri-2", "hipri-3"]
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n + len(probes)}")
-    profiler = profiler_for(ctx, operator, f"backlog-{n}") if profile else None
     cpu_before, load_before = operator.cpu(), load_average()
     peak = PeakRss(operator.pid).start()
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators)
@@ -52,7 +51,6 @@ def backlog(ctx: Context, n: int, keep: bool = False, profile: bool = False) -> 
         log(f"backlog: probe {probe} submitted with {probe_context[probe]['waiting_before']} tasks waiting")
     seen = observer.result()
     cpu_after, rss_peak = operator.cpu(), peak.stop()
-    profile = profiler.finish() if profiler else None
     audit.settle()
     requests = audit.requests(mark, OPERATOR_USER)
 
@@ -73,7 +71,6 @@ def backlog(ctx: Context, n: int, keep: bool = False, profile: bool = False) -> 
                      "rss_peak": rss_peak, "rss_after": operator.rss()},
         "api": breakdown(requests, n + len(probes), leader_lease=ctx.leader_lease),
         "load_average": {"before": load_before, "after": load_average()},
-        "profile": profile,
         "namespace": ns,
     }
     log(f"backlog n={n}: drained in {result['drain_seconds']}s; probe dispatch {dispatch}")

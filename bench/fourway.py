@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.targets import Verdict
+
+@dataclass(frozen=True)
+class Verdict:
+    target: str
+    measured: str
+    met: bool | None  # None: not judged (a run did not finish)
+
+    @property
+    def mark(self) -> str:
+        return {True: "met", False: "**missed**", None: "not measured"}[self.met]
+
 
 SYSTEMS = ("baseline", "cronoq", "kueue", "argo")
 NAMES = {"baseline": "bare Jobs", "cronoq": "cronoq", "kueue": "Kueue", "argo": "Argo Workflows"}

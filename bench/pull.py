@@ -22,7 +22,6 @@ from bench.kubeapi import pools_path, tasks_path
 from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
-from bench.pull_profile import PullProfile
 from bench.procstat import PeakRss, cpu_seconds, load_average
 from bench.throughput import POOL, Context, _fmt, _spent, throughput, wait_until
 
@@ -33,9 +32,7 @@ CONCURRENCY = 64
 
 
 def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", workers: int = WORKERS,
-         concurrency: int = CONCURRENCY, operator_args: tuple[str, ...] = (), profile: bool = False) -> dict[str, Any]:
-    """`profile`: sample the operator, two workers and the API server during the burst
-    (bench/pull_profile.py; its own CPU is in the figures, so a profiled run only says where it goes)."""
+         concurrency: int = CONCURRENCY, operator_args: tuple[str, ...] = ()) -> dict[str, Any]:
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-pull-{label}-{n}")
     api.create(pools_path(ns), workload.pool(POOL, 10_000, delivery="Workers", leaseTTL="30s"))
@@ -53,12 +50,9 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     workers_before = sum(cpu_seconds(p.pid) for p in procs)
     cluster_cpu = ctx.cluster.component_cpu()
     peak = PeakRss(operator.pid).start()
-    profiler = PullProfile(api, ctx.work / f"profile-{ns}", operator.pid, [p.pid for p in procs]).start() \
-        if profile else None
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators, rate=rate)
     seen = observer.result()
     cpu_after, rss_peak = operator.cpu(), peak.stop()
-    profiled = profiler.finish() if profiler else None
     workers_cpu = sum(cpu_seconds(p.pid) for p in procs) - workers_before
     load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
     audit.settle()
@@ -84,8 +78,6 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
         "cluster_cpu_seconds": cluster_cpu,
         "namespace": ns,
     }
-    if profiled:
-        result["profile"] = profiled
     log(f"pull {label} n={n}: {_fmt(result['throughput'])} tasks/s, create→handler p50 "
         f"{_fmt(result['latency']['to_handler']['p50'])}s, {_fmt(result['api']['writes_per_task'])} writes/task")
     stop_workers(procs)

@@ -5,17 +5,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import fourway
-from bench.targets import MIB, idle_runs, judge
+from bench import fourway, ranges
+from bench.ranges import MIB
 
 COMPONENT_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def write(results: dict[str, Any], into: Path, stamp: str) -> None:
+def write(results: dict[str, Any], into: Path) -> None:
     into.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(results, indent=1, default=str)
-    (into / f"run-{stamp}.json").write_text(text)
-    (into / "latest.json").write_text(text)
+    (into / "latest.json").write_text(json.dumps(results, indent=1, default=str))  # git keeps the earlier ones
     (into / "latest.md").write_text(markdown(results))
     try:
         from bench.chart import draw, draw_soak
@@ -50,9 +48,7 @@ def markdown(r: dict[str, Any]) -> str:
            "Pods succeed as soon as they start (kwok, `kwok.cronoq.io/delay: 0s`). Latencies run from the create "
            "request being sent to the first watch event showing the milestone. Times in seconds.", ""]
 
-    out += ["## Targets", "", "| Target | Measured | |", "|---|---|---|"]
-    out += [f"| {v.target} | {v.measured} | {v.mark} |" for v in judge(r)]
-    out.append("")
+    out += ["## Ranges (bench/ranges.yaml)", "", *ranges.table(ranges.check(r)), ""]
 
     out += _peers(r)
 
@@ -203,26 +199,18 @@ def markdown(r: dict[str, Any]) -> str:
                            f"{_s(x['seconds_to_first_job'], 's', 1)} |")
             out.append("")
 
-    profiles = [(c["label"] + f" N={c['n']}", c["profile"]) for c in [row.get("cronoq") or {} for row in rows]
-                if c.get("profile")]
-    if bl and bl.get("profile"):
-        profiles.append((f"backlog N={bl['n']}", bl["profile"]))
-    if profiles:
-        out += ["## Where the operator's CPU goes (py-spy, samples of the running operator)", ""]
-        for label, p in profiles:
-            out += [f"### {label}: {p['samples']} samples at {p['rate']} Hz", "",
-                    "By activity: " + ", ".join(f"{k} {v}%" for k, v in p.get("by_activity_percent", {}).items()) + ".",
-                    "",
-                    "By library (innermost matching frame): " +
-                    ", ".join(f"{k} {v}%" for k, v in p["by_library_percent"].items()) + ".", "",
-                    "| inclusive % | function |", "|---|---|"]
-            out += [f"| {pct} | `{f}` |" for f, pct in p["top_inclusive_percent"][:15]]
-            out += ["", "| self % | function |", "|---|---|"]
-            out += [f"| {pct} | `{f}` |" for f, pct in p["top_self_percent"][:12]]
-            out.append("")
+    if r.get("kopf_ab"):
+        from bench.kopf_ab import table
+        out += ["## The operator's watches beside kopf's", "", table(r["kopf_ab"]), ""]
     out += ["Raw numbers: `latest.json`; charts: `latest.png`" + (", `latest-soak.png`" if soak else "") +
             "; analysis: `bench/README.md`.", ""]
     return "\n".join(out)
+
+
+def idle_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The idle measurements, one per size (older results hold a single one)."""
+    idle = results.get("idle")
+    return [] if not idle else [idle] if isinstance(idle, dict) else list(idle)
 
 
 def _deep(d: dict[str, Any] | None) -> list[str]:

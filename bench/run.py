@@ -7,8 +7,9 @@
 
 Starts (or reuses) the cluster in --cluster-dir with the audit log on, installs the CRDs, runs
 the operator from a snapshot of the committed source (git HEAD; --source worktree for the
-working tree), and writes bench/results/latest.{json,md,png} plus a dated JSON copy. Targets
-are reported, never asserted: the exit code is 0 whenever the bench itself ran.
+working tree), runs the scenarios of SCENARIOS named by --only in that table's order, and writes
+bench/results/latest.{json,md,png} (git keeps the earlier ones). Then it checks the run's headline
+figures against bench/ranges.yaml, prints the table, and exits 1 if one is outside its range.
 
 `--source` may name any revision from OLDEST (c2b48ea) on: the bench relies on the operator's flags
 (`--no-leader-election`, `--events`, `--trust-worker-leases`), its metrics, pull workers that
@@ -18,27 +19,30 @@ revisions without them.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
 import subprocess
 import sys
 import tarfile
-import io
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import report  # noqa: E402
+from bench import ranges, report  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.deep import deep  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
 from bench.fairness import fairness  # noqa: E402
 from bench.idle import idle  # noqa: E402
+from bench.kopf_ab import kopf_ab  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
@@ -48,10 +52,116 @@ from bench.versus import Peers, argo, kueue, kueue_probe  # noqa: E402
 
 OLDEST = "c2b48ea"
 """The oldest operator revision the bench runs (status.worker, `--events=auto`, `--trust-worker-leases`)."""
-SCENARIOS = ("baseline", "cronoq", "pull", "pull-lean", "kueue", "argo", "paced", "lean", "backlog", "kueue-backlog", "soak", "idle",
-             "failover", "fairness")
-EXTRA = ("deep",)
-"""Scenarios run only when --only names them: `deep` holds --deep-size queued tasks (an hour at 100,000)."""
+
+
+@dataclass
+class Run:
+    """One invocation: what the scenarios share, and the results they fill in."""
+    ctx: Context
+    args: argparse.Namespace
+    results: dict
+    bins: Peers | None = None
+    row: dict = field(default_factory=dict)  # the throughput row of the current N
+    kept: list[str] = field(default_factory=list)  # namespaces the idle scenario counts
+
+
+def _cronoq(b: Run, n: int) -> None:
+    keep = n == b.args.sizes[-1] and "idle" in b.args.only
+    b.row["cronoq"] = cronoq(b.ctx, n, keep=keep)
+    if keep:
+        b.kept.append(b.row["cronoq"]["namespace"])
+
+
+def _pull(b: Run, n: int) -> None:
+    b.row["pull"] = pull(b.ctx, n)
+    for w in b.args.pull_sweep if n == b.args.sizes[0] else ():
+        b.row.setdefault("pull_sweep", []).append(
+            pull(b.ctx, n, label=f"w{w}", workers=w, concurrency=max(b.args.pull_capacity // w, 1)))
+
+
+def _paced(b: Run, n: int) -> None:
+    """Every system at the same rate: half the slowest one's max rate in this row; pull delivery at
+    half its own (its dispatch latency without a queue in front)."""
+    if n not in b.args.paced_sizes:
+        return
+    rates = [b.row[s]["throughput"] for s in ("cronoq", "kueue", "argo") if (b.row.get(s) or {}).get("throughput")]
+    rate, m = b.args.paced_rate or (min(rates) / 2 if rates else None), b.args.paced_items or n
+    for system, run in (("cronoq", lambda r: cronoq(b.ctx, m, rate=r, label="paced")),
+                        ("kueue", lambda r: kueue(b.ctx, b.bins, m, rate=r, label="paced")),
+                        ("argo", lambda r: argo(b.ctx, b.bins, m, rate=r, label="paced"))):
+        if rate and system in b.args.only:
+            b.results["paced"].append(run(rate))
+    pull_rate = (b.row.get("pull") or {}).get("throughput")
+    if pull_rate:
+        b.results.setdefault("paced_pull", []).append(pull(b.ctx, m, rate=pull_rate / 2, label="paced"))
+
+
+def _backlog(b: Run, _: None) -> None:
+    b.results["backlog"] = backlog(b.ctx, b.args.backlog, keep="idle" in b.args.only)
+    if "idle" in b.args.only:
+        b.kept.append(b.results["backlog"]["namespace"])
+
+
+def _soak(b: Run, _: None) -> None:
+    """At a third of the largest burst's rate (no burst in the run: --soak-max-rate)."""
+    bursts = [row["cronoq"]["throughput"] for row in b.results["throughput"] if (row.get("cronoq") or {}).get("throughput")]
+    max_rate, rate_from = (bursts[-1], "burst") if bursts else (b.args.soak_max_rate, "flag")
+    b.results["soak"] = soak(b.ctx, b.args.soak_tasks, rate=max_rate / 3)
+    b.results["soak"]["max_rate"], b.results["soak"]["max_rate_from"] = max_rate, rate_from
+
+
+def _idle(b: Run, _: None) -> None:
+    given = [ns for ns in b.args.idle_namespaces.split(",") if ns]
+    namespaces = b.kept + given
+    b.results["idle"] = idle(b.ctx, namespaces, sizes=b.args.idle_sizes, jobs_kept=b.args.idle_jobs_kept)
+    b.kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    per_size: bool  # once for each of --sizes (into that N's throughput row), or once per run
+    run: Callable[[Run, Any], None]
+    what: str
+
+
+def _row(key: str, fn: Callable[[Run, int], dict]) -> Callable[[Run, int], None]:
+    return lambda b, n: b.row.__setitem__(key, fn(b, n))
+
+
+def _once(key: str, fn: Callable[[Run], dict]) -> Callable[[Run, None], None]:
+    return lambda b, _: b.results.__setitem__(key, fn(b))
+
+
+SCENARIOS = (
+    Scenario("baseline", True, _row("baseline", lambda b, n: baseline(b.ctx, n)), "N bare Jobs: the floor"),
+    Scenario("cronoq", True, _cronoq, "N Tasks in one pool, Job mode"),
+    Scenario("pull", True, _pull, "N Tasks served by 2 warm pull workers; at the smallest N also --pull-sweep"),
+    Scenario("pull-lean", True, _row("pull_lean", lambda b, n: pull(b.ctx, n, label="lean",
+                                                                    operator_args=("--events=warnings",))),
+             "the pull burst with --events=warnings"),
+    Scenario("kueue", True, _row("kueue", lambda b, n: kueue(b.ctx, b.bins, n)), "N Kueue Jobs (Kueue v0.17.0)"),
+    Scenario("argo", True, _row("argo", lambda b, n: argo(b.ctx, b.bins, n)), "N Argo Workflows (v3.7.14)"),
+    Scenario("paced", True, _paced, "each system again at half the slowest one's burst rate (--paced-sizes)"),
+    Scenario("lean", False, _once("lean", lambda b: cronoq(b.ctx, b.args.lean, label="lean", leaseTTL="0s",
+                                                           operator_args=("--events=warnings",))),
+             "--lean Tasks, leaseTTL 0s, --events=warnings: writes per task"),
+    Scenario("fairness", False, _once("fairness", lambda b: fairness(b.ctx, b.args.backlog)),
+             "two tenants' groups on one pool"),
+    Scenario("kueue-backlog", False, _once("kueue_backlog", lambda b: kueue_probe(b.ctx, b.bins, b.args.backlog)),
+             "priority probes behind Kueue's backlog"),
+    Scenario("backlog", False, _backlog, "--backlog Tasks behind concurrency 50, three priority probes"),
+    Scenario("soak", False, _soak, "--soak-tasks streamed at a third of the max rate: RSS slope"),
+    Scenario("idle", False, _idle, "a fresh operator over finished Tasks (--idle-sizes)"),
+    Scenario("failover", False, _once("failover", lambda b: failover(b.ctx, rounds=b.args.failover_rounds)),
+             "SIGKILL and SIGTERM the leader of two replicas"),
+    Scenario("deep", False, _once("deep", lambda b: deep(b.ctx, b.args.deep_size, b.args.deep_drain_seconds)),
+             "--deep-size queued Tasks, two replicas (only when --only names it)"),
+    Scenario("kopf-ab", False, _once("kopf_ab", lambda b: kopf_ab(b.ctx, b.args.sizes[0], b.args.idle_tasks,
+                                                                  b.args.kopf_rounds)),
+             "the operator's watches beside kopf's (only when --only names it)"),
+)
+DEFAULT = tuple(s.name for s in SCENARIOS if s.name not in ("deep", "kopf-ab"))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -92,17 +202,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "smallest N, beside the pull scenario's 2: the API server's and the workers' CPU per task "
                         "must not grow with the workers ('' to skip)")
     p.add_argument("--pull-capacity", type=int, default=128, help="handler slots of the whole fleet in --pull-sweep")
+    p.add_argument("--kopf-rounds", type=int, default=2, help="bursts and idle measurements of each side of kopf-ab")
     p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round, idle 500, soak 1000")
-    p.add_argument("--only", default=",".join(SCENARIOS), help=f"scenarios to run, of {','.join(SCENARIOS)}")
-    p.add_argument("--no-profile", dest="profile", action="store_false",
-                   help="do not sample the operator with py-spy during the largest burst and the backlog")
+    p.add_argument("--only", default=",".join(DEFAULT),
+                   help=f"scenarios to run, of {','.join(s.name for s in SCENARIOS)} (default: all but deep and kopf-ab)")
     p.add_argument("--source", default="HEAD", help="git revision of operator/ to run, or `worktree`")
     p.add_argument("--cluster-dir", type=Path, default=DEFAULT_DIR)
     p.add_argument("--port-offset", type=int, default=DEFAULT_OFFSET)
     p.add_argument("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     p.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--report-only", type=Path, metavar="JSON",
-                   help="only rewrite latest.md and latest.png from a results JSON (profiles re-read if still there)")
+                   help="only rewrite latest.md and latest.png from a results JSON, and check its ranges")
     args = p.parse_args(argv)
     if args.quick:
         args.sizes, args.backlog, args.failover_rounds, args.idle_tasks = "200", 300, 1, 500
@@ -112,9 +222,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.idle_sizes = sorted(int(s) for s in args.idle_sizes.split(",") if s) if args.idle_sizes else [args.idle_tasks]
     args.pull_sweep = [int(w) for w in args.pull_sweep.split(",") if w]
     args.only = set(args.only.split(","))
-    unknown = args.only - set(SCENARIOS) - set(EXTRA)
+    unknown = args.only - {s.name for s in SCENARIOS}
     if unknown:
-        p.error(f"unknown scenarios {','.join(sorted(unknown))}; of {','.join(SCENARIOS + EXTRA)}")
+        p.error(f"unknown scenarios {','.join(sorted(unknown))}; of {','.join(s.name for s in SCENARIOS)}")
     return args
 
 
@@ -153,25 +263,27 @@ def machine() -> dict:
             "kernel": platform.release(), "python": platform.python_version(), "load_average_start": load_average()}
 
 
-def rewrite(path: Path, into: Path, work: Path) -> int:
-    """Regenerate the Markdown and the chart from a finished run's JSON."""
-    from bench.profiling import summarise
+def checked(results: dict) -> int:
+    """Print the range check of a run's results; 1 if a figure is outside its range."""
+    checks = ranges.check(results)
+    print("\n".join(ranges.table(checks)))
+    judged, failed = [c for c in checks if c.judged], [c for c in checks if not c.ok]
+    log(f"ranges: {len(judged) - len(failed)} of {len(judged)} judged figures within bench/ranges.yaml"
+        + (f"; outside: {', '.join(f'{c.figure} ({c.where})' for c in failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def rewrite(path: Path, into: Path) -> int:
+    """Regenerate the Markdown and the chart from a finished run's JSON, and check it."""
     results = json.loads(path.read_text())
-    holders = [row.get("cronoq") or {} for row in results.get("throughput", [])] + [results.get("backlog") or {}]
-    for holder in holders:
-        profile = holder.get("profile")
-        if profile and (work / profile["file"]).exists():
-            holder["profile"] = summarise(work / profile["file"])
-    stamp = path.stem.removeprefix("run-") if path.stem.startswith("run-") else \
-        datetime.fromisoformat(results["started"]).strftime("%Y%m%d-%H%M%S")
-    report.write(results, into, stamp)
-    return 0
+    report.write(results, into)
+    return checked(results)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.report_only:
-        return rewrite(args.report_only, args.results, args.cluster_dir / "work")
+        return rewrite(args.report_only, args.results)
     cluster = BenchCluster(directory=args.cluster_dir, port_offset=args.port_offset)
     work = args.cluster_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -179,18 +291,14 @@ def main(argv: list[str] | None = None) -> int:
     if source:
         sys.path.insert(0, source)  # bare Jobs are built by the measured source's Job builder
     started = datetime.now(timezone.utc)
+    options = {k: getattr(args, k) for k in ("sizes", "paced_sizes", "backlog", "creators", "quick", "idle_sizes",
+                                             "paced_items", "paced_rate", "soak_tasks", "idle_jobs_kept")}
     results: dict = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
-                     "operator_source": described, "options": {"sizes": args.sizes, "paced_sizes": args.paced_sizes,
-                                                               "backlog": args.backlog, "creators": args.creators,
-                                                               "quick": args.quick, "idle_sizes": args.idle_sizes, "paced_items": args.paced_items, "paced_rate": args.paced_rate,
-                                                               "soak_tasks": args.soak_tasks,
-                                                               "idle_jobs_kept": args.idle_jobs_kept},
-                     "throughput": [], "paced": []}
-    stamp = started.strftime("%Y%m%d-%H%M%S")
+                     "operator_source": described, "options": options, "throughput": [], "paced": []}
 
     def save() -> None:
         results["machine"]["load_average_end"] = load_average()
-        report.write(results, args.results, stamp)
+        report.write(results, args.results)
 
     cluster.up()
     try:
@@ -198,94 +306,25 @@ def main(argv: list[str] | None = None) -> int:
         # per-task cost alone; the failover scenario turns it on.
         ctx = Context(cluster=cluster, work=work, source=source, creators=args.creators,
                       operator_args=("--no-leader-election",), leader_lease=("cronoq-leader", LEASE),
-                      profile=args.profile, task_shape=args.task_shape)
-        kept: list[str] = []
-        largest = args.sizes[-1]
-        bins = Peers.install(ctx, {"kueue" if "kueue-backlog" in args.only else "", *args.only} & {"kueue", "argo"})
-        results["peers"] = bins.versions
+                      task_shape=args.task_shape)
+        b = Run(ctx, args, results)
+        b.bins = Peers.install(ctx, {"kueue" if "kueue-backlog" in args.only else "", *args.only} & {"kueue", "argo"})
+        results["peers"] = b.bins.versions
+        chosen = [s for s in SCENARIOS if s.name in args.only]
         for n in args.sizes:
-            row: dict = {"n": n}
-            if "baseline" in args.only:
-                row["baseline"] = baseline(ctx, n)
+            b.row = {"n": n}
+            results["throughput"].append(b.row)
+            for s in [s for s in chosen if s.per_size]:
+                s.run(b, n)
                 save()
-            if "cronoq" in args.only:
-                keep = n == largest and "idle" in args.only
-                row["cronoq"] = cronoq(ctx, n, keep=keep, profile=n == largest)
-                if keep:
-                    kept.append(row["cronoq"]["namespace"])
-            if "pull" in args.only:
-                row["pull"] = pull(ctx, n)
-                save()
-            for w in args.pull_sweep if n == args.sizes[0] and "pull" in args.only else ():
-                row.setdefault("pull_sweep", []).append(
-                    pull(ctx, n, label=f"w{w}", workers=w, concurrency=max(args.pull_capacity // w, 1)))
-                save()
-            if "pull-lean" in args.only:
-                # Without the Event per attempt: 3 writes per task, where the API server's work bounds the burst.
-                row["pull_lean"] = pull(ctx, n, label="lean", operator_args=("--events=warnings",))
-                save()
-            if "kueue" in args.only:
-                row["kueue"] = kueue(ctx, bins, n)
-                save()
-            if "argo" in args.only:
-                row["argo"] = argo(ctx, bins, n)
-                save()
-            if len(row) > 1:  # a run of no system has no row
-                results["throughput"].append(row)
-            save()
-            if "paced" in args.only and n in args.paced_sizes:
-                # Every system at the same rate: half the slowest one's max rate in this row.
-                rates = [row[s]["throughput"] for s in ("cronoq", "kueue", "argo") if (row.get(s) or {}).get("throughput")]
-                rate = args.paced_rate or (min(rates) / 2 if rates else None)
-                m = args.paced_items or n
-                for system, run in (("cronoq", lambda r: cronoq(ctx, m, rate=r, label="paced")),
-                                    ("kueue", lambda r: kueue(ctx, bins, m, rate=r, label="paced")),
-                                    ("argo", lambda r: argo(ctx, bins, m, rate=r, label="paced"))):
-                    if rate and system in args.only:
-                        results["paced"].append(run(rate))
-                        save()
-            pull_rate = (row.get("pull") or {}).get("throughput")
-            if "paced" in args.only and n in args.paced_sizes and pull_rate:
-                # Pull delivery at half its own max rate: its dispatch latency without a queue in front.
-                results.setdefault("paced_pull", []).append(pull(ctx, args.paced_items or n, rate=pull_rate / 2,
-                                                                 label="paced"))
-                save()
-        if "lean" in args.only:
-            results["lean"] = cronoq(ctx, args.lean, label="lean", operator_args=("--events=warnings",), leaseTTL="0s")
-            save()
-        if "fairness" in args.only:
-            results["fairness"] = fairness(ctx, args.backlog)
-            save()
-        if "kueue-backlog" in args.only:
-            results["kueue_backlog"] = kueue_probe(ctx, bins, args.backlog)
-            save()
-        if "backlog" in args.only:
-            results["backlog"] = backlog(ctx, args.backlog, keep="idle" in args.only, profile=True)
-            if "idle" in args.only:
-                kept.append(results["backlog"]["namespace"])
-            save()
-        if "soak" in args.only:
-            bursts = [row["cronoq"]["throughput"] for row in results["throughput"]
-                      if (row.get("cronoq") or {}).get("throughput")]
-            max_rate, rate_from = (bursts[-1], "burst") if bursts else (args.soak_max_rate, "flag")
-            results["soak"] = soak(ctx, args.soak_tasks, rate=max_rate / 3)
-            results["soak"]["max_rate"], results["soak"]["max_rate_from"] = max_rate, rate_from
-            save()
-        if "idle" in args.only:
-            given = [ns for ns in args.idle_namespaces.split(",") if ns]
-            namespaces = kept + given
-            results["idle"] = idle(ctx, namespaces, sizes=args.idle_sizes, jobs_kept=args.idle_jobs_kept)
-            kept = [ns for ns in namespaces if ns not in given]  # delete only what this run made
-            save()
-        if "failover" in args.only:
-            results["failover"] = failover(ctx, rounds=args.failover_rounds)
-            save()
-        if "deep" in args.only:
-            results["deep"] = deep(ctx, args.deep_size, args.deep_drain_seconds)  # its namespace goes with the cluster, or stays
+            if len(b.row) == 1:  # a run of no system has no row
+                results["throughput"].remove(b.row)
+        for s in [s for s in chosen if not s.per_size]:
+            s.run(b, None)
             save()
         if cluster.started_here and not args.keep_cluster:
-            kept = []  # the cluster goes down, and with it what is left in it (deleting 50,000 tasks takes long)
-        for ns in kept:
+            b.kept = []  # the cluster goes down, and with it what is left in it (deleting 50,000 tasks takes long)
+        for ns in b.kept:
             cluster.delete_namespace(ns)
     finally:
         results["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -293,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_cluster:
             cluster.down()
     log(f"results: {args.results / 'latest.md'}")
-    return 0
+    return checked(results)
 
 
 if __name__ == "__main__":

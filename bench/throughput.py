@@ -36,12 +36,11 @@ class Context:
     operator_args: tuple[str, ...] = ()
     leader_lease: tuple[str, ...] = ("cronoq-leader",)
     """Leader-election Leases: their renewals cost per second, so they are counted apart."""
-    profile: bool = False
     operator_module: str = "cronoq"
     task_shape: str = "small"
     """The cronoq bursts' Tasks: `small` (an image and kwok's annotations) or `deep` (the deep
-    scenario's ~2.9 KiB of spec, bench/deep.py), to compare a drain with a burst of its own tasks."""
-    """`python -m` of the operator: bench.kopf_watch runs it with kopf's watches (bench/kopf_ab.py)."""
+    scenario's ~2.9 KiB of spec, bench/deep.py), to compare a drain with a burst of its own tasks.
+    `operator_module`: what `python -m` runs as the operator (bench.kopf_watch: kopf's watches)."""
 
     def replica(self, namespace: str, name: str = "cronoq-bench-0", extra: tuple[str, ...] = ()) -> Replica:
         return Replica(kubeconfig=str(self.cluster.operator_kubeconfig), namespaces=(namespace,),
@@ -91,7 +90,7 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
 
 
 def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst", keep: bool = False,
-           profile: bool = False, operator_args: tuple[str, ...] = (), **pool_spec: Any) -> dict[str, Any]:
+           operator_args: tuple[str, ...] = (), **pool_spec: Any) -> dict[str, Any]:
     """N Tasks in one pool of concurrency 10000, with the operator running; `rate`: paced;
     `operator_args` and `pool_spec` (e.g. `leaseTTL="0s"`) change the defaults."""
     api = ctx.cluster.api
@@ -103,7 +102,6 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     audit = AuditLog(ctx.cluster.audit_log)
     mark = audit.mark()
     observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n}")
-    profiler = profiler_for(ctx, operator, f"{label}-{n}") if profile else None
     cpu_before, load_before = operator.cpu(), load_average()
     cluster_cpu = ctx.cluster.component_cpu()
     peak = PeakRss(operator.pid).start()
@@ -111,7 +109,6 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     seen = observer.result()
     cpu_after, rss_after, rss_peak = operator.cpu(), operator.rss(), peak.stop()
     load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
-    profile = profiler.finish() if profiler else None
     audit.settle()
     requests = audit.requests(mark, OPERATOR_USER)
 
@@ -135,7 +132,6 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
         "api": breakdown(requests, n, leader_lease=ctx.leader_lease),
         "load_average": {"before": load_before, "after": load_after},
         "cluster_cpu_seconds": cluster_cpu,
-        "profile": profile,
         "namespace": ns,
     }
     log(f"cronoq {label} n={n}: {_fmt(result['throughput'])} tasks/s, dispatch p99 "
@@ -144,13 +140,6 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     if not keep:
         ctx.cluster.delete_namespace(ns)
     return result
-
-
-def profiler_for(ctx: Context, operator: Replica, label: str):
-    if not ctx.profile:
-        return None
-    from bench.profiling import Profiler
-    return Profiler(operator.pid, ctx.work / f"profile-{label}").start()
 
 
 def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

@@ -464,7 +464,7 @@ def up() -> Path:
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_RANGE}",
         "--allow-privileged=true",
-        # /debug/pprof only when asked (bench/pull_profile.py): a test cluster serves no profiles.
+        # /debug/pprof only when asked (the pull profile, a retired bench study): a test cluster serves no profiles.
         "--profiling=" + ("true" if os.environ.get("CRONOQ_APISERVER_PROFILING") == "1" else "false"),
         # Logs and exec go to the node's InternalIP (kwok, on loopback), not its unresolvable hostname.
         "--kubelet-preferred-address-types=InternalIP",

@@ -83,7 +83,7 @@ def on_create(entry: dict[str, str]) -> dict[str, Any]:
     what cannot change afterwards (metadata.name, a spec another rule keeps fixed). The API server
     runs every rule of the whole object on every write, status writes included, and a rule that
     reads fields is paid in allocations for each (`optionalOldSelf` makes `oldSelf` absent on create
-    only; bench/README.md has the profile)."""
+    only; docs/development/benchmarks.md has the profile)."""
     return {**entry, "rule": f"oldSelf.hasValue() || ({entry['rule']})", "optionalOldSelf": True}
 
 

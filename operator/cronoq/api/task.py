@@ -15,7 +15,8 @@ The rules the API server enforces live here, next to the fields they guard:
 Every rule of the whole object runs on every write, and the operator's two status writes per
 task are most of them, so each rule sits as deep as what it reads and a rule about what cannot
 change runs on create only (`on_create`): reading a field of the spec costs the API server an
-allocation per spec field. Profiled on a status PUT: CEL went from 0.65–0.77 to 0.36–0.50 ms (bench/README.md).
+allocation per spec field. Profiled on a status PUT: CEL went from 0.65–0.77 to 0.36–0.50 ms
+(docs/development/benchmarks.md).
 """
 from __future__ import annotations
 

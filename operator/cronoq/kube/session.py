@@ -5,8 +5,8 @@ refresh hook, proxy). Watches (kube/watch.py), writes (kube/writes.py) and the l
 
 The generated kubernetes client is used for its configuration only: its HTTP machinery is
 synchronous (a thread per watch and per Lease call, and a GIL hand-off per answer), validates
-every argument and builds typed models of every answer (bench/README.md, "Figures behind the
-code").
+every argument and builds typed models of every answer (docs/development/benchmarks.md,
+"Figures behind the code").
 
 The connection pool has no limit of its own: a watch holds its connection for its whole length,
 and the leader's renewal must never wait for a connection the writes hold (the writes bound
@@ -32,7 +32,7 @@ TOKEN_FRESH = 10.0
 """Seconds a bearer token is used before the configuration is asked for it again. Asking runs the
 credentials' refresh hook (the kubeconfig loader's sets the whole configuration again, proxies
 read from the environment included): per request that was 6% of the operator's CPU in a pull
-burst (bench/README.md, "Figures behind the code"). A rotated token is read within TOKEN_FRESH,
+burst (docs/development/benchmarks.md, "Figures behind the code"). A rotated token is read within TOKEN_FRESH,
 at once after a 401."""
 
 Answered = Callable[[float, float, str | None], None]

@@ -4,7 +4,7 @@ Writes are made on the event loop through the operator's one HTTP stack (kube/se
 with the kubernetes client's configuration for host, TLS and token). Not through the kubernetes
 client: its generated methods validate every argument with pydantic, walk the body to serialize it
 and build typed models of the answer (a fifth of a write's CPU), and being synchronous it needs a
-thread per request, whose hand-offs of the GIL cost more than the request itself (bench/README.md,
+thread per request, whose hand-offs of the GIL cost more than the request itself (docs/development/benchmarks.md,
 "Figures behind the code"). Bodies and answers go through orjson, as watch events do. At most
 CONNECTIONS writes are in flight at once; the others wait their turn (the session's pool itself is
 unbounded, so watches and the leader Lease never wait behind writes).

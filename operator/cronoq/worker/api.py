@@ -5,7 +5,7 @@ A worker makes few kinds of requests, but one per attempt at least (its report) 
 per attempt on its watch. Through the generated client each call validated its arguments with
 pydantic, walked the body to serialise it, re-ran the credentials' refresh hook and built a typed
 model of the answer that nobody read; its watch parsed every event with the standard library's
-json. That was most of a worker's CPU per task (bench/README.md, "Figures behind the code"). The
+json. That was most of a worker's CPU per task (docs/development/benchmarks.md, "Figures behind the code"). The
 methods keep the generated client's names and arguments, so the worker (and its tests' fakes)
 call either the same way; answers are dicts, errors the client's ApiException (status, reason,
 body, headers: Retry-After).

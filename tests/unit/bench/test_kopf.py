@@ -18,7 +18,7 @@ def _idle(side: str, mib: float) -> dict:
 
 
 def test_the_table_shows_each_sides_median_and_kopfs_ratio():
-    results = {"options": {"tasks": 1000, "finished": 10_000, "rounds": 3}, "kopf": "1.45.2", "operator_source": "x",
+    results = {"options": {"tasks": 1000, "finished": 10_000, "rounds": 3}, "kopf": "1.45.2",
                "bursts": [_burst("watch.py", ms) for ms in (4.0, 5.0, 9.0)] + [_burst("kopf", ms) for ms in (10.0, 11.0, 12.0)],
                "idle": [_idle("watch.py", 100), _idle("kopf", 250)]}
     table = kopf_ab.table(results)

@@ -128,12 +128,13 @@ def test_goals_are_not_judged_on_a_run_that_did_not_finish():
     assert verdict.met is None and "Argo Workflows" in verdict.measured
 
 
-def test_the_cronoq_targets_skip_the_peers_paced_runs_and_the_table_lists_them():
-    from bench.targets import judge
+def test_the_range_check_skips_the_peers_paced_runs_and_the_table_lists_them():
+    from bench.ranges import figures
     kueue_paced = {**_run(30, 2.5, 20.0, 4.0, 3.0), "system": "kueue", "label": "paced", "paced_rate": 2.5}
     cronoq_paced = {**_run(30, 2.5, 20.0, 4.0, 3.0), "label": "paced", "paced_rate": 2.5,
-                    "latency": {"to_job": {"p99": 0.1}, "to_succeeded": {}}}
+                    "latency": {"to_job": {"p50": 0.01, "p99": 0.1}, "to_succeeded": {}}}
     results = {"throughput": [], "paced": [cronoq_paced, kueue_paced]}
-    assert [v.target for v in judge(results)] == ["dispatch p99 < 250 ms at half the slowest system's max rate (N=30, 2.5/s)"]
+    assert list(figures(results)) == [("paced.dispatch_p50_s", "N=30 at 2.5/s", 0.01),
+                                      ("paced.dispatch_p99_s", "N=30 at 2.5/s", 0.1)]
     assert [(f.system, f.label, f.rate) for f in fourway.table(results)] == [("cronoq", "paced", 2.5),
                                                                              ("kueue", "paced", 2.5)]
