@@ -317,7 +317,8 @@ def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, setti
             # work queue's backoff, not this write, times the next creation.
             return draft.say(draft.status, reasons.JOB_REFUSED,
                              wording.JOB_REFUSED.format(n=n, refusal=seen.job_refused)).written()
-        return draft.plan(create_job=JobToCreate(n, open_attempt.lease_id or lease_id(seen.epoch, n)))
+        return draft.plan(create_job=JobToCreate(n, open_attempt.lease_id or lease_id(seen.epoch, n)),
+                          requeue_after=_first_kueue_look(seen))
     told = wording.told(draft.status)
     if job is not None and job.held_by_kueue:
         return _held_by_kueue(draft, job, most, told == reasons.JOB_REFUSED)
@@ -433,7 +434,15 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     })
     draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, draft.last(settings), served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
-                         requeue_after=deadlines.served_deadline(settings, seen, now) if served else None)
+                         requeue_after=deadlines.served_deadline(settings, seen, now) if served
+                         else _first_kueue_look(seen))
+
+
+def _first_kueue_look(seen: Observation) -> float | None:
+    """A Job about to be created in a pool that hands admission to Kueue: when to look at what
+    Kueue says of it, if it holds it then (its watch event may bring nothing the creation did not)."""
+    kueue = seen.pool is not None and seen.pool.admission is not None and seen.pool.admission.kueue is not None
+    return waiting.KUEUE_FIRST_LOOK.total_seconds() if kueue else None
 
 
 def refusal(stored: TaskStatus | None, error: str, generation: int | None, epoch: int,
