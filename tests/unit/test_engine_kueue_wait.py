@@ -38,6 +38,17 @@ def test_kueue_hold_reads_the_workloads_reason_the_cluster_queue_and_what_it_nee
                              (("cpu", "1000m"), ("nvidia.com/gpu", "4")), None)
 
 
+def test_with_its_quota_reserved_the_admitted_condition_says_what_holds_it() -> None:
+    checks = workload()
+    checks["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in team-a"},
+        {"type": "Admitted", "status": "False", "reason": "AdmissionChecksPending",
+         "message": "The workload has pending admission checks: provisioning"}]
+    hold = kueue_hold("gpu", [checks], "team-a")
+    assert (hold.reason, hold.message) == ("AdmissionChecksPending",
+                                           "The workload has pending admission checks: provisioning")
+
+
 def test_kueues_own_count_of_the_requests_wins_over_the_pod_sets() -> None:
     given = workload(resourceRequests=[{"name": "main", "resources": {"cpu": "1100m", "nvidia.com/gpu": "4"}}])
     assert kueue_hold("gpu", [given], "team-a").needs == (("cpu", "1100m"), ("nvidia.com/gpu", "4"))

@@ -42,7 +42,8 @@ class KueueHold:
     readable: bool = True
     """False: Kueue's Workloads could not be read (Kueue not installed, or not allowed)."""
     reason: str | None = None
-    """Kueue's reason on the Workload's QuotaReserved (else Admitted) condition, e.g. `Pending`."""
+    """Kueue's reason on the Workload's QuotaReserved condition while it is not True, else on its
+    Admitted condition (quota reserved, admission checks pending), e.g. `Pending`."""
     message: str | None = None
     """Kueue's words on that condition, e.g. "couldn't assign flavors to pod set main: insufficient
     unused quota for cpu in flavor default, 1 more needed"."""

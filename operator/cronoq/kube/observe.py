@@ -241,7 +241,9 @@ def kueue_hold(local_queue: str, workloads: list[dict[str, Any]] | None, cluster
     name = str((workload.get("metadata") or {}).get("name") or "")
     status = workload.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
-    said = conditions.get("QuotaReserved") or conditions.get("Admitted") or {}
+    # What holds it: quota not reserved yet, else (quota reserved) admission checks not passed yet.
+    said = next((c for c in (conditions.get("QuotaReserved"), conditions.get("Admitted"))
+                 if c is not None and c.get("status") != "True"), conditions.get("QuotaReserved") or {})
     position = None
     for item in (pending or {}).get("items") or []:
         if isinstance(item, dict) and (item.get("metadata") or {}).get("name") == name:
