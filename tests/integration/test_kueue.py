@@ -243,7 +243,9 @@ def test_a_task_held_by_quota_says_why_in_kueues_words_and_its_wait_is_counted_a
     def says_why():
         status = cq.status("held")
         running = [c for c in status.get("conditions") or [] if c["type"] == "Running"]
-        return (status, running[0]) if running and running[0]["reason"] == "WaitingForKueue" else None
+        # Kueue's words once its Workload says why (a look every 10 s: the first may find no Workload yet).
+        said = running and running[0]["reason"] == "WaitingForKueue" and "Kueue says:" in status.get("message", "")
+        return (status, running[0]) if said else None
 
     status, running = wait_until(says_why, timeout=60, what="held's status giving Kueue's reason")
     assert (status["phase"], status["attempt"]) == ("Running", 1)
