@@ -3,10 +3,11 @@ against fakes of the kubernetes package's APIs it calls: the attempt's Job, its 
 LocalQueue, and Kueue's visibility API where it is served (the place) or not (no place)."""
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
 from cronoq.client import Client
 from cronoq.engine.attempts import waiting
@@ -29,11 +30,11 @@ class Fakes(k8s.ApiClient):
         super().__init__()
         self.job, self.pending, self.asked = job, pending, []
 
-    def call_api(self, path: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        self.asked.append(path)
-        if "visibility.kueue.x-k8s.io/v1beta2" in path and self.pending is not None:
-            return self.pending
-        raise ApiException(status=404)
+    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append(url.removeprefix(self.configuration.host))
+        served = "visibility.kueue.x-k8s.io/v1beta2" in url and self.pending is not None
+        return SimpleNamespace(status=200 if served else 404, data=json.dumps(self.pending).encode(),
+                               read=lambda: None)
 
     def read_namespaced_job(self, name: str, namespace: str) -> dict[str, Any]:
         assert (name, namespace) == ("held-a1", "ns")

@@ -558,14 +558,20 @@ class Client:
         for version in KUEUE_VISIBILITY_VERSIONS:
             path = f"/apis/{KUEUE_VISIBILITY_GROUP}/{version}/namespaces/{namespace}/localqueues/{local_queue}" \
                    "/pendingworkloads"
+            request = self.api_client.param_serialize(method="GET", resource_path=path, auth_settings=["BearerToken"],
+                                                      header_params={"Accept": "application/json"})
             try:
-                found = self.api_client.call_api(path, "GET", header_params={"Accept": "application/json"},
-                                                 response_type="object", auth_settings=["BearerToken"],
-                                                 _return_http_data_only=True)
+                response = self.api_client.call_api(*request, _request_timeout=30)
+                response.read()
             except ApiException as err:
                 if err.status in (403, 404, 503):
                     continue
                 raise
+            if response.status in (403, 404, 503):  # not served (no APIService), or not the user's to read
+                continue
+            if not 200 <= response.status <= 299:
+                raise ApiException.from_response(http_resp=response, body=None, data=None)
+            found = json.loads(response.data or b"null")
             return found if isinstance(found, dict) else None
         return None
 
