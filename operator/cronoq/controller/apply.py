@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from cronoq import metrics
-from cronoq.api import Attempt, Task, TaskPool, TaskStatus
+from cronoq.api import Task, TaskPool, TaskStatus
 from cronoq.controller.gather import holder
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.outcome import Refused
@@ -33,6 +33,7 @@ from cronoq.engine.plan import Plan
 from cronoq.kube.observe import cluster_queue_of, job_facts, kueue_hold, kueue_stop
 from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
 from cronoq.kube.writes import Conflict, Rejected
+from cronoq.api import Attempt
 
 log = logging.getLogger(__name__)
 
