@@ -75,6 +75,12 @@ DISPATCH_LATENCY = PoolHistogram("cronoq_dispatch_latency_seconds", "From the mo
                              ["namespace", "pool"],
                              registry=REGISTRY,
                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+KUEUE_WAIT = PoolHistogram("cronoq_kueue_wait_seconds", "For a pool with admission.kueue: from an attempt's Job's "
+                           "creation (suspended) to Kueue admitting it, or to the attempt's end while Kueue still held "
+                           "it; observed once per attempt, when its end is recorded (labels: namespace, pool). The wait "
+                           "for the pool's own slot is cronoq_dispatch_latency_seconds.", ["namespace", "pool"],
+                           registry=REGISTRY,
+                           buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400))
 DEADLINES = PoolCounter("cronoq_deadlines_total", "Tasks ended by a time limit of their own, by namespace, pool and "
                     "kind: start (its startDeadline passed before it started), total (its deadline passed), retry "
                     "(its retry policy's maxRetryDuration left no room for a retry).", ["namespace", "pool", "kind"],
@@ -151,5 +157,5 @@ def end_series(namespace: str, pool: str) -> None:
 
 
 _BY_POOL = (TASKS, ATTEMPTS, ATTEMPTS_IGNORED, QUEUE_DEPTH, RUNNING_ATTEMPTS, WORKERS, WORKER_ROOM, TASK_DURATION,
-            DISPATCH_LATENCY, DEADLINES, RATE_LIMITED)
+            DISPATCH_LATENCY, KUEUE_WAIT, DEADLINES, RATE_LIMITED)
 """Every metric labelled by pool (each one a Pool* metric)."""

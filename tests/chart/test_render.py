@@ -30,7 +30,7 @@ NAMESPACED_PERMISSIONS = {
     *{("", "pods", v) for v in ("get", "list", "watch")},
     ("", "events", "create"),
     *{("coordination.k8s.io", "leases", v) for v in ("list", "watch")},
-    ("kueue.x-k8s.io", "workloads", "list"),  # why Kueue stopped an attempt's Job (admission.kueue)
+    ("kueue.x-k8s.io", "workloads", "list"),  # why Kueue holds or stopped an attempt's Job (admission.kueue)
     ("kueue.x-k8s.io", "localqueues", "get"),  # the pool's Ready condition names a missing LocalQueue
 }
 # The leader Lease: create (RBAC cannot name what is created), the rest by name only.

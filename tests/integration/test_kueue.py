@@ -6,9 +6,14 @@ What is shown: an attempt is recorded before its Job exists and the Job waits su
 Kueue's quota is taken (a second task's attempt starts only after the first ends); a preemption by
 a higher WorkloadPriorityClass ends the running attempt with reason Preempted, uses up no attempt,
 and the next attempt is a new Job with a new number while the preempted Job never runs again; a
-task cancelled while Kueue holds its Job leaves neither Job nor Workload behind.
+task cancelled while Kueue holds its Job leaves neither Job nor Workload behind; a task Kueue's
+quota holds says so in Kueue's words (its LocalQueue, ClusterQueue and Kueue's reason) in its
+status and in `cronoq describe`, and the time Kueue held it is counted in
+cronoq_kueue_wait_seconds while cronoq_dispatch_latency_seconds (the pool's own wait) does not move.
 """
 from __future__ import annotations
+
+import time
 
 import pytest
 from kubernetes import client
@@ -221,3 +226,59 @@ def test_a_workload_deactivated_ends_the_attempt_evicted_by_kueue_and_the_next_r
     assert (first["outcome"], first["reason"], first.get("ignored")) == ("Retryable", "EvictedByKueue", True), first
     assert "(Deactivated)" in first["message"], first["message"]  # Kueue v0.17's reason
     assert (second["number"], second["outcome"], second["job"]) == (2, "Success", "benched-a2")
+
+
+def test_a_task_held_by_quota_says_why_in_kueues_words_and_its_wait_is_counted_apart(cq, kueue, kueue_operator,
+                                                                                     kubeconfig):
+    from tests.integration.test_cli import Cli
+
+    local, cluster = unique("words"), unique("team")
+    kueue.queue(cq.namespace, local, "1", cluster_queue=cluster)
+    kueue_pool(cq, kueue, local)
+    cq.task("holder", delay="10m")  # holds the quota until it is cancelled
+    wait_until(lambda: cq.jobs("holder") and not suspended(cq, "holder", 1), timeout=60,
+               what="Kueue admitting holder's Job")
+    cq.task("held", delay="100ms")
+
+    def says_why():
+        status = cq.status("held")
+        running = [c for c in status.get("conditions") or [] if c["type"] == "Running"]
+        # Kueue's words once its Workload says why (a look every 10 s: the first may find no Workload yet).
+        said = running and running[0]["reason"] == "WaitingForKueue" and "Kueue says:" in status.get("message", "")
+        return (status, running[0]) if said else None
+
+    status, running = wait_until(says_why, timeout=60, what="held's status giving Kueue's reason")
+    assert (status["phase"], status["attempt"]) == ("Running", 1)
+    message = status["message"]
+    assert message.startswith(f"attempt 1 of 3 is waiting for Kueue: LocalQueue {local}, ClusterQueue {cluster}, "
+                              "needs 1 cpu; Kueue says: "), message
+    assert "insufficient unused quota for cpu" in message, message  # Kueue's own words, from its Workload
+    assert running["message"] == message and running["status"] == "True"
+
+    described = " ".join(Cli(cq.namespace, str(kubeconfig)).ok("describe", "held").stdout.split())
+    # The test's Kueue serves no visibility API: the place is said to be unknown, not made up.
+    assert (f"waiting for Kueue: LocalQueue {local}, ClusterQueue {cluster}, position unknown (Kueue's visibility "
+            "API is not served), needs 1 cpu; Kueue says:") in described, described
+    (held_job,) = cq.jobs("held")
+    assert held_job.spec.suspend, "Kueue still holds it"
+    held_since = held_job.metadata.creation_timestamp.timestamp()
+    still_held_at = time.time()
+
+    labels = {"namespace": cq.namespace, "pool": "default"}
+    kueue_before = [kueue_operator.metric(f"cronoq_kueue_wait_seconds_{s}", **labels) for s in ("count", "sum")]
+    pool_before = [kueue_operator.metric(f"cronoq_dispatch_latency_seconds_{s}", **labels) for s in ("count", "sum")]
+    cq.patch_task("holder", {"cancel": True})  # frees the quota: Kueue admits held's Job
+    done = cq.wait_phase("held", "Succeeded", timeout=90)
+    assert [a["number"] for a in done["attempts"]] == [1]
+    cq.wait_phase("holder", "Cancelled", timeout=30)
+
+    def counted():
+        now = [kueue_operator.metric(f"cronoq_kueue_wait_seconds_{s}", **labels) for s in ("count", "sum")]
+        return now if now[0] >= kueue_before[0] + 2 else None
+
+    kueue_after = wait_until(counted, timeout=30, what="both attempts' Kueue waits counted")
+    pool_after = [kueue_operator.metric(f"cronoq_dispatch_latency_seconds_{s}", **labels) for s in ("count", "sum")]
+    assert kueue_after[0] == kueue_before[0] + 2, (kueue_before, kueue_after)  # holder's and held's attempts
+    # held's Job waited from its creation to at least when it was last seen held (Kueue's times have whole seconds).
+    assert kueue_after[1] - kueue_before[1] >= int(still_held_at) - held_since - 1, (kueue_before, kueue_after)
+    assert pool_after == pool_before, "the wait for Kueue is not the wait for the pool"

@@ -115,9 +115,12 @@ class Kueue:
         self.cluster_object("workloadpriorityclasses", {"kind": "WorkloadPriorityClass", "metadata": {"name": name},
                                                         "value": value})
 
-    def queue(self, namespace: str, name: str, cpu: str, *, preemption: bool = False) -> None:
+    def queue(self, namespace: str, name: str, cpu: str, *, preemption: bool = False,
+              cluster_queue: str | None = None) -> None:
         """A ClusterQueue of `cpu` (preempting lower priorities within itself when asked) and a
-        LocalQueue of the same name in `namespace`; returns once Kueue says the ClusterQueue is active."""
+        LocalQueue `name` in `namespace` submitting to it (the ClusterQueue is named `cluster_queue`,
+        else `name`); returns once Kueue says the ClusterQueue is active."""
+        cluster = cluster_queue or name
         if not self._exists("resourceflavors", FLAVOR):
             try:
                 self.custom.create_cluster_custom_object(GROUP, VERSION, "resourceflavors", {
@@ -129,20 +132,20 @@ class Kueue:
             "coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}
         if preemption:
             spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
-        self.cluster_object("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+        self.cluster_object("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": cluster}, "spec": spec})
         self.namespaces.append(namespace)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "localqueues", {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": name},
-            "spec": {"clusterQueue": name}})
+            "spec": {"clusterQueue": cluster}})
 
         def active() -> bool:
-            cq = self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+            cq = self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cluster)
             if not self.alive():
                 raise AssertionError(f"Kueue exited:\n{self.log()}")
             return any(c.get("type") == "Active" and c.get("status") == "True"
                        for c in (cq.get("status") or {}).get("conditions") or [])
 
-        wait_until(active, timeout=60, what=f"Kueue to make ClusterQueue {name} active")
+        wait_until(active, timeout=60, what=f"Kueue to make ClusterQueue {cluster} active")
 
     def _exists(self, plural: str, name: str) -> bool:
         return not self._gone(plural, name)

@@ -138,7 +138,7 @@ Tasks are created, and their spec patched (cancel), only for TaskSchedules.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Kueue's objects are only read (pools with admission.kueue): why Kueue stopped an attempt's Job
+# Kueue's objects are only read (pools with admission.kueue): why Kueue holds or stopped an attempt's Job
 # (its Workload), and whether the pool's LocalQueue exists and is active (the pool's Ready condition).
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]

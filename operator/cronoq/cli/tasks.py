@@ -814,6 +814,9 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     if task.phase is TaskPhase.QUEUED:
         pairs.append(("Waiting", render.cell(_why_queued(task, client, args.place))))
     pool = client.pool(task.spec.pool)
+    if task.phase is TaskPhase.RUNNING and pool is not None and pool.spec.admission is not None \
+            and pool.spec.admission.kueue is not None and (hold := client.kueue_hold(task)) is not None:
+        pairs.append(("Waiting", render.cell(waiting.kueue_text(hold, position=True))))
     if limits := waiting.limits_text(task, pool.spec if pool is not None else None):
         pairs.append(("Deadlines", limits))
     pairs.append(("Retention", retention.task_line(task, pool.spec if pool is not None else None)))

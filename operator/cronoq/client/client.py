@@ -35,9 +35,16 @@ from cronoq.client.errors import (
 )
 from cronoq.client.results import Result, SavedCheckpoint
 from cronoq.engine import keys, naming
+from cronoq.engine.observed import KueueHold
 from cronoq.engine.retention import job_retention_for, job_retention_of, unfinished_job_retention
+from cronoq.kube.observe import cluster_queue_of, job_facts, kueue_hold
 from cronoq.kube.refusal import server_message
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
+
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+KUEUE_VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+KUEUE_VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
+"""Kueue's visibility API, newest first: where it is served, a pending Workload's place."""
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -519,6 +526,68 @@ class Client:
                                                  field_selector=f"involvedObject.uid={task.metadata.uid}").items
         return sorted(events, key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
                                              int(e.metadata.resource_version or 0)))
+
+    def kueue_hold(self, task: Task) -> KueueHold | None:
+        """What Kueue says of the task's open attempt while Kueue holds its Job (a pool with
+        `admission.kueue`), read as the user: the Job, its Workload, its LocalQueue and, where
+        Kueue serves its visibility API, the Workload's place. None when Kueue does not hold the
+        open attempt's Job (or the Job cannot be read). Reads only; `waiting.kueue_text` words it."""
+        status, namespace = task.status, task.metadata.namespace or self.namespace
+        attempt = status.attempts[-1] if status is not None and status.attempts else None
+        if status is None or status.phase is not TaskPhase.RUNNING or attempt is None or attempt.outcome is not None \
+                or attempt.number != status.attempt or not attempt.job:
+            return None
+        try:
+            raw = self.api_client.sanitize_for_serialization(self.batch.read_namespaced_job(attempt.job, namespace))
+        except ApiException as err:
+            if err.status in (403, 404):
+                return None
+            raise
+        job = job_facts(raw)
+        if job is None or not job.held_by_kueue or job.kueue_queue is None:
+            return None
+        workloads: list[dict[str, Any]] | None
+        try:
+            workloads = self.custom.list_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job.uid}"
+            ).get("items") or []
+        except ApiException as err:
+            if err.status not in (403, 404):
+                raise
+            workloads = None
+        try:
+            queue = self.custom.get_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace, "localqueues",
+                                                             job.kueue_queue)
+        except ApiException as err:
+            if err.status not in (403, 404):
+                raise
+            queue = None
+        return kueue_hold(job.kueue_queue, workloads, cluster_queue_of(queue),
+                          self._pending_workloads(namespace, job.kueue_queue))
+
+    def _pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
+        """Kueue's visibility API's pending Workloads of a LocalQueue (their places), or None when
+        the API server does not serve it (an aggregated API Kueue installs with its visibility
+        server) or the user may not read it."""
+        for version in KUEUE_VISIBILITY_VERSIONS:
+            path = f"/apis/{KUEUE_VISIBILITY_GROUP}/{version}/namespaces/{namespace}/localqueues/{local_queue}" \
+                   "/pendingworkloads"
+            request = self.api_client.param_serialize(method="GET", resource_path=path, auth_settings=["BearerToken"],
+                                                      header_params={"Accept": "application/json"})
+            try:
+                response = self.api_client.call_api(*request, _request_timeout=30)
+                response.read()
+            except ApiException as err:
+                if err.status in (403, 404, 503):
+                    continue
+                raise
+            if response.status in (403, 404, 503):  # not served (no APIService), or not the user's to read
+                continue
+            if not 200 <= response.status <= 299:
+                raise ApiException.from_response(http_resp=response, body=None, data=None)
+            found = json.loads(response.data or b"null")
+            return found if isinstance(found, dict) else None
+        return None
 
     def _retention(self, task: Task) -> str:
         """Which jobRetention applies to the task's attempt Jobs (the one of its outcome once it

@@ -31,12 +31,16 @@ from cronoq.engine import delay, keys, reasons
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
-from cronoq.kube.observe import job_facts, kueue_stop
+from cronoq.kube.observe import cluster_queue_of, job_facts, kueue_hold, kueue_stop
 from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
 from cronoq.kube.writes import Conflict, Rejected
+from cronoq.api import Attempt
 
 log = logging.getLogger(__name__)
 
+
+KUEUE_QUEUE_SECONDS = 30.0
+"""The ClusterQueue of a LocalQueue that holds Jobs is read again (one GET) at most this often."""
 
 QUOTA = re.compile(r"exceeded quota: ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
 
@@ -61,6 +65,8 @@ class Applier:
         """Handed what each landed status write adds to the archive (never awaited)."""
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
+        self.cluster_queues: dict[Key, tuple[str | None, datetime]] = {}
+        """(namespace, LocalQueue) → its ClusterQueue and when it was read (`_look_kueue`)."""
         self.warnings_only = warnings_only
         """`--events=warnings`: a succeeded attempt gets no Event (its status says it all)."""
         self.served_warnings_only = served_warnings_only
@@ -86,6 +92,9 @@ class Applier:
             return None
         if plan.read_workload is not None:
             await self._read_workload(record, plan.read_workload)
+            return None
+        if plan.look_kueue is not None:
+            await self._look_kueue(record, plan.look_kueue, now)
             return None
         if plan.read_inputs and task is not None:
             await self._read_inputs(record, task)
@@ -138,6 +147,24 @@ class Applier:
             return
         workloads = await self.writer.read_workloads(namespace, seen.uid)
         self.store.kueue_stops[(namespace, job)] = kueue_stop(workloads)
+        self.queue.add(("task", namespace, record.name))
+
+    async def _look_kueue(self, record: TaskRecord, job: str, now: datetime) -> None:
+        """Read what Kueue says of the task's Job it holds (its Workload; the LocalQueue's
+        ClusterQueue, read at most every KUEUE_QUEUE_SECONDS per LocalQueue), keep it with the
+        Job's facts, and decide again (which says it only when it is news)."""
+        namespace = record.namespace
+        seen = self.store.job_seen(namespace, job)
+        if seen is None or seen.kueue_queue is None:  # gone meanwhile: the next decision judges that
+            self.queue.add(("task", namespace, record.name))
+            return
+        workloads = await self.writer.read_workloads(namespace, seen.uid)
+        queue_key = (namespace, seen.kueue_queue)
+        known = self.cluster_queues.get(queue_key)
+        if known is None or (now - known[1]).total_seconds() >= KUEUE_QUEUE_SECONDS:
+            _, local_queue = await self.writer.read_local_queue(*queue_key)
+            known = self.cluster_queues[queue_key] = (cluster_queue_of(local_queue), now)
+        self.store.kueue_holds[(namespace, job)] = (kueue_hold(seen.kueue_queue, workloads, known[0]), now)
         self.queue.add(("task", namespace, record.name))
 
     async def _read_inputs(self, record: TaskRecord, task: Task) -> None:
@@ -255,6 +282,8 @@ class Applier:
                 metrics.LEASE_EXPIRATIONS.inc()
             if attempt.ignored:
                 metrics.ATTEMPTS_IGNORED.labels(*pool_key).inc()
+            if (waited := self._kueue_wait(record, attempt)) is not None:
+                metrics.KUEUE_WAIT.labels(*pool_key).observe(waited)
         status = task.status if task is not None else None
         if plan.status is not None and status is not None and status.phase is not None and status.phase.terminal:
             metrics.TASKS.labels(*pool_key, metrics.label(status.phase.value)).inc()
@@ -263,6 +292,16 @@ class Applier:
             if status.submitted_at and status.finished_at:
                 metrics.TASK_DURATION.labels(*pool_key, metrics.label(status.phase.value)).observe(
                     max((status.finished_at - status.submitted_at).total_seconds(), 0))
+
+    def _kueue_wait(self, record: TaskRecord, attempt: Attempt) -> float | None:
+        """Seconds Kueue held the ended attempt's Job: from its creation to Kueue's admission (the
+        Job's startTime), or to its container's start (a Job Kueue stopped again), or to now (it
+        ended held: cancelled, its startDeadline passed). None for an attempt without a Kueue Job."""
+        job = record.jobs.get(attempt.job or "")
+        if job is None or job.kueue_queue is None or job.created_at is None:
+            return None
+        until = job.resumed_at or attempt.started_at or self.clock()
+        return max((until - job.created_at).total_seconds(), 0.0)
 
     async def _create_job(self, entry: TaskRecord, job: dict[str, Any], number: int, plan: Plan,
                           pool_key: Key) -> Refused | None:

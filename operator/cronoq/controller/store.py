@@ -22,7 +22,7 @@ from cronoq.engine import delay, dependencies, keys
 from cronoq.engine.attempts import serving_worker
 from cronoq.engine.decide import Finished
 from cronoq.engine.dependencies import Component
-from cronoq.engine.observed import AttemptJob
+from cronoq.engine.observed import AttemptJob, KueueHold
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.observe import PodFacts, WorkerFacts
 
@@ -263,6 +263,8 @@ class Store:
     running_seen: dict[Key, datetime] = field(default_factory=dict)
     kueue_stops: dict[Key, tuple[str, str]] = field(default_factory=dict)
     """(namespace, Job) → (reason, message) of the Kueue eviction that stopped the Job (its Workload, read once)."""
+    kueue_holds: dict[Key, tuple[KueueHold, datetime]] = field(default_factory=dict)
+    """(namespace, Job) → what Kueue said of the Job it holds, and when we looked (a plan's `look_kueue`)."""
     """(namespace, Job name) → when we first saw its task container running."""
     ended_seen: dict[Key, datetime] = field(default_factory=dict)
     """(namespace, Job name) → when we first saw its task container terminated."""
@@ -406,7 +408,8 @@ class Store:
 
     def _drop_seen(self, namespace: str, job: str) -> None:
         """What was seen of a Job's pod and heartbeat Lease."""
-        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases, self.checkpoints, self.kueue_stops):
+        for seen in (self.pods, self.running_seen, self.ended_seen, self.leases, self.checkpoints, self.kueue_stops,
+                     self.kueue_holds):
             seen.pop((namespace, job), None)
 
     def _forget_cycles(self, key: Key) -> None:
@@ -579,9 +582,12 @@ class Store:
         held = lease is not None and job.lease_id is not None and lease[0] == job.lease_id and lease[3] == task_uid
         renewed = lease[2] if held and lease is not None and lease[1] else None
         saved = self.checkpoints.get(key)
+        looked = self.kueue_holds.get(key) if job.held_by_kueue else None
         checkpoint = saved[1] if held and saved is not None and saved[0] == job.lease_id else None
         return replace(job, running_seen_at=self.running_seen.get(key), ended_seen_at=self.ended_seen.get(key),
                        kueue_stop=self.kueue_stops.get(key) if job.stopped_by_kueue else None,
+                       kueue_hold=looked[0] if looked is not None else None,
+                       kueue_looked_at=looked[1] if looked is not None else None,
                        renewed_seen_at=renewed, checkpoint=checkpoint)
 
     def attempt_jobs(self, record: TaskRecord) -> list[AttemptJob]:

@@ -29,6 +29,31 @@ class Termination:
 
 
 @dataclass(frozen=True, slots=True)
+class KueueHold:
+    """What Kueue says of an attempt's Job it holds (suspended, not admitted yet): read from the
+    Job's Workload and the pool's LocalQueue (`kube.observe.kueue_hold`), and where Kueue serves
+    its visibility API, the Workload's place in its ClusterQueue."""
+
+    local_queue: str
+    cluster_queue: str | None = None
+    """The LocalQueue's spec.clusterQueue (None: the LocalQueue could not be read)."""
+    workload: str | None = None
+    """The Workload's name (None: Kueue has made none for the Job yet, or it could not be read)."""
+    readable: bool = True
+    """False: Kueue's Workloads could not be read (Kueue not installed, or not allowed)."""
+    reason: str | None = None
+    """Kueue's reason on the Workload's QuotaReserved condition while it is not True, else on its
+    Admitted condition (quota reserved, admission checks pending), e.g. `Pending`."""
+    message: str | None = None
+    """Kueue's words on that condition, e.g. "couldn't assign flavors to pod set main: insufficient
+    unused quota for cpu in flavor default, 1 more needed"."""
+    needs: tuple[tuple[str, str], ...] = ()
+    """(resource, quantity) the Workload asks for, summed over its pod sets (each request times its count)."""
+    position: int | None = None
+    """1 for the next the ClusterQueue admits (Kueue's visibility API); None: not known."""
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptJob:
     """One attempt's Job as last observed, with its pod's state folded in. For an attempt a pull
     worker serves (`worker` set) there is no Job: these are the facts of the attempt's Lease the
@@ -57,6 +82,12 @@ class AttemptJob:
     Kueue admitted it). Its start timeout counts from here, not from its creation."""
     kueue_stopping: bool = False
     """Kueue's annotation `kueue.x-k8s.io/stopping` is on the Job: Kueue is suspending it again."""
+    kueue_queue: str | None = None
+    """The LocalQueue its `kueue.x-k8s.io/queue-name` label names (None: not a Kueue Job)."""
+    kueue_hold: KueueHold | None = None
+    """What Kueue said of it while it held the Job, as last looked at (None: not looked at yet)."""
+    kueue_looked_at: datetime | None = None
+    """When, by the operator's clock, it was last looked at (its Workload read)."""
     kueue_stop: tuple[str, str] | None = None
     """(reason, message) of the Kueue eviction that stopped the Job, read from its Workload (a
     plan's `read_workload`); None until read."""
@@ -118,6 +149,12 @@ class AttemptJob:
         ran = self.kueue_stopping or self.started_at is not None or self.pod_phase is not None \
             or self.termination is not None or self.finished == "Failed"
         return self.suspended and self.finished != "Complete" and ran
+
+    @property
+    def held_by_kueue(self) -> bool:
+        """A Kueue Job waiting, suspended, for Kueue to admit it: never let run yet."""
+        return (self.kueue_queue is not None and self.suspended and self.resumed_at is None
+                and not self.stopped_by_kueue and self.finished is None and not self.gone and not self.deleting)
 
     @property
     def active(self) -> bool:

@@ -133,6 +133,10 @@ class Plan:
     read_workload: str | None = None
     """The task's Job of this name was stopped by Kueue: read why from its Workload (the store
     keeps it as the Job's `kueue_stop`), then decide again. Nothing else is planned."""
+    look_kueue: str | None = None
+    """The task's Job of this name waits for Kueue and is due a look: read what Kueue says of it
+    (its Workload, the LocalQueue's ClusterQueue; the store keeps it as the Job's `kueue_hold`),
+    then decide again. Nothing else is planned."""
     read_inputs: bool = False
     """A task with dependencies about to get a Job: read its dependencies' outputs (the store does
     not keep a finished task's output), keep them on its record, then decide again. Nothing else

@@ -37,6 +37,7 @@ WAITING_FOR_WORKER = "WaitingForWorker"  # a Workers pool with no live worker wi
 RATE_LIMITED = "RateLimited"     # a free slot, but the pool's rateLimit has no token yet
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"
+WAITING_FOR_KUEUE = "WaitingForKueue"  # the attempt's Job is suspended until Kueue admits it (its words in the message)
 BACKING_OFF = "BackingOff"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"

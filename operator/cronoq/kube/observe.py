@@ -2,12 +2,15 @@
 facts are kept in memory, not the objects, so thousands of finished attempts cost little."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from datetime import datetime, timedelta
 from typing import Any
 
 from cronoq.engine import naming
-from cronoq.engine.observed import AttemptJob, Termination
+from cronoq.engine.jobs import KUEUE_QUEUE_LABEL
+from cronoq.engine.observed import AttemptJob, KueueHold, Termination
 from cronoq.pod_protocol import Annotation, Label
 from cronoq.pod_protocol.report import REPORT_LIMIT
 from cronoq.pod_protocol.checkpoint import parse_checkpoint
@@ -59,6 +62,7 @@ def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | No
     return AttemptJob(
         suspended=suspended, resumed_at=None if suspended else parse_time(status.get("startTime"), skew),
         kueue_stopping=(meta.get("annotations") or {}).get("kueue.x-k8s.io/stopping") == "true",
+        kueue_queue=labels.get(KUEUE_QUEUE_LABEL) or None,
         number=number, name=meta.get("name", ""), uid=meta.get("uid", ""), lease_id=labels.get(naming.LEASE_ID),
         created_at=parse_time(meta.get("creationTimestamp"), skew), deleting=bool(meta.get("deletionTimestamp")),
         ttl_after_finished=(job.get("spec") or {}).get("ttlSecondsAfterFinished"), finished=finished, failure_reason=failure_reason, failure_message=failure_message)
@@ -216,3 +220,74 @@ def kueue_stop(workloads: list[dict[str, Any]] | None) -> tuple[str, str]:
         if requeued is not None and requeued.get("reason") not in (None, "", "Pending"):
             return str(requeued["reason"])[:128], str(requeued.get("message") or "")[:WAITING_MESSAGE_LIMIT]
     return "EvictedByKueue", "Kueue stopped the Job; its Workload names no eviction"
+
+
+def cluster_queue_of(queue: dict[str, Any] | None) -> str | None:
+    """The ClusterQueue a LocalQueue (as read; None: not read) submits to."""
+    return str(((queue or {}).get("spec") or {}).get("clusterQueue") or "") or None
+
+
+def kueue_hold(local_queue: str, workloads: list[dict[str, Any]] | None, cluster_queue: str | None,
+               pending: dict[str, Any] | None = None) -> KueueHold:
+    """What Kueue says of a Job it holds: from its Workload (`workloads`, Kueue's Workloads of the
+    Job; None: they could not be read), the LocalQueue's ClusterQueue (`cluster_queue_of`) and,
+    where Kueue serves its visibility API, the LocalQueue's pending Workloads (`pending`: the
+    Workload's positionInClusterQueue, 0 for the next, told as 1)."""
+    if workloads is None:
+        return KueueHold(local_queue, cluster_queue, readable=False)
+    if not workloads:
+        return KueueHold(local_queue, cluster_queue)
+    workload = workloads[0]
+    name = str((workload.get("metadata") or {}).get("name") or "")
+    status = workload.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    # What holds it: quota not reserved yet, else (quota reserved) admission checks not passed yet.
+    said = next((c for c in (conditions.get("QuotaReserved"), conditions.get("Admitted"))
+                 if c is not None and c.get("status") != "True"), conditions.get("QuotaReserved") or {})
+    position = None
+    for item in (pending or {}).get("items") or []:
+        if isinstance(item, dict) and (item.get("metadata") or {}).get("name") == name:
+            try:
+                position = int(item["positionInClusterQueue"]) + 1
+            except (KeyError, TypeError, ValueError):
+                position = None
+    return KueueHold(local_queue, cluster_queue, name or None, True,
+                     str(said.get("reason") or "")[:128] or None,
+                     str(said.get("message") or "")[:WAITING_MESSAGE_LIMIT] or None,
+                     _needs(workload), position)
+
+
+def _needs(workload: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(resource, quantity) a Workload asks for: Kueue's own count (status.resourceRequests, each
+    pod set's total) when it gives one, else its pod sets' container requests times their count."""
+    totals: dict[str, list[str]] = {}
+    given = (workload.get("status") or {}).get("resourceRequests") or []
+    if given:
+        for podset in given:
+            for resource, quantity in ((podset or {}).get("resources") or {}).items():
+                totals.setdefault(str(resource), []).append(str(quantity))
+    else:
+        for podset in (workload.get("spec") or {}).get("podSets") or []:
+            count = int((podset or {}).get("count") or 1)
+            spec = ((podset or {}).get("template") or {}).get("spec") or {}
+            for container in spec.get("containers") or []:
+                requests = ((container or {}).get("resources") or {}).get("requests") or {}
+                for resource, quantity in requests.items():
+                    totals.setdefault(str(resource), []).extend([str(quantity)] * count)
+    return tuple((resource, _sum(quantities)) for resource, quantities in totals.items())
+
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
+
+
+def _sum(quantities: list[str]) -> str:
+    """Quantities of one resource added up when they share a unit (`500m` + `500m` = `1000m`),
+    else shown side by side (`1 + 500m`)."""
+    if len(quantities) == 1:
+        return quantities[0]
+    parsed = [_QUANTITY.match(q) for q in quantities]
+    units = {m.group(2) for m in parsed if m is not None}
+    if any(m is None for m in parsed) or len(units) != 1:
+        return "(" + " + ".join(quantities) + ")"
+    total = sum((Decimal(m.group(1)) for m in parsed if m is not None), Decimal(0))
+    return f"{total.normalize():f}{units.pop()}"

@@ -57,8 +57,8 @@ def test_without_the_launch_urls_cookie_or_token_pages_reads_and_actions_are_ref
     async def check(http, cache, app):
         state = app[STATE]
         for method, path in (("GET", "/"), ("GET", "/tasks"), ("GET", "/tasks/ns/t1"), ("GET", "/tasks/ns/t1/events"),
-                             ("GET", "/tasks/ns/t1/logs/1"), ("GET", "/schedules"), ("GET", "/events"),
-                             ("POST", "/actions/retry")):
+                             ("GET", "/tasks/ns/t1/logs/1"), ("GET", "/tasks/ns/t1/kueue"), ("GET", "/schedules"),
+                             ("GET", "/events"), ("POST", "/actions/retry")):
             for headers in ({}, {"Cookie": f"{session_cookie(PORT)}=wrong"}, {"Cookie": f"other={state.session}"}):
                 answer = await http.request(method, f"{path}?token=wrong", data={"namespace": "ns", "name": "t1"},
                                             headers={**HOST, TOKEN_HEADER: state.token, **headers})
@@ -187,5 +187,36 @@ def test_the_task_page_shows_the_checkpoint_and_the_attempt_that_saved_it():
         assert "{&#34;done&#34;:9,&#34;note&#34;:&#34;&lt;b&gt;&#34;}" in page, "escaped, like any tenant's text"
         plain = await (await http.get("/tasks/ns/t0", headers=HOST)).text()
         assert 'class="checkpoint"' not in plain
+
+    run(check)
+
+
+def test_a_task_kueue_holds_shows_why_in_kueues_words_read_on_demand(monkeypatch):
+    """The page of a running task of a pool with admission.kueue asks `/tasks/<ns>/<name>/kueue`,
+    which words what the client read (`Client.kueue_hold`, here given) as `describe` does."""
+    from cronoq.engine.observed import KueueHold
+
+    asked: list[str] = []
+
+    def hold(self, task):
+        asked.append(task.metadata.name)
+        return KueueHold("gpu", "team-a", "w", True, "Pending", "couldn't assign <flavors>", (("cpu", "1"),))
+
+    monkeypatch.setattr(Client, "kueue_hold", hold)
+
+    async def check(http, cache, app):
+        cache._objects["taskpools"][("ns", "k")] = TaskPool.model_validate(
+            {"metadata": {"name": "k", "namespace": "ns"}, "spec": {"admission": {"kueue": {"localQueue": "gpu"}}}})
+        cache._objects["tasks"][("ns", "held")] = Task.model_validate({
+            "metadata": {"name": "held", "namespace": "ns", "creationTimestamp": "2026-11-05T12:00:00Z"},
+            "spec": {"image": "busybox", "pool": "k"}, "status": {"phase": "Running", "attempt": 1}})
+        page = await (await http.get("/tasks/ns/held", headers=HOST)).text()
+        assert 'hx-get="/tasks/ns/held/kueue"' in page, page
+        said = await (await http.get("/tasks/ns/held/kueue", headers=HOST)).text()
+        assert said == ("waiting for Kueue: LocalQueue gpu, ClusterQueue team-a, position unknown (Kueue&#x27;s "
+                        "visibility API is not served), needs 1 cpu; Kueue says: couldn&#x27;t assign &lt;flavors&gt;")
+        assert asked == ["held"]
+        running = await (await http.get("/tasks/ns/t2", headers=HOST)).text()  # a pool without Kueue
+        assert "/kueue" not in running
 
     run(check)

@@ -109,6 +109,7 @@ def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | Non
     app.router.add_get("/tasks/{namespace}/{name}", task_page)
     app.router.add_get("/tasks/{namespace}/{name}/events", task_events)
     app.router.add_get("/tasks/{namespace}/{name}/logs/{attempt}", task_log)
+    app.router.add_get("/tasks/{namespace}/{name}/kueue", task_kueue)
     app.router.add_get("/schedules", schedules_page)
     app.router.add_get("/events", event_stream)
     app.router.add_post("/actions/{action}", action)
@@ -231,7 +232,8 @@ async def task_page(request: web.Request) -> web.Response:
     retries = [t for t in cache.namespace_tasks(namespace) if t.metadata.labels.get(RETRY_OF) == name]
     return _page(request, "task.html", task=task, spec=json.dumps(spec, indent=2), bars=views.timeline(task, now),
                  graph=views.graph(task, cache.namespace_tasks(namespace)), retries=retries,
-                 limits=views.limits(task, cache.get("taskpools", namespace, task.spec.pool)))
+                 limits=views.limits(task, pool := cache.get("taskpools", namespace, task.spec.pool)),
+                 kueue=views.kueue_admits(task, pool))
 
 
 async def task_events(request: web.Request) -> web.Response:
@@ -249,6 +251,25 @@ async def task_events(request: web.Request) -> web.Response:
         error = api_message(err)
     html = request.app[STATE].env.get_template("events.html").render(events=events, error=error)
     return web.Response(text=html, content_type="text/html")
+
+
+async def task_kueue(request: web.Request) -> web.Response:
+    """Why Kueue holds the task's Job, read on demand as `cronoq describe` reads it (its Job, its
+    Workload, its LocalQueue and, where served, Kueue's visibility API) and worded by
+    `engine.attempts.waiting.kueue_text`; empty once Kueue no longer holds it."""
+    from cronoq.engine.attempts import waiting
+
+    state = request.app[STATE]
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    task = state.cache.get("tasks", namespace, name) if state.cache is not None else None
+    text = ""
+    try:
+        hold = await asyncio.to_thread(state.client.in_namespace(namespace).kueue_hold, task) if task else None
+        if hold is not None:
+            text = waiting.kueue_text(hold, position=True)
+    except ApiException as err:
+        text = f"what Kueue says could not be read: {api_message(err)}"
+    return web.Response(text=html_escape(text), content_type="text/html")
 
 
 async def task_log(request: web.Request) -> web.Response:

@@ -290,3 +290,10 @@ def limits(task: Task, pool: TaskPool | None) -> list[tuple[str, datetime]]:
     from cronoq.engine.attempts import waiting
 
     return [(limit.label, limit.at) for limit in waiting.limits(task, pool.spec if pool is not None else None)]
+
+
+def kueue_admits(task: Task, pool: TaskPool | None) -> bool:
+    """A running task of a pool that hands admission to Kueue: its page asks what Kueue says of
+    its Job (`/tasks/<ns>/<name>/kueue`, `waiting.kueue_text`, as `describe` says it)."""
+    return (task.phase is TaskPhase.RUNNING and pool is not None and pool.spec.admission is not None
+            and pool.spec.admission.kueue is not None)

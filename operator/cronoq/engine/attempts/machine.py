@@ -317,9 +317,13 @@ def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, setti
             # work queue's backoff, not this write, times the next creation.
             return draft.say(draft.status, reasons.JOB_REFUSED,
                              wording.JOB_REFUSED.format(n=n, refusal=seen.job_refused)).written()
-        return draft.plan(create_job=JobToCreate(n, open_attempt.lease_id or lease_id(seen.epoch, n)))
-    refused = job is not None and wording.told(draft.status) == reasons.JOB_REFUSED
-    if refused:  # its Job exists at last: say so
+        return draft.plan(create_job=JobToCreate(n, open_attempt.lease_id or lease_id(seen.epoch, n)),
+                          requeue_after=_first_kueue_look(seen))
+    told = wording.told(draft.status)
+    if job is not None and job.held_by_kueue:
+        return _held_by_kueue(draft, job, most, told == reasons.JOB_REFUSED)
+    write = job is not None and told in (reasons.JOB_REFUSED, reasons.WAITING_FOR_KUEUE)
+    if write:  # its Job exists at last, or Kueue let it run (or it ended): say so, once
         draft = draft.say(draft.status, reasons.ATTEMPT_RUNNING, wording.running(n, most))
     if job is not None:
         told = wording.told(draft.status)
@@ -333,7 +337,28 @@ def _goes_on(draft: _Draft, open_attempt: Attempt, job: AttemptJob | None, setti
             if not wording.held_back_said(draft.status, most, why):
                 return draft.say(draft.status, reasons.POD_CANNOT_START, wording.held_back(
                     n, most, why, job.waiting_message, settings.start_timeout)).written()
-    return draft.written() if refused else draft.plan()
+    return draft.written() if write else draft.plan()
+
+
+def _held_by_kueue(draft: _Draft, job: AttemptJob, most: int, refused: bool) -> Plan:
+    """Kueue holds the open attempt's Job: look at what Kueue says of it when a look is due (a
+    read, then decide again), and say it when that is news (`waiting.kueue_said`): one write per
+    change of Kueue's reason, never one per look. Looked at again after `waiting.KUEUE_LOOK`.
+    `refused`: the status still says its Job was refused, which it no longer is."""
+    now, n = draft.seen.now, draft.n
+    look = waiting.kueue_look_at(job)
+    if look is not None and look <= now:
+        return draft.plan(look_kueue=job.name)
+    if look is not None:
+        wait = (look - now).total_seconds()
+        draft = replace(draft, requeue=wait if draft.requeue is None else min(draft.requeue, wait))
+    if job.kueue_hold is not None:
+        message = waiting.kueue_message(n, most, job.kueue_hold)
+        if not waiting.kueue_said(draft.status, message):
+            return draft.say(draft.status, reasons.WAITING_FOR_KUEUE, message).written()
+    if refused:
+        return draft.say(draft.status, reasons.ATTEMPT_RUNNING, wording.running(n, most)).written()
+    return draft.plan()
 
 
 def _next(draft: _Draft, settings: Effective) -> Plan:
@@ -409,7 +434,15 @@ def _start(draft: _Draft, settings: Effective) -> Plan:
     })
     draft = draft.say(running, reasons.ATTEMPT_RUNNING, wording.running(number, draft.last(settings), served))
     return draft.written(create_job=None if served else JobToCreate(number, lease), started=attempt,
-                         requeue_after=deadlines.served_deadline(settings, seen, now) if served else None)
+                         requeue_after=deadlines.served_deadline(settings, seen, now) if served
+                         else _first_kueue_look(seen))
+
+
+def _first_kueue_look(seen: Observation) -> float | None:
+    """A Job about to be created in a pool that hands admission to Kueue: when to look at what
+    Kueue says of it, if it holds it then (its watch event may bring nothing the creation did not)."""
+    kueue = seen.pool is not None and seen.pool.admission is not None and seen.pool.admission.kueue is not None
+    return waiting.KUEUE_FIRST_LOOK.total_seconds() if kueue else None
 
 
 def refusal(stored: TaskStatus | None, error: str, generation: int | None, epoch: int,

@@ -10,6 +10,10 @@ the Task's message (the operator), `cronoq describe` and the dashboard alike.
   `admission.Queue`; `between` bounds its place by the marks of that order the pool's status
   carries (past 2,000 waiting), reading no other task.
 - `limits` gives a task's own time limits (its pool's when it sets none) as times.
+- `kueue_text` says why an attempt's Job waits for Kueue (a pool with `admission.kueue`), from
+  what Kueue says of it (`observed.KueueHold`): its LocalQueue, ClusterQueue, place, what it
+  needs and Kueue's own words. `kueue_message` is the Task's message (written once per change of
+  Kueue's reason: `kueue_said`), `describe` and the dashboard show `kueue_text` with the place.
 
 Each surface renders the same values: the operator writes `message(wait)`, `describe` prints
 `described(wait, place, now)` and `limits_text(...)`, the dashboard lists `limits(...)`. Pure:
@@ -18,9 +22,10 @@ group) is asked for only when it decides.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 
 from cronoq.api import QueueMarks, Task, TaskPool, TaskPoolSpec, TaskStatus
@@ -28,6 +33,8 @@ from cronoq.api.durations import format as format_duration
 from cronoq.engine import delay, reasons
 from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import task_deadlines, wording
+from cronoq.engine.observed import AttemptJob, KueueHold
+from cronoq.engine.outcome import truncate
 from cronoq.engine.plan import Effective
 from cronoq.engine.ratelimit import next_start
 
@@ -162,6 +169,61 @@ def described(w: Wait, place: str, now: datetime) -> str:
         return f"{place}; {named} has {w.group_running} of {spec.group_concurrency} running (pool {name}'s " \
                "groupConcurrency)"
     return f"{place}; pool {name} runs {w.running} of {spec.concurrency}: a slot is about to be granted"
+
+
+# --------------------------------------------------------------------------- waiting for Kueue
+
+KUEUE_FIRST_LOOK = timedelta(seconds=1)
+"""A Job Kueue holds is first looked at (its Workload read) this long after its creation: Kueue
+makes the Workload within milliseconds, and a Job admitted meanwhile is never looked at."""
+KUEUE_LOOK = timedelta(seconds=10)
+"""Then at most this often while Kueue holds it: what Kueue says is read, not watched."""
+NO_POSITION = "position unknown (Kueue's visibility API is not served)"
+
+
+def kueue_look_at(job: AttemptJob) -> datetime | None:
+    """When the Job Kueue holds is next to be looked at (None: Kueue does not hold it)."""
+    if not job.held_by_kueue:
+        return None
+    if job.kueue_looked_at is not None:
+        return job.kueue_looked_at + KUEUE_LOOK
+    return (job.created_at + KUEUE_FIRST_LOOK) if job.created_at is not None else None
+
+
+def kueue_text(hold: KueueHold, position: bool = False) -> str:
+    """`waiting for Kueue: LocalQueue gpu, ClusterQueue team-a, position 12, needs 4 nvidia.com/gpu;
+    Kueue says: couldn't assign flavors...`. With `position`, its place in the ClusterQueue (or that
+    it is unknown); without, none (the Task's message: the place changes without being news)."""
+    parts = [f"LocalQueue {hold.local_queue}"]
+    parts.append(f"ClusterQueue {hold.cluster_queue}" if hold.cluster_queue else "ClusterQueue unknown")
+    if position:
+        parts.append(f"position {hold.position}" if hold.position is not None else NO_POSITION)
+    if hold.needs:
+        parts.append("needs " + " + ".join(f"{quantity} {resource}" for resource, quantity in hold.needs))
+    text = "waiting for Kueue: " + ", ".join(parts)
+    if not hold.readable:
+        return text + "; its Workload could not be read (is Kueue installed, and may workloads.kueue.x-k8s.io be read?)"
+    if hold.workload is None:
+        return text + "; Kueue has made no Workload for it yet"
+    if hold.message:
+        return f"{text}; Kueue says: {hold.message}"
+    return f"{text}; Kueue says: {hold.reason}" if hold.reason else text
+
+
+def kueue_message(n: int, most: int, hold: KueueHold) -> str:
+    """The Task's message while Kueue holds attempt `n`'s Job (reason WaitingForKueue)."""
+    return wording.KUEUE_WAITING.format(n=n, most=most, text=kueue_text(hold))
+
+
+_AMOUNTS = re.compile(r"\d+(\.\d+)?")
+
+
+def kueue_said(status: TaskStatus, message: str) -> bool:
+    """The status already says `message` (reason WaitingForKueue) but for its amounts: Kueue's
+    words carry the quota's usage ("3 more needed"), which moves with other Workloads without
+    being news. A new ClusterQueue, Kueue's reason or its wording is news (one write each)."""
+    return (wording.told(status) == reasons.WAITING_FOR_KUEUE
+            and _AMOUNTS.sub("#", status.message or "") == _AMOUNTS.sub("#", truncate(message)))
 
 
 # --------------------------------------------------------------------------- its place

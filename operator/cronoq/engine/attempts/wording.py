@@ -28,6 +28,8 @@ from cronoq.engine.outcome import truncate
 
 RUNNING = "attempt {n} of {most} running"
 RUNNING_ON = "attempt {n} of {most} running on worker {worker}"
+KUEUE_WAITING = "attempt {n} of {most} is {text}"
+"""Kueue holds the attempt's Job (`waiting.kueue_text` words why)."""
 JOB_REFUSED = "attempt {n} waits: its Job was refused, and is created again with backoff: {refusal}"
 POD_HELD_BACK = "attempt {n} of {most}: its pod cannot start: {why}:"
 """What a pod held back says first: the part that is news (see `held_back_said`)."""
