@@ -25,7 +25,7 @@ from cronoq.controller.outcome import Refused
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
-from cronoq.controller.workqueue import WorkKey, WorkQueue
+from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
 from cronoq.engine import delay, keys, reasons
 from cronoq.engine.admission import Candidate
@@ -128,14 +128,14 @@ class Applier:
         original = self.store.tasks.get((namespace, name))
         raw = await self.writer.read_task(namespace, name)
         if original is None:  # gone meanwhile: the next decision no longer names it
-            self.queue.add(("task", namespace, record.name))
+            self.queue.add(TaskWork(namespace, record.name))
             return
         full = Task.model_validate(raw) if raw is not None else None
         # Gone, or its name taken by another task: decide with what the store has of it.
         read = keys.Holder.of(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
             else holder(original)
         record.original, record.original_uid = read, original.uid
-        self.queue.add(("task", namespace, record.name))
+        self.queue.add(TaskWork(namespace, record.name))
 
     async def _read_workload(self, record: TaskRecord, job: str) -> None:
         """Read why Kueue stopped the task's Job (its Workload's eviction), keep it with the Job's
@@ -143,11 +143,11 @@ class Applier:
         namespace = record.namespace
         seen = self.store.job_seen(namespace, job)
         if seen is None:  # gone meanwhile: the next decision judges that
-            self.queue.add(("task", namespace, record.name))
+            self.queue.add(TaskWork(namespace, record.name))
             return
         workloads = await self.writer.read_workloads(namespace, seen.uid)
         self.store.kueue_stops[(namespace, job)] = kueue_stop(workloads)
-        self.queue.add(("task", namespace, record.name))
+        self.queue.add(TaskWork(namespace, record.name))
 
     async def _look_kueue(self, record: TaskRecord, job: str, now: datetime) -> None:
         """Read what Kueue says of the task's Job it holds (its Workload; the LocalQueue's
@@ -156,7 +156,7 @@ class Applier:
         namespace = record.namespace
         seen = self.store.job_seen(namespace, job)
         if seen is None or seen.kueue_queue is None:  # gone meanwhile: the next decision judges that
-            self.queue.add(("task", namespace, record.name))
+            self.queue.add(TaskWork(namespace, record.name))
             return
         workloads = await self.writer.read_workloads(namespace, seen.uid)
         queue_key = (namespace, seen.kueue_queue)
@@ -165,7 +165,7 @@ class Applier:
             _, local_queue = await self.writer.read_local_queue(*queue_key)
             known = self.cluster_queues[queue_key] = (cluster_queue_of(local_queue), now)
         self.store.kueue_holds[(namespace, job)] = (kueue_hold(seen.kueue_queue, workloads, known[0]), now)
-        self.queue.add(("task", namespace, record.name))
+        self.queue.add(TaskWork(namespace, record.name))
 
     async def _read_inputs(self, record: TaskRecord, task: Task) -> None:
         """Read the outputs of the task's dependencies (the store keeps only their phases), keep
@@ -193,7 +193,7 @@ class Applier:
             output = full.status.output if same and full.status.output_available else None  # type: ignore[union-attr]
             found.append((dep.task, phase, output))
         record.inputs = encode_inputs(inputs_of(found))
-        self.queue.add(("task", namespace, record.name))
+        self.queue.add(TaskWork(namespace, record.name))
 
     async def _write_status(self, entry: TaskRecord, status: TaskStatus, now: datetime) -> TaskRecord | None:
         """The fencing write. Returns the task's entry as stored after it, or None when it did not land."""
@@ -207,14 +207,14 @@ class Applier:
                 self.store.forget(key)
             else:
                 self.store.put_task(fresh, now)
-            self.queue.add(("task", namespace, name))
+            self.queue.add(TaskWork(namespace, name))
             return None
         except Rejected as err:
             log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
             return None  # its grant, if any, goes back when the reconcile ends (controller/reconciler.py)
         landed = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
         for other in self.store.related(namespace, name):  # the watch event will be a no-op
-            self.queue.add(("task", namespace, other))
+            self.queue.add(TaskWork(namespace, other))
         return landed
 
     async def _carry_out(self, entry: TaskRecord, task: Task | None, plan: Plan, pool_key: Key, pool: TaskPool | None,
@@ -240,7 +240,7 @@ class Applier:
                 continue
             await self.writer.post_event(entry.raw, event, now)
         if plan.requeue_after is not None:
-            self.queue.add_after(("task", namespace, name), plan.requeue_after + 0.01)
+            self.queue.add_after(TaskWork(namespace, name), plan.requeue_after + 0.01)
         if refused is not None:
             return refused  # the retry's plan re-times the Jobs
         for job_name, seconds in plan.retime_jobs:  # last: a failing patch holds up nothing else
@@ -264,11 +264,11 @@ class Applier:
             in_line = delay.in_line_from(task, submitted)  # a delayed task queues from its start time
             self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, in_line, task.spec.group),
                             self.clock())
-            self.queue.add(("pool", *pool_key))
+            self.queue.add(PoolWork(*pool_key))
         else:
             self.slots.unwant(pool_key, key)
         if granted or plan.ended:
-            self.queue.add(("pool", *pool_key), urgent=True)  # a slot was used or freed: someone else's turn
+            self.queue.add(PoolWork(*pool_key), urgent=True)  # a slot was used or freed: someone else's turn
 
     def _count(self, record: TaskRecord, task: Task | None, plan: Plan, pool_key: Key) -> None:
         """Counted as soon as the status that records them has landed, before the slower side effects."""
@@ -313,7 +313,7 @@ class Applier:
         except Rejected as err:
             if err.status == 422:
                 entry.rejected = {**entry.rejected, number: err.message}
-                self.queue.add(("task", namespace, name))
+                self.queue.add(TaskWork(namespace, name))
                 return None
             # Forbidden: a quota, a terminating namespace. The work queue retries the task with a
             # per-key exponential delay (outcome.Refused), and the task's message says who refused.
@@ -322,7 +322,7 @@ class Applier:
             return Refused(err.message, first)
         if number in entry.refused:
             entry.refused = {k: v for k, v in entry.refused.items() if k != number}
-            self.queue.add(("task", namespace, name))  # to say that the attempt runs now
+            self.queue.add(TaskWork(namespace, name))  # to say that the attempt runs now
         facts = job_facts(created, self.skew()) if created is not None else None
         if facts is not None:  # known before its watch event: never taken for a lost Job
             self.store.put_job(namespace, entry.uid, name, facts)

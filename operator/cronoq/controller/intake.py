@@ -12,7 +12,7 @@ from cronoq import metrics
 from cronoq.api import TaskPool
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
-from cronoq.controller.workqueue import WorkKey, WorkQueue
+from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
 from cronoq.engine import delay, naming
 from cronoq.engine.admission import Candidate
 from cronoq.kube.observe import WorkerFacts, checkpoint_of, job_facts, pod_facts, served_facts, worker_facts
@@ -33,7 +33,7 @@ class Intake:
         if kind == "DELETED":
             gone = self.store.forget(key)
             if gone is not None:
-                self.queue.add(("pool", key[0], gone.pool))
+                self.queue.add(PoolWork(key[0], gone.pool))
         elif (record := self.store.put_task(raw, self.clock())) is not None:
             fresh = key in self.store.fresh.get((key[0], record.pool), ())  # weighed before its first reconcile
             brief = record.weighed() if fresh else None  # (a fresh task is always a readable one)
@@ -42,13 +42,13 @@ class Intake:
                 in_line = delay.in_line(brief.not_before, record.first_seen)
                 self.slots.want((key[0], record.pool), Candidate.of(*key, brief.priority, in_line, brief.group),
                                 record.first_seen)
-                self.queue.add(("pool", key[0], record.pool))
-            self.queue.add(("task", *key))
+                self.queue.add(PoolWork(key[0], record.pool))
+            self.queue.add(TaskWork(*key))
             related |= self.store.related(*key)
         else:
             return
         for name in related:  # their dependencies or their key's original changed
-            self.queue.add(("task", key[0], name))
+            self.queue.add(TaskWork(key[0], name))
 
     def on_pool(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
@@ -67,8 +67,8 @@ class Intake:
         # A pool appearing, going or changing matters to every task in it; its slots first (a pool
         # resumed or widened with 100,000 tasks queued must not grant after all their reconciles).
         for record in self.store.tasks_in_pool(*key):
-            self.queue.add(("task", key[0], record.name))
-        self.queue.add(("pool", *key), urgent=True)
+            self.queue.add(TaskWork(key[0], record.name))
+        self.queue.add(PoolWork(*key), urgent=True)
 
     def on_job(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
@@ -90,7 +90,7 @@ class Intake:
             if not changed:  # e.g. its active/ready counts moved: nothing a decision reads
                 return
         self._drained((namespace, name))
-        self.queue.add(("task", namespace, task))
+        self.queue.add(TaskWork(namespace, task))
 
     def on_pod(self, kind: str | None, raw: dict[str, Any]) -> None:
         facts = pod_facts(raw, self.skew())
@@ -107,7 +107,7 @@ class Intake:
         if not self.store.put_pod(namespace, facts, self.clock()):  # scheduled, a finalizer gone: nothing to decide
             return
         self._drained((namespace, facts.job))
-        self.queue.add(("task", namespace, task))
+        self.queue.add(TaskWork(namespace, task))
 
     def on_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]
@@ -134,7 +134,7 @@ class Intake:
             if not (renewed or reported or saved):
                 return
         if task:
-            self.queue.add(("task", namespace, task))
+            self.queue.add(TaskWork(namespace, task))
 
     def on_worker_lease(self, kind: str | None, raw: dict[str, Any]) -> None:
         """A pull worker came, renewed, changed its room or went: its pool may admit (or must
@@ -157,17 +157,17 @@ class Intake:
                 # Its tasks' next look at it is already due when the lease it had lapses (their
                 # decision's requeue): a renewal only moves that further. Reconciling every task
                 # it serves on each renewal cost a reconcile per 5 s per task held.
-                self.queue.add(("pool", namespace, pool))
+                self.queue.add(PoolWork(namespace, pool))
                 return
         for task in self.store.by_worker.get((namespace, name), ()):
-            self.queue.add(("task", namespace, task))
-        self.queue.add(("pool", namespace, pool))
+            self.queue.add(TaskWork(namespace, task))
+        self.queue.add(PoolWork(namespace, pool))
 
     def _drained(self, job: Key) -> None:
         """If this aborted attempt's container stopped, its slot is free: let the pool admit."""
         pool = self.slots.drained(job)
         if pool is not None:
-            self.queue.add(("pool", *pool), urgent=True)
+            self.queue.add(PoolWork(*pool), urgent=True)
 
 
 def _renewal_only(old: WorkerFacts, new: WorkerFacts) -> bool:

@@ -28,7 +28,7 @@ from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Grant, Slots
 from cronoq.controller.store import Store, TaskRecord
 from cronoq.controller.term import Term
-from cronoq.controller.workqueue import WorkKey, WorkQueue
+from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
 from cronoq.engine import admission
 from cronoq.engine.decide import Live, decide
@@ -101,18 +101,17 @@ class Controller:
 
     async def reconcile(self, key: WorkKey) -> Outcome:
         """Reconcile a task, or grant a pool's free slots; what it raises becomes its outcome here."""
-        kind, namespace, name = key
         try:
-            if kind == "task":
-                return await self.reconcile_task(namespace, name)
-            await self.dispatch(namespace, name)
+            if isinstance(key, TaskWork):
+                return await self.reconcile_task(key.namespace, key.name)
+            await self.dispatch(key.namespace, key.name)
             return DONE
         except Exception as err:  # noqa: BLE001 - one key's trouble must not stop the others
             return outcome_of(err)
 
     def settle(self, key: WorkKey, outcome: Outcome) -> None:
         """The one place the work queue acts on a reconcile's outcome."""
-        kind, namespace, name = key
+        kind, namespace, name = key.kind, key.namespace, key.name
         match outcome:
             case Done():
                 self.queue.forget(key)
@@ -152,11 +151,11 @@ class Controller:
         self.expiry.forget(key)
         if self.archiver is not None:
             self.archiver.forget(key)
-        self.queue.drop(("task", *key))
+        self.queue.drop(TaskWork(*key))
         if grant is not None:
             if grant.token:
                 self.rate_limits.refund(grant.pool, 1)
-            self.queue.add(("pool", *grant.pool))
+            self.queue.add(PoolWork(*grant.pool))
 
     def resynced(self, passes: int) -> list[tuple[str, str]]:
         """The tasks the `passes`-th resync looks at: all of them every WAITING_RESYNC_EVERY-th pass,
@@ -170,9 +169,9 @@ class Controller:
             await self.clock.sleep(RESYNC_SECONDS)
             passes += 1
             for namespace, name in self.resynced(passes):
-                self.queue.add(("task", namespace, name))
+                self.queue.add(TaskWork(namespace, name))
             for namespace, name in list(self.store.pools):
-                self.queue.add(("pool", namespace, name))
+                self.queue.add(PoolWork(namespace, name))
 
     # ------------------------------------------------------------------ one task
 
@@ -194,7 +193,7 @@ class Controller:
             return outcome
         finally:
             failed = outcome is None or not succeeded(outcome)
-            if grant is not None and (failed or not self.queue.queued(("task", namespace, name))):
+            if grant is not None and (failed or not self.queue.queued(TaskWork(namespace, name))):
                 self._give_back(key, grant)
 
     def _give_back(self, key: tuple[str, str], grant: Grant) -> None:
@@ -203,7 +202,7 @@ class Controller:
             return
         if grant.token:
             self.rate_limits.refund(grant.pool, 1)
-        self.queue.add(("pool", *grant.pool), urgent=True)
+        self.queue.add(PoolWork(*grant.pool), urgent=True)
 
     async def _reconcile_task(self, key: tuple[str, str]) -> Outcome:
         """Gather, decide once, apply: what the store holds of the task and around it, the one
@@ -247,7 +246,7 @@ class Controller:
         granted = self.slots.admit(pool_key, capacity, self.clock.now(), most=tokens,
                                    group_cap=pool.spec.group_concurrency)
         for key in granted:
-            self.queue.add(("task", *key), urgent=True)  # ahead of routine reconciles
+            self.queue.add(TaskWork(*key), urgent=True)  # ahead of routine reconciles
         if tokens is not None:
             self.rate_limits.spend(pool_key, len(granted))
             self._next_token(pool_key, pool, capacity)
@@ -275,7 +274,7 @@ class Controller:
             self.grant(*pool_key)
         except Exception:  # noqa: BLE001 - the work queue's dispatch retries it with backoff
             log.exception("granting the next token of pool %s/%s failed; dispatching it again", *pool_key)
-            self.queue.add(("pool", *pool_key), urgent=True)
+            self.queue.add(PoolWork(*pool_key), urgent=True)
 
 
 def _waits_on_refused_job(record: TaskRecord) -> bool:

@@ -23,6 +23,7 @@ from cronoq.controller.leader import Leadership
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
 from cronoq.controller.settings import Options
+from cronoq.controller.workqueue import PoolWork
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.guard import lease_guard_in_force
 from cronoq.kube.skew import SKEW
@@ -169,7 +170,7 @@ class Runtime:
                         "served" if found else "handed nothing (--trust-worker-leases to serve them anyway)")
                 for key, pool in store.pools.items():
                     if pool.spec.delivery == "Workers":
-                        queue.add(("pool", *key))
+                        queue.add(PoolWork(*key))
             await asyncio.sleep(GUARD_SECONDS)
 
     async def _after_listing(self) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Awaitable, Callable, Generic, Hashable, TypeVar
+from dataclasses import dataclass
+from typing import Awaitable, Callable, ClassVar, Generic, Hashable, TypeVar
 
 from cronoq.controller.clock import Clock, LoopClock, Timer
 
@@ -22,8 +23,27 @@ RETRY_BASE, RETRY_MAX = 0.5, 300.0
 
 K = TypeVar("K", bound=Hashable)
 
-WorkKey = tuple[str, str, str]
-"""The Controller's keys: ("task" or "pool", namespace, name)."""
+@dataclass(frozen=True, slots=True)
+class TaskWork:
+    """A work key: reconcile this task."""
+
+    namespace: str
+    name: str
+    kind: ClassVar[str] = "task"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolWork:
+    """A work key: grant this pool's free slots to its best waiting tasks."""
+
+    namespace: str
+    name: str
+    kind: ClassVar[str] = "pool"
+
+
+WorkKey = TaskWork | PoolWork
+"""The Controller's keys: typed, so a task and a pool of one name are two keys, and `kind` (the
+metrics' label) is the class's own."""
 
 
 class WorkQueue(Generic[K]):

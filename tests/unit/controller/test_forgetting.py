@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from cronoq.controller.clock import FakeClock
 from cronoq.controller.reconciler import Controller
 from cronoq.kube.writes import Rejected
+from cronoq.controller.workqueue import TaskWork
 
 from tests.unit.builders import T0
 from tests.unit.fakes import NS, QUOTA_REFUSAL, FakeWriter, World, counter, pod, pool, task
@@ -140,7 +141,7 @@ def test_a_task_replaced_under_its_name_starts_with_nothing_of_the_old_one() -> 
         await world.settle()
         slots, key = world.controller.slots, (NS, "b")
         assert slots.ready_since[key] == T0 and key in slots.waiting[(NS, "p")]
-        world.controller.queue.add_after(("task", *key), 300)  # e.g. a backoff of the old task
+        world.controller.queue.add_after(TaskWork(*key), 300)  # e.g. a backoff of the old task
         await world.clock.advance(60)
         replacement = task("b")
         replacement["metadata"]["uid"] = "uid-b-2"

@@ -11,10 +11,11 @@ from kubernetes.client.exceptions import ApiException
 from cronoq.controller.outcome import (DEPOSED, DONE, STILL_REFUSED, Failed, Outcome, Refused, Throttled, outcome_of,
                                        retry_after)
 from cronoq.kube.writes import Conflict, NotLeader, Rejected
+from cronoq.controller.workqueue import PoolWork, TaskWork
 
 from tests.unit.fakes import NS, QUOTA_REFUSAL, World, counter
 
-KEY = ("task", NS, "a")
+KEY = TaskWork(NS, "a")
 
 
 def throttled(seconds: str | None = None) -> ApiException:
@@ -66,7 +67,7 @@ def test_a_refused_job_backs_off_and_its_first_refusal_is_reconciled_again_at_on
 def test_throttled_comes_back_when_the_server_says_with_a_second_of_jitter_at_most(seconds: float) -> None:
     world = World()
     before = counter("cronoq_reconcile_retries_total", kind="pool")
-    pool = ("pool", NS, "p")
+    pool = PoolWork(NS, "p")
     world.controller.settle(pool, Throttled(seconds))
     queue = world.controller.queue
     [delay] = world.clock.pending

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from cronoq.kube.writes import Conflict, Rejected
+from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey
 
 from tests.unit.builders import T0
 from tests.unit.fakes import NS, QUOTA_REFUSAL, FakeWriter, World, counter, pod, pool, task
@@ -27,7 +28,7 @@ def test_an_attempt_is_recorded_before_its_job_and_counted_once_when_it_ends() -
         before = counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded")
         world.controller.intake.on_pod(None, pod("a-a1", "a", 0))
         await world.settle()
-        world.controller.queue.add(("task", NS, "a"))  # a resync: nothing left to do, nothing counted
+        world.controller.queue.add(TaskWork(NS, "a"))  # a resync: nothing left to do, nothing counted
         await world.settle()
         assert world.status("a")["phase"] == "Succeeded"
         assert counter("cronoq_tasks_total", namespace=NS, pool="p", status="succeeded") == before + 1
@@ -107,7 +108,7 @@ def test_a_pools_changed_job_retention_retimes_the_finished_tasks_jobs_once_and_
 
         world.controller.intake.on_job(None, copy.deepcopy(world.writer.jobs["a-a1"]))  # its watch event
         for name in ("a", "own"):  # and a resync
-            world.controller.queue.add(("task", NS, name))
+            world.controller.queue.add(TaskWork(NS, name))
         await world.settle()
         assert [c for c in world.writer.calls if c[0] == "retime-job"] == [("retime-job", "a-a1=0")]
     asyncio.run(scenario())
@@ -163,7 +164,7 @@ def test_a_failing_reconcile_is_retried_later_and_counted() -> None:
         await world.settle()
         assert counter("cronoq_reconcile_retries_total", kind="task") == before + 1
         assert ("job", "a-a1") not in world.writer.calls  # nothing done past the failed write
-        key = ("task", NS, "a")
+        key = TaskWork(NS, "a")
         assert world.clock.pending == [0.5] and key in world.controller.queue._timers  # the first retry: in 0.5 s
         await world.clock.advance(0.4)
         assert len(world.controller.queue) == 0, "not before its time"
@@ -213,7 +214,7 @@ def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_na
         world.writer.job_fail = [Rejected(403, QUOTA_REFUSAL) for _ in range(3)]
         world.submit("a")
         await world.settle()
-        key = ("task", NS, "a")
+        key = TaskWork(NS, "a")
         queue = world.controller.queue
         status = world.status("a")
         running = next(c for c in status["conditions"] if c["type"] == "Running")
@@ -331,10 +332,10 @@ def test_a_live_workers_renewal_queues_its_pool_but_none_of_its_tasks_and_a_chan
         queue = world.controller.queue
         await world.clock.advance(10)
         world.controller.intake.on_worker_lease(None, lease((T0 + timedelta(seconds=10)).isoformat()))
-        assert set(queue._waiting) == {("pool", NS, "p")}, "a renewal: the pool may admit, no task reconciled"
+        assert set(queue._waiting) == {PoolWork(NS, "p")}, "a renewal: the pool may admit, no task reconciled"
         await world.settle()
         world.controller.intake.on_worker_lease(None, lease((T0 + timedelta(seconds=10)).isoformat(), capacity="0"))
-        assert set(queue._waiting) == {("pool", NS, "p"), ("task", NS, "a"), ("task", NS, "b")}, "its room changed"
+        assert set(queue._waiting) == {PoolWork(NS, "p"), TaskWork(NS, "a"), TaskWork(NS, "b")}, "its room changed"
     asyncio.run(scenario())
 
 
@@ -369,15 +370,15 @@ def test_a_resumed_pool_grants_before_the_reconciles_of_the_tasks_it_holds() -> 
         await world.settle()
         assert all(world.status(f"t{i:02d}")["phase"] == "Queued" for i in range(20))
         world.controller.intake.on_pool(None, pool(1))
-        order: list[tuple[str, str, str]] = []
+        order: list[WorkKey] = []
 
-        async def record(key: tuple[str, str, str]) -> None:
+        async def record(key: WorkKey) -> None:
             order.append(key)
 
         worker = asyncio.create_task(world.controller.queue.run(1, record))
         for _ in range(100):
             await asyncio.sleep(0)
         worker.cancel()
-        assert order[0] == ("pool", NS, "p") and len(order) == 21
+        assert order[0] == PoolWork(NS, "p") and len(order) == 21
 
     asyncio.run(run())

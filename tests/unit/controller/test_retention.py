@@ -7,6 +7,8 @@ import asyncio
 import copy
 from datetime import timedelta
 
+from cronoq.controller.workqueue import TaskWork
+
 from tests.unit.fakes import NS, World, pod, pool
 
 BY_OUTCOME = {"jobRetention": "1h", "jobRetentionAfterSuccess": "0s", "jobRetentionAfterFailure": "168h",
@@ -39,7 +41,7 @@ def test_jobs_are_kept_for_the_longest_outcome_then_retimed_to_the_one_that_came
 
         world.controller.intake.on_job(None, copy.deepcopy(world.writer.jobs["ok-a1"]))  # its watch event
         for name in ("ok", "dead"):  # and a resync: nothing more to write
-            world.controller.queue.add(("task", NS, name))
+            world.controller.queue.add(TaskWork(NS, name))
         await world.settle()
         assert _retimes(world) == [("retime-job", "ok-a1=0")]
     asyncio.run(scenario())

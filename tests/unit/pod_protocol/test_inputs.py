@@ -23,6 +23,7 @@ from cronoq.push import request_from
 from cronoq.worker import Context, run
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
 from cronoq.worker.serve import Worker
+from cronoq.controller.workqueue import TaskWork
 
 from tests.unit.builders import make_task
 from tests.unit.fakes import World, pod, task
@@ -98,7 +99,7 @@ def test_a_dependents_job_carries_its_dependencies_outputs_each_read_once() -> N
         world.controller.intake.on_pod(None, pod("report-a1", "report", 1))
         await world.settle()
         await world.clock.advance(120)
-        world.controller.queue.add(("task", "unit", "report"))
+        world.controller.queue.add(TaskWork("unit", "report"))
         await world.settle()
         assert env_of(world.writer.jobs["report-a2"])[Env.INPUTS] == env_of(world.writer.jobs["report-a1"])[Env.INPUTS]
         assert [c for c in world.writer.calls if c[0] == "read"] == reads
