@@ -13,10 +13,18 @@ Errors: `ClientError` and its subclasses `InvalidTask`, `TaskNotFound`, `TaskFai
 `OutputUnavailable`, `WaitTimeout`, `NotRetryable`, `LogsUnavailable`, `ObjectNotFound` (a TaskPool or
 TaskSchedule).
 """
-from cronoq.client.client import RETRY_OF, RETRY_OF_KEY, RETRY_OF_UID, Client, TaskRef
+from cronoq.client.client import RETRY_OF, RETRY_OF_KEY, RETRY_OF_UID, Client
+from cronoq.client.common import TaskRef
 from cronoq.client.errors import (
-    ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed,
-    TaskNotFound, WaitTimeout,
+    ClientError,
+    InvalidTask,
+    LogsUnavailable,
+    NotRetryable,
+    ObjectNotFound,
+    OutputUnavailable,
+    TaskFailed,
+    TaskNotFound,
+    WaitTimeout,
 )
 from cronoq.client.results import STATUS, Result, SavedCheckpoint, parse_output, status_of
 

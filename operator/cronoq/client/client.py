@@ -13,38 +13,30 @@ from __future__ import annotations
 
 import heapq
 import json
-import math
 import os
-import time
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain, islice
 from datetime import datetime, timedelta, timezone
+from itertools import chain, islice
 from typing import Any, Callable
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskSchedule, TaskSpec
+from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskSpec
 from cronoq.api.durations import format as format_duration
+from cronoq.client.attempts import AttemptReads
+from cronoq.client.common import selector_of
 from cronoq.client.errors import (
-    InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, OutputUnavailable, TaskFailed, TaskNotFound,
-    WaitTimeout,
+    InvalidTask,
+    NotRetryable,
+    TaskNotFound,
 )
-from cronoq.client.results import Result, SavedCheckpoint
-from cronoq.engine import keys, naming
-from cronoq.engine.observed import KueueHold
-from cronoq.engine.retention import job_retention_for, job_retention_of, unfinished_job_retention
-from cronoq.kube.observe import cluster_queue_of, job_facts, kueue_hold
-from cronoq.kube.refusal import server_message
+from cronoq.client.objects import PoolsAndSchedules
+from cronoq.client.waiting import Waiting
+from cronoq.engine import keys
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
-
-KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
-KUEUE_VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
-KUEUE_VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
-"""Kueue's visibility API, newest first: where it is served, a pending Workload's place."""
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -58,21 +50,13 @@ RETENTION_FIELDS = ("ttlAfterFinished", "ttlAfterSuccess", "ttlAfterFailure", "j
 DEFAULT_KEY_RETENTION: timedelta = TaskPoolSpec.model_fields["key_retention"].default
 """A pool's keyRetention when the pool cannot be read."""
 RETRYABLE_PHASES = (TaskPhase.FAILED, TaskPhase.DEAD_LETTERED)
-WATCH_CHUNK = 60
-"""Seconds one watch request lasts at most before it is renewed (a quiet watch can go stale)."""
-SYNCED = "SYNCED"
-"""The event `_follow` gives after a listing, with the names of the listed tasks (to tell which are missing)."""
 PAGE = 500
 """Tasks per list request (`limit`), kubectl's default `--chunk-size`: 100,000 tasks of ~3 KiB
 arrive as 200 answers of ~1.5 MiB each, none of which the API server or this process must build
 or hold whole."""
 
-TaskRef = str | Task
-"""A task is named by its name or by the Task model itself (as `submit` returns it)."""
 
 
-def _name(ref: TaskRef) -> str:
-    return ref if isinstance(ref, str) else (ref.metadata.name or "")
 
 
 def invalid(err: ValidationError) -> InvalidTask:
@@ -82,7 +66,7 @@ def invalid(err: ValidationError) -> InvalidTask:
     return InvalidTask(f"{where}: {first['msg']}")
 
 
-class Client:
+class Client(Waiting, AttemptReads, PoolsAndSchedules):
     """Tasks in one namespace. `namespace` defaults to the kubeconfig context's (in a pod: the
     pod's own); `kubeconfig` to $KUBECONFIG / ~/.kube/config, or in-cluster config; `context`
     to the kubeconfig's current context."""
@@ -155,7 +139,7 @@ class Client:
             phases = [None if phase is None else str(phase)]
         else:
             phases = sorted({str(p) for p in phase})
-        listings = [self._listing(_field_selector(p, pool, key), label_selector, all_namespaces=all_namespaces)
+        listings = [self._listing(selector_of(p, pool, key), label_selector, all_namespaces=all_namespaces)
                     for p in phases]
         return Pages(listings, self.page_size)
 
@@ -173,73 +157,14 @@ class Client:
             call, args = self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, "tasks")
         return Listing(lambda **more: call(*args, **kwargs, **more), self.page_size, consistent)
 
-    def pool(self, name: str) -> TaskPool | None:
-        """The TaskPool named `name`, or None if it does not exist."""
-        try:
-            return TaskPool.model_validate(
-                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskpools", name))
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
 
-    def pools(self, *, all_namespaces: bool = False) -> list[TaskPool]:
-        """The TaskPools of the namespace (or of every one), by namespace and name."""
-        return [TaskPool.model_validate(o) for o in self._objects("taskpools", all_namespaces)]
 
-    def pause(self, pool: str, paused: bool = True) -> TaskPool:
-        """Pause a pool (spec.paused: no new attempts start; those running go on; its
-        concurrency is kept), or with `paused=False` resume it. ObjectNotFound if there is none."""
-        return TaskPool.model_validate(self._patch("taskpools", "TaskPool", pool, {"spec": {"paused": paused}}))
 
-    def schedules(self, *, all_namespaces: bool = False) -> list[TaskSchedule]:
-        """The TaskSchedules of the namespace (or of every one), by namespace and name."""
-        return [TaskSchedule.model_validate(o) for o in self._objects("taskschedules", all_namespaces)]
 
-    def schedule(self, name: str) -> TaskSchedule:
-        """The TaskSchedule named `name`; ObjectNotFound if there is none."""
-        try:
-            return TaskSchedule.model_validate(
-                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskschedules", name))
-        except ApiException as err:
-            if err.status == 404:
-                raise ObjectNotFound("TaskSchedule", self.namespace, name) from None
-            raise
 
-    def suspend(self, schedule: str, suspended: bool = True) -> TaskSchedule:
-        """Suspend a schedule (spec.suspend: no fires; the times that pass are not caught up on),
-        or with `suspended=False` resume it. ObjectNotFound if there is none."""
-        return TaskSchedule.model_validate(
-            self._patch("taskschedules", "TaskSchedule", schedule, {"spec": {"suspend": suspended}}))
 
-    def backfill(self, schedule: str, start: datetime, end: datetime) -> tuple[TaskSchedule, bool]:
-        """Ask the schedule's operator to run its fire times in [start, end] (spec.backfills gets
-        the range; each fire time without a Task gets one, once). Returns the schedule and whether
-        the range was added (False: the same range is there already). The write carries the
-        resourceVersion read, so two backfills asked at once cannot drop each other's range."""
-        found = self.schedule(schedule)
-        ranges = [b.to_dict() for b in found.spec.backfills]
-        wanted = {"start": _rfc3339(start), "end": _rfc3339(end)}
-        if any(b.start == start and b.end == end for b in found.spec.backfills):
-            return found, False
-        body = {"metadata": {"resourceVersion": found.metadata.resource_version},
-                "spec": {"backfills": [*ranges, wanted]}}
-        return TaskSchedule.model_validate(self._patch("taskschedules", "TaskSchedule", schedule, body)), True
 
-    def _objects(self, plural: str, all_namespaces: bool) -> list[dict]:
-        if all_namespaces:
-            items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
-        else:
-            items = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, plural)["items"]
-        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
-    def _patch(self, plural: str, kind: str, name: str, body: dict) -> dict:
-        try:
-            return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name, body)
-        except ApiException as err:
-            if err.status == 404:
-                raise ObjectNotFound(kind, self.namespace, name) from None
-            raise
 
     # ------------------------------------------------------------------ submitting
 
@@ -353,76 +278,10 @@ class Client:
 
     # ------------------------------------------------------------------ waiting
 
-    def checkpoint(self, ref: TaskRef) -> SavedCheckpoint | None:
-        """The newest checkpoint an attempt of the task saved, with the number of that attempt
-        (None while none did): what its next attempt resumes from."""
-        task = self.get(_name(ref))
-        saved = task.status.checkpoint if task.status else None
-        return SavedCheckpoint.of(saved) if saved is not None else None
 
-    def wait(self, ref: TaskRef, timeout: float | None = None) -> Result:
-        """Wait until the task ends. Succeeded → a Result (output parsed when it is JSON);
-        succeeded without a stored output → OutputUnavailable; any other end → TaskFailed;
-        out of time → WaitTimeout."""
-        name = _name(ref)
-        return self.result(self.wait_all([name], timeout=timeout)[name])
 
-    @staticmethod
-    def result(task: Task) -> Result:
-        """The Result of a finished task, or the error `wait` raises for it."""
-        if task.phase is TaskPhase.SUCCEEDED:
-            result = Result(task)
-            if not (task.status and task.status.output_available):
-                raise OutputUnavailable(result)
-            return result
-        if task.phase in TERMINAL_PHASES:
-            raise TaskFailed(task)
-        raise ValueError(f"task {task.metadata.name} has not finished (phase {task.phase})")
 
-    def wait_all(self, refs: Iterable[TaskRef], timeout: float | None = None,
-                 on_change: Callable[[Task], None] | None = None) -> dict[str, Task]:
-        """Wait, over one watch of the namespace, until every task has ended; return the
-        finished Tasks by name, in the order given (use `result` on each). `on_change` sees every
-        observed state of the tasks (for progress displays). Out of time → WaitTimeout."""
-        names = list(dict.fromkeys(_name(r) for r in refs))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        done: dict[str, Task] = {}
-        wanted = set(names)
-        field_selector = f"metadata.name={names[0]}" if len(names) == 1 else None
 
-        def see(obj: dict) -> None:
-            task = Task.model_validate(obj)
-            name = task.metadata.name
-            if name not in wanted or name in done:
-                return
-            if on_change:
-                on_change(task)
-            if task.phase in TERMINAL_PHASES:
-                done[name] = task
-
-        for kind, obj in self._follow(deadline, field_selector=field_selector):
-            if kind == SYNCED:
-                missing = wanted - obj - done.keys()
-                if missing:
-                    raise TaskNotFound(self.namespace, sorted(missing)[0])
-            elif kind == "DELETED" and obj["metadata"]["name"] in wanted - done.keys():
-                raise TaskNotFound(self.namespace, obj["metadata"]["name"])
-            else:
-                see(obj)
-            if len(done) == len(wanted):
-                return {n: done[n] for n in names}
-        raise WaitTimeout([n for n in names if n not in done], timeout or 0,
-                          {n: done[n] for n in names if n in done})
-
-    def watch(self, phase: str | None = None, pool: str | None = None, key: str | None = None,
-              label_selector: str | None = None, *, all_namespaces: bool = False,
-              timeout: float | None = None) -> Iterator[tuple[str, Task]]:
-        """The namespace's (or every namespace's) tasks as they change: first ("ADDED", task) for
-        each existing one, then every change, without end (or until `timeout` seconds passed)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for kind, obj in self._follow(deadline, phase, pool, key, label_selector, all_namespaces=all_namespaces):
-            if kind != SYNCED:
-                yield kind, Task.model_validate(obj)
 
     # ------------------------------------------------------------------ changing
 
@@ -492,149 +351,11 @@ class Client:
 
     # ------------------------------------------------------------------ logs
 
-    def attempt_pod(self, name: str, attempt: int | None = None) -> tuple[Task, int, k8s.V1Pod]:
-        """(task, attempt number, pod) of an attempt (default: the newest). LogsUnavailable when
-        the attempt never started, or its Job and pods were already cleaned up."""
-        task = self.get(name)
-        newest = task.status.attempt if task.status else 0
-        number = attempt or newest
-        if number < 1:
-            raise LogsUnavailable(f"task {name} has not started an attempt yet")
-        if number > newest:
-            raise LogsUnavailable(f"task {name} has no attempt {number} (its newest is {newest})")
-        record = next((a for a in task.status.attempts if a.number == number), None) if task.status else None
-        if record is not None and record.worker:
-            raise LogsUnavailable(f"attempt {number} ran on pull worker {record.worker}, not in a pod of its own: "
-                                  f"its lines are in that worker's log (the worker's pod is named by the part of "
-                                  f"{record.worker} before its last dash)")
-        selector = f"{naming.TASK}={name},{naming.ATTEMPT}={number}"
-        if task.metadata.uid:
-            selector += f",{naming.TASK_UID}={task.metadata.uid}"
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-        if not pods:
-            job = next((a.job for a in task.status.attempts if a.number == number), None) if task.status else None
-            job = job or naming.job_name(name, number)
-            raise LogsUnavailable(f"the Job of attempt {number} ({job}) and its pods are gone: {self._retention(task)}")
-        pods.sort(key=lambda p: p.metadata.creation_timestamp)
-        return task, number, pods[-1]
 
-    def events(self, task: Task) -> list[k8s.CoreV1Event]:
-        """The task's Events, oldest first. By uid: a deleted task's Events, kept for an hour,
-        would otherwise show under a new one of its name. Timestamps have whole seconds; the
-        resourceVersion orders Events written in the same one."""
-        events = self.core.list_namespaced_event(task.metadata.namespace or self.namespace,
-                                                 field_selector=f"involvedObject.uid={task.metadata.uid}").items
-        return sorted(events, key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
-                                             int(e.metadata.resource_version or 0)))
 
-    def kueue_hold(self, task: Task) -> KueueHold | None:
-        """What Kueue says of the task's open attempt while Kueue holds its Job (a pool with
-        `admission.kueue`), read as the user: the Job, its Workload, its LocalQueue and, where
-        Kueue serves its visibility API, the Workload's place. None when Kueue does not hold the
-        open attempt's Job (or the Job cannot be read). Reads only; `waiting.kueue_text` words it."""
-        status, namespace = task.status, task.metadata.namespace or self.namespace
-        attempt = status.attempts[-1] if status is not None and status.attempts else None
-        if status is None or status.phase is not TaskPhase.RUNNING or attempt is None or attempt.outcome is not None \
-                or attempt.number != status.attempt or not attempt.job:
-            return None
-        try:
-            raw = self.api_client.sanitize_for_serialization(self.batch.read_namespaced_job(attempt.job, namespace))
-        except ApiException as err:
-            if err.status in (403, 404):
-                return None
-            raise
-        job = job_facts(raw)
-        if job is None or not job.held_by_kueue or job.kueue_queue is None:
-            return None
-        workloads: list[dict[str, Any]] | None
-        try:
-            workloads = self.custom.list_namespaced_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job.uid}"
-            ).get("items") or []
-        except ApiException as err:
-            if err.status not in (403, 404):
-                raise
-            workloads = None
-        try:
-            queue = self.custom.get_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace, "localqueues",
-                                                             job.kueue_queue)
-        except ApiException as err:
-            if err.status not in (403, 404):
-                raise
-            queue = None
-        return kueue_hold(job.kueue_queue, workloads, cluster_queue_of(queue),
-                          self._pending_workloads(namespace, job.kueue_queue))
 
-    def _pending_workloads(self, namespace: str, local_queue: str) -> dict[str, Any] | None:
-        """Kueue's visibility API's pending Workloads of a LocalQueue (their places), or None when
-        the API server does not serve it (an aggregated API Kueue installs with its visibility
-        server) or the user may not read it."""
-        for version in KUEUE_VISIBILITY_VERSIONS:
-            path = f"/apis/{KUEUE_VISIBILITY_GROUP}/{version}/namespaces/{namespace}/localqueues/{local_queue}" \
-                   "/pendingworkloads"
-            request = self.api_client.param_serialize(method="GET", resource_path=path, auth_settings=["BearerToken"],
-                                                      header_params={"Accept": "application/json"})
-            try:
-                response = self.api_client.call_api(*request, _request_timeout=30)
-                response.read()
-            except ApiException as err:
-                if err.status in (403, 404, 503):
-                    continue
-                raise
-            if response.status in (403, 404, 503):  # not served (no APIService), or not the user's to read
-                continue
-            if not 200 <= response.status <= 299:
-                raise ApiException.from_response(http_resp=response, body=None, data=None)
-            found = json.loads(response.data or b"null")
-            return found if isinstance(found, dict) else None
-        return None
 
-    def _retention(self, task: Task) -> str:
-        """Which jobRetention applies to the task's attempt Jobs (the one of its outcome once it
-        ended, the longest it may end with before), and where to change it."""
-        phase = task.phase if task.phase is not None and task.phase.terminal else None
-        own = (job_retention_for(task.spec, phase) if phase is not None
-               else unfinished_job_retention(task.spec, None))
-        if own is not None:
-            return f"attempt Jobs are kept for the task's jobRetention ({format_duration(own)}) after they finish"
-        pool = self._pool_or_none(task.spec.pool)
-        kept = None
-        if pool is not None:
-            kept = (job_retention_of(job_retention_for(task.spec, phase), pool.spec, phase)
-                    if phase is not None else unfinished_job_retention(task.spec, pool.spec))
-        held = f" ({format_duration(kept)})" if kept is not None else ""
-        return (f"attempt Jobs are kept for the jobRetention{held} of TaskPool {task.spec.pool} after they finish; "
-                "raise it there (or spec.jobRetention, jobRetentionAfterFailure on the task) to keep logs longer")
 
-    def logs(self, name: str, attempt: int | None = None, *, follow: bool = False, tail: int | None = None,
-             since: float | None = None, timestamps: bool = False) -> Iterator[str]:
-        """Lines of the task container's log for an attempt (default: the newest); `follow`
-        streams until the container ends; `tail` keeps the last lines, `since` those of the
-        last seconds; `timestamps` prefixes each with its RFC 3339 time (as kubectl logs)."""
-        _, _, pod = self.attempt_pod(name, attempt)
-        containers = [c.name for c in pod.spec.containers]
-        container = naming.TASK_CONTAINER if naming.TASK_CONTAINER in containers else containers[0]
-        try:
-            options: dict[str, Any] = {"timestamps": timestamps}
-            if tail is not None:
-                options["tail_lines"] = tail
-            if since is not None:
-                options["since_seconds"] = max(1, math.ceil(since))
-            resp = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, container=container,
-                                                     follow=follow, _preload_content=False, **options)
-        except ApiException as err:
-            raise LogsUnavailable(f"pod {pod.metadata.name}: {_api_message(err)}") from None
-        try:
-            pending = b""
-            for chunk in resp.stream(4096):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode(errors="replace")
-            if pending:
-                yield pending.decode(errors="replace")
-        finally:
-            resp.release_conn()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -646,66 +367,7 @@ class Client:
                 raise TaskNotFound(self.namespace, name) from None
             raise
 
-    def _follow(self, deadline: float | None, phase: str | None = None, pool: str | None = None, key: str | None = None,
-                label_selector: str | None = None, field_selector: str | None = None, *,
-                all_namespaces: bool = False) -> Iterator[tuple[str, Any]]:
-        """The client's one watch loop: ("ADDED", object) for each listed task, page by page, then
-        (SYNCED, the set of the listed tasks' names), then every change, resuming from the last
-        version seen when a watch ends and listing again when that version is gone (410), until
-        `deadline` (None: no end)."""
-        rv: str | None = None
-        selector = _field_selector(phase, pool, key, field_selector)
-        while deadline is None or time.monotonic() < deadline:
-            if rv is None:  # page by page, from one snapshot: the watch goes on from its version
-                listing = self._listing(selector, label_selector, all_namespaces=all_namespaces, consistent=True)
-                names: set[str] = set()
-                for items in listing:
-                    if listing.restarts:  # started again from a new snapshot: only its names count
-                        names.clear()
-                        listing.restarts = 0
-                    for obj in items:
-                        names.add(obj["metadata"]["name"])
-                        yield "ADDED", obj
-                rv = listing.version
-                yield SYNCED, names
-            try:
-                for kind, obj in self._watch(rv or "", deadline, selector, label_selector, all_namespaces=all_namespaces):
-                    rv = obj["metadata"]["resourceVersion"]
-                    yield kind, obj
-            except ApiException as err:
-                if err.status != 410:  # 410 Gone: our resourceVersion is too old; list again
-                    raise
-                rv = None
 
-    def _watch(self, rv: str, deadline: float | None, field_selector: str | None, label_selector: str | None = None,
-               *, all_namespaces: bool = False) -> Iterator[tuple[str, dict]]:
-        """Events after `rv` until `deadline` (or one WATCH_CHUNK, then the caller lists again)."""
-        remaining = WATCH_CHUNK if deadline is None else min(WATCH_CHUNK, deadline - time.monotonic())
-        if remaining <= 0:
-            return
-        w = k8s_watch.Watch()
-        kwargs: dict[str, Any] = {"resource_version": rv, "timeout_seconds": max(1, math.ceil(remaining)),
-                                  "allow_watch_bookmarks": False}
-        if field_selector:
-            kwargs["field_selector"] = field_selector
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        if all_namespaces:
-            list_fn, args = self.custom.list_cluster_custom_object, (GROUP, VERSION, "tasks")
-        else:
-            list_fn, args = self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, "tasks")
-        try:
-            for event in w.stream(list_fn, *args, **kwargs):
-                kind, obj = event["type"], event["object"]
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise ApiException(status=410, reason="Gone")
-                    raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
-                yield kind, obj
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
-        finally:
-            w.stop()
 
 
 class Listing:
@@ -819,27 +481,10 @@ def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Task", "metadata": metadata, "spec": spec}
 
 
-def _field_selector(phase: str | None, pool: str | None, key: str | None, extra: str | None = None) -> str | None:
-    """The API server's field selector for these filters (several phases are filtered here instead)."""
-    parts = []
-    if phase:
-        parts.append(f"status.phase={_escape(str(phase))}")
-    if pool:
-        parts.append(f"spec.pool={_escape(pool)}")
-    if key:
-        parts.append(f"spec.key={_escape(key)}")
-    if extra:
-        parts.append(extra)
-    return ",".join(parts) or None
 
 
-def _rfc3339(at: datetime) -> str:
-    return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def _escape(value: str) -> str:
-    """A field selector value: keys are free text, and `,` `=` `\\` are the selector's syntax."""
-    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
 
 
 def _edge(dep: str | Mapping[str, str]) -> dict[str, str]:
@@ -862,9 +507,6 @@ def _age_order(task: Task) -> tuple:
     return (created, task.metadata.name or "")
 
 
-def _api_message(err: ApiException) -> str:
-    message = server_message(err)
-    return str(err.reason) if message is None else message
 
 
 def kubeconfig_path(given: str | None) -> str | None:

@@ -23,7 +23,8 @@ from kubernetes.client.rest import ApiException
 from cronoq.cli import parser, render, tasks as cli_tasks
 from cronoq.cli.complete import _task_names
 from cronoq.client import Client
-from cronoq.client.client import SYNCED, storage_order
+from cronoq.client.client import storage_order
+from cronoq.client.waiting import SYNCED
 from tests.unit.builders import T0, make_task
 
 

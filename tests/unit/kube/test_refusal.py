@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from cronoq.cli.dashboard.cache import api_message as dashboard_message
 from cronoq.cli.runner import api_error as cli_message
-from cronoq.client.client import _api_message as client_message
+from cronoq.client.common import api_message as client_message
 from cronoq.kube.refusal import server_message
 from cronoq.kube.writes import api_message as write_message
 
