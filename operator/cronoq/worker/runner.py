@@ -11,14 +11,14 @@ import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, NoReturn, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Mapping, NoReturn, TypeVar
 
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
-from cronoq.worker.errors import Permanent, Retryable
+from cronoq.worker.errors import Permanent, Retryable, describe
 from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
 from cronoq.pod_protocol.report import Report
 from cronoq.worker.report import DEFAULT_PATH, encode_output, write
@@ -171,20 +171,33 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
     return result.exit_code
 
 
-def outcome(handler: Callable[[Context], Any], context: Context) -> Report:
-    """Call the handler and say how that went."""
+def outcome(handler: Callable[[Context], Any], context: Context, *,
+            wait: Callable[[Awaitable[Any]], Any] | None = None, aborted: Callable[[], str] | None = None) -> Report:
+    """Call the handler and say how that went: the one mapping from what a handler does to its
+    report, for an attempt's pod (`attempt`) and a pull worker's attempts (`worker/attempts.py`).
+    A coroutine handler's awaitable is run by `wait` (default: `asyncio.run`). `aborted` (a pull
+    worker's) says why the attempt was aborted when the coroutine was cancelled: then the attempt
+    is retryable; without it a cancellation goes on up."""
     try:
         value = handler(context)
         if inspect.isawaitable(value):
-            value = asyncio.run(_awaited(value))
+            value = (wait or _run)(value)
         return Report(report.SUCCESS, output=encode_output(value))
     except Permanent as err:
-        return Report(report.PERMANENT, err.message or _describe(err))
+        return Report(report.PERMANENT, err.message or describe(err))
     except Retryable as err:
-        return Report(report.RETRYABLE, err.message or _describe(err), retry_after=err.retry_after)
+        return Report(report.RETRYABLE, err.message or describe(err), retry_after=err.retry_after)
+    except asyncio.CancelledError:
+        if aborted is None:
+            raise
+        return Report(report.RETRYABLE, f"aborted: {aborted()}")
     except Exception as err:
         traceback.print_exc()  # the operator keeps only the message; the log keeps the rest
-        return Report(report.RETRYABLE, _describe(err))
+        return Report(report.RETRYABLE, describe(err))
+
+
+def _run(awaitable: Awaitable[Any]) -> Any:
+    return asyncio.run(_awaited(awaitable))
 
 
 class Terminated(BaseException):
@@ -214,10 +227,5 @@ def _stopped_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _awaited(value: Any) -> Any:
+async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
-
-
-def _describe(err: BaseException) -> str:
-    text = str(err)
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
