@@ -311,8 +311,8 @@ class Attempts:
                     body = lease_body(self.namespace, context.lease_name, context.lease_id,
                                       Owner(context.name, context.id, context.attempt), context.lease_ttl, self.worker,
                                       self.pool)
-                    now = renew_time()
-                    body["spec"].update(acquireTime=now, renewTime=now)
+                    stamp = renew_time()
+                    body["spec"].update(acquireTime=stamp, renewTime=stamp)
                     body["metadata"]["annotations"] = annotations
                     try:
                         self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)

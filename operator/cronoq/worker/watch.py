@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator
 
 from cronoq.pod_protocol import API_VERSION
 from cronoq.pod_protocol.handover import HandOver
@@ -65,7 +65,7 @@ class Watch:
             self._relist = False
             raise Relist("handling an event failed")
 
-    def events(self) -> Iterator[Seen | Listed]:
+    def events(self) -> Generator[Seen | Listed, None, None]:
         from kubernetes.client.rest import ApiException
 
         selector = f"status.worker={self.worker}"
