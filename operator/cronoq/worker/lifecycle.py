@@ -50,7 +50,7 @@ class Worker:
         if coordination is None or custom is None:
             from cronoq.worker.api import WorkerApi
 
-            api = WorkerApi(api_client(kubeconfig))  # plain JSON over the client's pool (worker/api.py)
+            api = WorkerApi(api_client(kubeconfig), clock.now)  # plain JSON over the client's pool (worker/api.py)
             coordination, custom = coordination or api, custom or api
         self.pool, self.namespace, self.name = pool, namespace, name
         self.concurrency, self.ttl, self.grace = concurrency, ttl, grace
