@@ -15,6 +15,7 @@ from cronoq.pod_protocol import Annotation
 from cronoq.pod_protocol.handover import HandOver
 from cronoq.worker import Context, Permanent, Retryable
 from cronoq.worker.attempts import Attempts
+from cronoq.worker.lease import Gate
 from cronoq.worker.runner import outcome
 
 from tests.support.waiting import wait_until
@@ -41,9 +42,15 @@ def task(name: str = "t", number: int = 1, worker: str = WORKER, **record: Any) 
                                   "leaseTTLMs": 0, **record}]}})
 
 
+def open_gate() -> Gate:
+    gate = Gate()
+    gate.open()  # the worker's own Lease renews: nothing holds back
+    return gate
+
+
 def attempts(handler: Callable[[Context], Any], leases: Leases) -> Attempts:
     return Attempts(pool="mail", worker=WORKER, namespace="jobs", ttl=1.0, handler=handler, concurrency=2,
-                    coordination=leases, custom=object(), clock=WorkerClock(), hold_back=lambda budget: None)
+                    coordination=leases, custom=object(), clock=WorkerClock(), gate=open_gate())
 
 
 @pytest.fixture

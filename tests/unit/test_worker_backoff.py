@@ -127,17 +127,17 @@ def test_while_its_own_lease_is_refused_a_workers_attempt_renewals_hold_back() -
             return OK
 
     run = running(w, Lease())
-    w.own_renewed.set()  # announced
+    w.gate.open()  # announced
     renew_own = w._renew_own(own)  # type: ignore[arg-type]
     start = clock.now()
     assert w.attempts.renew(run, 2.0) == OK and sent == [(start, 2.0)], "nothing held back while the own Lease renews"
     assert run.alive_until == start + 10, "renewed: good for a TTL from when it was sent"
 
-    assert renew_own(1.0) == FAIL and not w.own_renewed.is_set()
+    assert renew_own(1.0) == FAIL and not w.gate.is_open
 
     def renewed_after(seconds: float):
         def on_wait(event: threading.Event, budget: float) -> None:
-            assert event is w.own_renewed
+            assert not event.is_set(), "waiting at the shut gate"
             clock.t += seconds  # the worker's own renewal lands this much later, while the attempt's waits
             own.result = OK
             renew_own(1.0)
@@ -168,7 +168,7 @@ def test_a_refused_report_is_tried_again_before_its_attempts_lease_lapses() -> N
                 raise refused(429, "30")  # the server asks for more than the lease has left
 
     w.attempts.coordination = Coordination()
-    w.own_renewed.set()
+    w.gate.open()
     run = running(w, KubeLease("jobs", "t-a1.w-1", "lid", api=w.attempts.coordination), ttl=4.0)
     assert w.attempts.write_report(run, Report("success")) is True
     gaps = [b - a for a, b in zip(tries, tries[1:])]
@@ -188,7 +188,7 @@ def test_a_worker_started_under_throttling_announces_itself_after_backing_off(mo
 
     w.coordination = Coordination()
     monkeypatch.setattr(sys.modules[Worker.__module__], "Backoff", lambda: Backoff(first=0.01))
-    assert w._announce() is True and w.own_renewed.is_set()
+    assert w._announce() is True and w.gate.is_open
     assert len(tries) == 3 and all(b - a >= 0.2 for a, b in zip(tries, tries[1:])), "Retry-After honoured"
 
     w, tries = worker(clock), []

@@ -10,7 +10,7 @@
 - `abort`: a coroutine handler is cancelled; a synchronous one sees `ctx.aborted` turn true;
 - `report`: the outcome on the attempt's Lease, tried until it lands or the lease lapses.
 
-Every request first waits for the worker's own Lease (`hold_back`, the lifecycle's), and every time
+Every request first waits for the worker's own Lease (`lease.Gate`), and every time
 is read and waited through the worker's `Clock`.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from cronoq.pod_protocol.report import Report
 from cronoq.worker.backoff import Backoff, brief, retry_after
 from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.worker.clock import Clock
-from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Renewal, renew_time
+from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, Gate, KubeLease, LeaseKeeper, Renewal, renew_time
 from cronoq.worker.runner import Context, outcome
 
 log = logging.getLogger("cronoq.worker")
@@ -83,15 +83,17 @@ class Attempts:
 
     def __init__(self, *, pool: str, worker: str, namespace: str, ttl: float,
                  handler: Handler | Mapping[str, Handler], concurrency: int, coordination: Any, custom: Any,
-                 clock: Clock, hold_back: Callable[[float], None], on_start: Callable[[], None] = lambda: None) -> None:
+                 clock: Clock, gate: Gate, drain_clock: Clock | None = None) -> None:
         self.pool, self.worker, self.namespace, self.ttl = pool, worker, namespace, ttl
         self.handler = handler
         self.coordination, self.custom = coordination, custom
         self.clock = clock
-        self.hold_back = hold_back
-        """Waits (at most the seconds given) while the worker's own Lease renewal is being refused."""
-        self.on_start = on_start
-        """Called (with the lock held) when an attempt is handed over: the drain waits until it is quiet."""
+        self.gate = gate
+        """The worker's own Lease first: every request waits at it (at most what it can afford)."""
+        self.drain_clock = drain_clock or clock
+        self.last_start = 0.0
+        """When (on `drain_clock`) the last attempt was handed over, or the drain began: the drain
+        waits until it is quiet."""
         self.executor = ThreadPoolExecutor(concurrency, thread_name_prefix="cronoq-handler")
         self.later = Later(clock.now)
         self.lock = threading.Lock()
@@ -128,7 +130,7 @@ class Attempts:
             if not task.handed_to(self.worker) or key in self.running or key in self.finished or self._closed:
                 return
             self.start(task)
-            self.on_start()
+            self.last_start = self.drain_clock.now()
 
     def listed(self, uids: frozenset[str]) -> None:
         """A listing after a broken watch: what runs here but is no longer handed to us ended while
@@ -269,9 +271,9 @@ class Attempts:
             self.abort(run, f"its lease was lost: {why}")
 
     def renew(self, run: Running, timeout: float) -> Renewal:
-        """An attempt's renewal, held back by `hold_back` for all but what the request needs."""
+        """An attempt's renewal, held back at the gate for all but what the request needs."""
         held = self.clock.now()
-        self.hold_back(timeout - MIN_REQUEST_TIMEOUT)
+        self.gate.wait(timeout - MIN_REQUEST_TIMEOUT)
         sent = self.clock.now()
         result = run.lease.renew(max(timeout - (sent - held), MIN_REQUEST_TIMEOUT))
         if result.renewed:
@@ -305,7 +307,7 @@ class Attempts:
         deadline = self.clock.now() + max(run.context.lease_ttl, self.ttl)
         backoff = Backoff(first=0.2, most=5.0)
         while True:
-            self.hold_back((min(deadline, run.alive_until) - self.clock.now()) / 2)
+            self.gate.wait((min(deadline, run.alive_until) - self.clock.now()) / 2)
             try:
                 if not run.lease.held:
                     body = lease_body(self.namespace, context.lease_name, context.lease_id,

@@ -5,8 +5,8 @@ is lost (every attempt aborted, exit 3). What happens to each attempt is `attemp
 operator says `watch.py`'s: this module only wires them and says when each part starts and stops.
 
 Its own Lease goes first: while its renewal is refused, every other request of the worker (its
-attempts' renewals, its reports, its watch) holds back (`hold_back`), for they share its flow at the
-API server and are worth nothing once the worker is presumed dead.
+attempts' renewals, its reports, its watch) holds back at its `lease.Gate`, for they share its flow
+at the API server and are worth nothing once the worker is presumed dead.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from cronoq.pod_protocol import report
 from cronoq.worker.attempts import Attempts, Handler
 from cronoq.worker.backoff import Backoff, brief, retry_after
 from cronoq.worker.clock import SYSTEM, Clock
-from cronoq.worker.lease import KubeLease, LeaseKeeper, Renewal, api_client, renew_time
+from cronoq.worker.lease import Gate, KubeLease, LeaseKeeper, Renewal, api_client, renew_time
 from cronoq.worker.watch import Listed, Watch
 
 log = logging.getLogger("cronoq.worker")
@@ -61,17 +61,15 @@ class Worker:
         """Set by `drain()` or a lost Lease: `run()` goes on to stop."""
         self.done = threading.Event()
         """The worker's Lease is no longer kept: the watch ends."""
-        self.own_renewed = threading.Event()
-        """Clear while the worker's own Lease renewal is being refused: its other requests hold back."""
+        self.gate = Gate(clock)
+        """Shut while the worker's own Lease renewal is being refused: its other requests hold back."""
         self.lost: str | None = None
         """Why the worker's own Lease was lost, once it was."""
-        self.last_start = 0.0
-        """When (on the drain's clock) the last attempt was handed over, or the drain began."""
         self.attempts = Attempts(pool=pool, worker=name, namespace=namespace, ttl=ttl, handler=handler,
                                  concurrency=concurrency, coordination=coordination, custom=custom, clock=clock,
-                                 hold_back=self.hold_back, on_start=self._started)
+                                 gate=self.gate, drain_clock=self.drain_clock)
         self.watch = Watch(custom, namespace=namespace, pool=pool, worker=name, clock=clock, done=self.done,
-                           hold_back=self.hold_back, budget=ttl)
+                           gate=self.gate, budget=ttl)
         self._keeper: LeaseKeeper | None = None
         self._renewing: threading.Thread | None = None
 
@@ -124,7 +122,7 @@ class Worker:
         if self.attempts.draining.is_set():
             return
         self.attempts.draining.set()
-        self.last_start = self.drain_clock.now()
+        self.attempts.last_start = self.drain_clock.now()
         try:
             patch = {"metadata": {"annotations": {Annotation.CAPACITY: "0"}}}
             self.coordination.patch_namespaced_lease(self.name, self.namespace, patch, _request_timeout=5)
@@ -140,7 +138,7 @@ class Worker:
         deadline = clock.now() + self.grace
         while self.lost is None:
             now = clock.now()
-            if now >= deadline or (not self.attempts.busy() and now - self.last_start >= QUIET):
+            if now >= deadline or (not self.attempts.busy() and now - self.attempts.last_start >= QUIET):
                 break
             clock.sleep(min(TICK, deadline - now))
         if self.lost is not None:
@@ -154,9 +152,6 @@ class Worker:
         if self.lost is None:
             log.warning("the operator was not seen to record attempts %s in %gs; the worker stops anyway",
                         sorted(self.attempts.settling), SETTLE)
-
-    def _started(self) -> None:
-        self.last_start = self.drain_clock.now()
 
     # ------------------------------------------------------------------ its own Lease
 
@@ -184,7 +179,7 @@ class Worker:
             wait = backoff.wait(retry_after(problem))
             log.warning("announcing the worker failed (%s); again in %.1fs", brief(problem), wait)
             self.clock.wait(self.stopping, wait)
-        self.own_renewed.set()
+        self.gate.open()
         return not self.stopping.is_set()
 
     def _renew_own(self, own: KubeLease) -> Callable[[float], Renewal]:
@@ -192,17 +187,11 @@ class Worker:
         def renew(timeout: float) -> Renewal:
             result = own.renew(timeout)
             if result.renewed:
-                self.own_renewed.set()
+                self.gate.open()
             else:
-                self.own_renewed.clear()
+                self.gate.shut()
             return result
         return renew
-
-    def hold_back(self, budget: float) -> None:
-        """Hold a request back while the worker's own Lease renewal is being refused, for at most
-        `budget` seconds: its own Lease is what keeps every attempt it runs alive."""
-        if budget > 0:
-            self.clock.wait(self.own_renewed, budget)
 
     def _fence(self, why: str) -> None:
         self.lost = why

@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Generator
+from typing import Any, Generator
 
 from cronoq.pod_protocol import API_VERSION
 from cronoq.pod_protocol.handover import HandOver
 from cronoq.worker.backoff import Backoff, brief, retry_after
 from cronoq.worker.clock import Clock
+from cronoq.worker.lease import Gate
 
 log = logging.getLogger("cronoq.worker")
 
@@ -50,10 +51,10 @@ class Watch:
     """`events()` yields `Seen` and `Listed` until `done` is set; it never raises."""
 
     def __init__(self, custom: Any, *, namespace: str, pool: str, worker: str, clock: Clock, done: threading.Event,
-                 hold_back: Callable[[float], None], budget: float) -> None:
+                 gate: Gate, budget: float) -> None:
         self.custom, self.namespace, self.pool, self.worker = custom, namespace, pool, worker
         self.clock, self.done = clock, done
-        self.hold_back, self.budget = hold_back, budget
+        self.gate, self.budget = gate, budget
         self._relist = False
 
     def relist(self) -> None:
@@ -72,7 +73,7 @@ class Watch:
         backoff = Backoff()
         version: str | None = None
         while not self.done.is_set():
-            self.hold_back(self.budget)
+            self.gate.wait(self.budget)
             try:
                 if version is None:
                     try:
