@@ -150,7 +150,7 @@ def test_a_listing_aborts_what_it_no_longer_holds(leases: Leases) -> None:
     wait_until(lambda: len(served.running) == 2, timeout=10, what="both running")
     served.listed(frozenset({"uid-kept"}))
     with served.lock:
-        why = {key[0]: run.why for key, run in served.running.items()}
+        why = {key[0]: run.abort.why for key, run in served.running.items()}
         stale = {key[0]: run.stale for key, run in served.running.items()}
     release.set()
     served.shutdown()

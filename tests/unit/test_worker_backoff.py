@@ -13,7 +13,7 @@ from kubernetes.client.rest import ApiException
 from cronoq.worker.backoff import GAP, Backoff, retry_after
 from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Renewal
 from cronoq.worker.report import Report
-from cronoq.worker.runner import Context
+from cronoq.worker.runner import Abort, Context
 from cronoq.worker.attempts import Running
 from cronoq.worker.lifecycle import Worker
 
@@ -114,7 +114,7 @@ class Own:
 def running(w: Worker, lease: object, ttl: float = 10.0) -> Running:
     context = Context(id="uid", name="t", namespace="jobs", attempt=1, payload=None, lease_name="t-a1.w-1",
                       lease_id="lid", lease_ttl=ttl, worker=w.name)
-    return Running(context, threading.Event(), None, lease, alive_until=w.clock.now() + ttl)  # type: ignore[arg-type]
+    return Running(context, Abort(), None, lease, alive_until=w.clock.now() + ttl)  # type: ignore[arg-type]
 
 
 def test_while_its_own_lease_is_refused_a_workers_attempt_renewals_hold_back() -> None:

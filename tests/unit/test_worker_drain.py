@@ -147,7 +147,7 @@ class Scripted(Worker):
     def _fenced(self):  # type: ignore[override]
         self.attempts.abort_all(f"the worker's Lease was lost: {self.lost}")
         with self.attempts.lock:
-            self.fenced = {run.context.name: run.why for run in self.attempts.running.values()}
+            self.fenced = {run.context.name: run.abort.why for run in self.attempts.running.values()}
         raise Fenced(self.lost)  # the real worker ends the process here (exit 3)
 
 

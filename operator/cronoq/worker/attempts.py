@@ -15,7 +15,6 @@ is read and waited through the worker's `Clock`.
 """
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import logging
@@ -23,7 +22,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from cronoq.pod_protocol import API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name
 from cronoq.pod_protocol import report
@@ -36,7 +35,7 @@ from cronoq.worker.backoff import Backoff, brief, retry_after
 from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.worker.clock import Clock
 from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, Gate, KubeLease, LeaseKeeper, Renewal, renew_time
-from cronoq.worker.runner import Context, outcome
+from cronoq.worker.runner import Abort, Context, outcome
 
 log = logging.getLogger("cronoq.worker")
 
@@ -58,11 +57,9 @@ class Running:
     """One attempt this worker runs."""
 
     context: Context
-    aborted: threading.Event
+    abort: Abort
     keeper: LeaseKeeper | None
     lease: KubeLease
-    cancel: Callable[[], None] = lambda: None
-    why: str = ""
     stale: bool = False
     """The operator ended the attempt: whatever is reported now, it will not record it."""
     claimed: bool = False
@@ -158,9 +155,9 @@ class Attempts:
                           ttl=ttl, worker=self.worker, pool=self.pool, api=self.coordination, checkpoint=saved.newest)
         keeper = (LeaseKeeper(ttl, lambda timeout: self.renew(run, timeout), clock=self.clock.now, backoff=Backoff())
                   if ttl > 0 else None)
-        aborted = threading.Event()
-        context = replace(context, _keeper=keeper, _aborted=aborted)
-        run = Running(context, aborted, keeper, lease, alive_until=self._lapses_at(task, ttl),
+        abort = Abort()
+        context = replace(context, _keeper=keeper, _aborted=abort.event)
+        run = Running(context, abort, keeper, lease, alive_until=self._lapses_at(task, ttl),
                       depends_on=task.depends_on, first_attempt_at=task.first_attempt_at)
         self.running[(task.uid, number)] = run
         self.executor.submit(self._run, run, self._handler_for(task.handler))
@@ -184,11 +181,11 @@ class Attempts:
             ours, run.claimed = not run.claimed, True
         if not ours:
             log.info("attempt %d of %s ended after the worker reported it aborted (%s); its result is dropped",
-                     context.attempt, context.name, run.why)
+                     context.attempt, context.name, run.abort.why)
         else:
-            if run.aborted.is_set():
+            if run.abort.aborted:
                 log.info("attempt %d of %s ended after it was aborted (%s); reporting it anyway (stale)",
-                         context.attempt, context.name, run.why)
+                         context.attempt, context.name, run.abort.why)
             self.report(run, result)
             run.reported.set()
         with self.lock:
@@ -205,8 +202,7 @@ class Attempts:
                 run.context = replace(run.context, inputs=self.inputs(run.depends_on, run.first_attempt_at))
             except Exception as err:  # noqa: BLE001 - the API server may be away: try again later
                 return Report(report.RETRYABLE, f"could not read the inputs: {brief(err)}")
-        return outcome(handler, run.context, wait=lambda awaitable: self._await(awaitable, run),
-                       aborted=lambda: run.why)
+        return outcome(handler, run.context, run.abort)
 
     def inputs(self, depends_on: tuple[str, ...], first_attempt_at: str | None = None) -> dict[str, Input]:
         """Each dependency's phase and output, from its Task (a missing one has no phase). Read by
@@ -232,25 +228,10 @@ class Attempts:
                           output if isinstance(output, str) else None))
         return parse_inputs(encode_inputs(inputs_of(found)))
 
-    def _await(self, awaitable: Awaitable[Any], run: Running) -> Any:
-        """Run a coroutine handler on a loop of its own, cancellable from the watch's thread."""
-        loop = asyncio.new_event_loop()
-        try:
-            future = asyncio.ensure_future(awaitable, loop=loop)
-            run.cancel = lambda: loop.call_soon_threadsafe(future.cancel)
-            if run.aborted.is_set():
-                future.cancel()
-            return loop.run_until_complete(future)
-        finally:
-            loop.close()
-
     def abort(self, run: Running, why: str) -> None:
         """Stop the attempt's handler (called with the lock held)."""
-        if run.aborted.is_set():
+        if not run.abort.abort(why):
             return
-        run.why = why
-        run.aborted.set()
-        run.cancel()
         if run.keeper is not None:
             run.keeper.stop()
         log.info("attempt %d of %s aborted: %s", run.context.attempt, run.context.name, why)
@@ -369,7 +350,7 @@ class Attempts:
                     run.claimed = True
                     ours.append(run)
         for run in ours:
-            self.report(run, Report(report.RETRYABLE, f"aborted: {run.why}"))
+            self.report(run, Report(report.RETRYABLE, f"aborted: {run.abort.why}"))
             run.reported.set()
         for run in left:
             self.clock.wait(run.reported, max(run.context.lease_ttl, self.ttl))
