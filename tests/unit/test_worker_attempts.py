@@ -132,9 +132,13 @@ def test_a_hand_over_that_ended_aborts_the_running_attempt(change, why: str, lea
     seen, deleted = change()
     served.seen(seen, deleted=deleted)
     wait_until(lambda: "t-a1.w-1" in leases.reports, timeout=10, what="the aborted attempt's report")
-    served.shutdown()
     assert aborted.is_set(), "a coroutine handler is cancelled"
     assert leases.reports["t-a1.w-1"] == {"outcome": "retryable", "message": f"aborted: {why}"}
+    with served.lock:
+        assert list(served.running) == ([("uid-t", 2)] if seen.attempt == 2 else []), "a newer attempt handed over runs"
+    served.abort_all("the test ends")  # shutdown() lets go of the handlers' threads, it does not stop them
+    wait_until(lambda: not served.running, timeout=10, what="every handler ended")
+    served.shutdown()
 
 
 def test_a_listing_aborts_what_it_no_longer_holds(leases: Leases) -> None:
