@@ -8,13 +8,16 @@ import time
 
 import pytest
 
+WORKER_TESTS = ("test_worker", "test_push_runner", "test_fencing", "test_inputs", "test_handover")
+"""The worker SDK's tests outside tests/unit/worker/."""
 LINGER = 5.0
 """Seconds a thread the test started may take to end after it."""
 
 
 @pytest.fixture(autouse=True)
 def no_thread_left(request: pytest.FixtureRequest):
-    if not request.module.__name__.rsplit(".", 1)[-1].startswith(("test_worker", "test_inputs", "test_handover")):
+    path = request.node.path
+    if path.parent.name != "worker" and not path.name.startswith(WORKER_TESTS):
         yield
         return
     before = set(threading.enumerate())

@@ -18,7 +18,7 @@ from cronoq.worker.attempts import Running
 from cronoq.worker.lifecycle import Worker
 
 from tests.unit.fakes import KeeperClock as Clock
-from tests.unit.worker_clock import WorkerClock
+from tests.unit.worker.fake_clock import WorkerClock
 
 OK, FAIL = Renewal.ok(), Renewal.failed("503 Service Unavailable")
 

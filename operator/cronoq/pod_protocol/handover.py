@@ -4,7 +4,7 @@
 
 `Wire` names the fields on both sides: the operator's models (`api/task.py`) take their aliases from
 it, and a worker parses a Task once, with `HandOver.of_task`, into typed values. So the record a
-worker reads cannot drift from the one the operator writes (tests/unit/test_handover.py writes one
+worker reads cannot drift from the one the operator writes (tests/unit/pod_protocol/test_handover.py writes one
 with the operator's models and parses it back). Standard library only, as the rest of the protocol.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one clock of a pull worker: every part of it (its lifecycle, its watch, its attempts and their
 Leases' keepers) reads time and waits through a `Clock` it is given, so a unit test can give one
-that never sleeps for real (tests/unit/worker_clock.py)."""
+that never sleeps for real (tests/unit/worker/fake_clock.py)."""
 from __future__ import annotations
 
 import threading

@@ -21,7 +21,7 @@ from cronoq.worker.lifecycle import Worker
 from tests.support.waiting import wait_until
 
 WORKER = "w-1"
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+PYPROJECT = next(p / "pyproject.toml" for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 
 def layers() -> dict[str, int]:

@@ -2,6 +2,7 @@
 attempt to a pull worker, the worker parses back equal, by the same field names."""
 from __future__ import annotations
 
+import random
 from datetime import datetime, timezone
 
 import pytest
@@ -9,11 +10,27 @@ import pytest
 from cronoq.api import Task
 from cronoq.api.model import Model
 from cronoq.api.task import Attempt, Checkpoint, Dependency, TaskSpec, TaskStatus
+from cronoq.engine.attempts import reconcile
+from cronoq.engine.plan import Plan
 from cronoq.pod_protocol import Terms
 from cronoq.pod_protocol.handover import RUNNING, AttemptRecord, HandOver, Wire
 
-from tests.unit.builders import T0, make_task, with_status
-from tests.unit.test_engine_served import handed, run
+from tests.unit.builders import T0, at, make_task, observe, settings, with_status
+
+WORKERS = {"delivery": "Workers", "leaseTTL": "10s"}
+
+
+def run(task: Task, now=T0, **seen) -> Plan:
+    """The operator's decision on `task` in a pool of workers (engine/attempts)."""
+    seen.setdefault("worker_alive_until", at(100))
+    return reconcile(task, settings(task, WORKERS), observe(now=now, **seen), random.Random(0))
+
+
+def handed(task: Task, worker: str) -> Task:
+    """`task` as the operator's write leaves it once it handed its attempt to `worker`."""
+    plan = run(task, admit=True, worker=worker)
+    assert plan.status is not None, plan
+    return with_status(task, plan.status)
 
 
 def worker_task() -> Task:

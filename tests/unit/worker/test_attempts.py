@@ -19,7 +19,7 @@ from cronoq.worker.lease import Gate
 from cronoq.worker.runner import outcome
 
 from tests.support.waiting import wait_until
-from tests.unit.worker_clock import WorkerClock
+from tests.unit.worker.fake_clock import WorkerClock
 
 WORKER = "w-1"
 
