@@ -22,7 +22,7 @@ from cronoq.pod_protocol.inputs import INPUTS_LIMIT, Input, encode_inputs, input
 from cronoq.push import request_from
 from cronoq.worker import Context, run
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
-from cronoq.worker.lifecycle import Worker
+from cronoq.worker.serve import Worker
 
 from tests.unit.builders import make_task
 from tests.unit.fakes import World, pod, task
