@@ -33,6 +33,7 @@ from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMI
 from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
 from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
+from cronoq.pod_protocol.handover import Wire
 from cronoq.pod_protocol.jsontext import JSON_DEPTH, value_depth
 
 from cronoq.api.http import HTTPRequest, StatusCode
@@ -77,7 +78,7 @@ class Edge(StrEnum):
 class Dependency(Model):
     """An edge of the dependency graph: this task waits until `task` ends as `on` says."""
 
-    task: ObjectName
+    task: ObjectName = Field(alias=Wire.DEPENDENCY_TASK)
     """Name of the Task (in the same namespace) this one waits for."""
     on: Edge = Edge.SUCCESS
     """`Success` (it succeeded, the default), `Failure` (it failed or was dead-lettered; a
@@ -228,13 +229,13 @@ class TaskSpec(PodSettings):
     `_`, `.`). Among queued tasks of one priority, the pool grants its slots to groups in turn, so
     one group's backlog does not hold back another's; the pool's `groupConcurrency` caps what one
     group runs at once. Unset: the task is in the pool's one unnamed group."""
-    payload: Any = Field(None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    payload: Any = Field(None, alias=Wire.PAYLOAD, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
     """Any JSON value, handed to the container as the CRONOQ_PAYLOAD environment variable. At
     most 32 KiB of JSON nested at most 100 levels; the operator fails a task with a larger or
     deeper payload (the API server cannot measure free-form data)."""
     retry: RetryOverride | None = None
     """Changes to the pool's retry policy; fields left out are the pool's."""
-    lease_ttl: LeaseTTL | None = Field(None, alias="leaseTTL")
+    lease_ttl: LeaseTTL | None = Field(None, alias=Wire.LEASE_TTL)
     """Heartbeat lease TTL of each attempt, e.g. `30s` (2s to 1h; `0s` turns heartbeats off).
     Unset: the pool's."""
     start_timeout: StartTimeout | None = None
@@ -274,7 +275,7 @@ class TaskSpec(PodSettings):
     job_retention_after_failure: JobRetention | None = None
     """jobRetention if the task ends in any other way (Failed, DeadLettered, Cancelled, Skipped),
     e.g. `168h` (0s to 720h). Unset: the task's jobRetention, else the pool's."""
-    depends_on: tuple[Dependency, ...] = Field((), max_length=32, json_schema_extra={
+    depends_on: tuple[Dependency, ...] = Field((), alias=Wire.DEPENDS_ON, max_length=32, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["task"]})
     """Tasks that must end a certain way before this one is queued (at most 32). Each attempt
     receives their phases and outputs: CRONOQ_INPUTS (JSON, at most 64 KiB), `ctx.inputs` in the
@@ -296,7 +297,7 @@ class TaskSpec(PodSettings):
     start_delay: StartDelay | None = None
     """Do not start before this long after the task's creation (its creationTimestamp), e.g. `10m`
     (0s to 720h); waits and queues as notBefore does. Excludes notBefore."""
-    cancel: bool = False
+    cancel: bool = Field(False, alias=Wire.CANCEL)
     """Set to true to cancel the task: a running attempt is stopped and the task ends Cancelled.
     Cannot be set back to false."""
 
@@ -353,17 +354,17 @@ TIMEOUT_MS = tuple(_ms(bound) for bound in TIMEOUT_RANGE)
 class Attempt(Model):
     """One attempt of the task: one Job, fenced by (task uid, number)."""
 
-    number: int = Field(ge=1, le=100)
+    number: int = Field(alias=Wire.NUMBER, ge=1, le=100)
     """Attempt number, from 1; never reused for this task."""
-    lease_id: str | None = Field(None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    lease_id: str | None = Field(None, alias=Wire.LEASE_ID, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Lease id of the attempt, carrying the leader epoch (e.g. `e7-a3`)."""
     job: ObjectName | None = None
     """Name of the attempt's Job (unset when a worker serves it)."""
-    worker: ObjectName | None = None
+    worker: ObjectName | None = Field(None, alias=Wire.WORKER)
     """The worker the attempt was handed to, in a pool with `delivery: Workers` (its Lease's name)."""
     trigger: AttemptTrigger = AttemptTrigger.FIRST
     """`First` for the first attempt, `Retry` for the others."""
-    dispatched_at: Timestamp | None = None
+    dispatched_at: Timestamp | None = Field(None, alias=Wire.DISPATCHED_AT)
     """When the operator granted the attempt its pool slot (and its rate limit's token), recorded
     right before creating its Job; for a pull worker's attempt, when it was handed over (operator
     clock)."""
@@ -382,11 +383,11 @@ class Attempt(Model):
     finished_at: Timestamp | None = None
     """When the attempt ended: the container's end, sharpened the same way; for an attempt the
     operator ended (timeout, lease expiry, cancellation), when it decided so."""
-    outcome: AttemptOutcome | None = None
+    outcome: AttemptOutcome | None = Field(None, alias=Wire.OUTCOME)
     """`Success`, `Retryable`, `Permanent` or `Cancelled`; unset while the attempt runs."""
     exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
     """Exit code of the task container, when it exited."""
-    reason: str | None = Field(None, max_length=REASON_LIMIT)
+    reason: str | None = Field(None, alias=Wire.REASON, max_length=REASON_LIMIT)
     """Why the attempt ended as it did, in CamelCase (e.g. `Timeout`, `LeaseExpired`, `OOMKilled`)."""
     message: str | None = Field(None, max_length=ATTEMPT_MESSAGE_LIMIT)
     """What the container or the operator said about the attempt (truncated to 1 KiB)."""
@@ -411,7 +412,7 @@ class Checkpoint(Model):
 
     attempt: int = Field(ge=1, le=100)
     """The number of the attempt that saved it."""
-    data: str = Field(min_length=1, max_length=CHECKPOINT_LIMIT)
+    data: str = Field(alias=Wire.CHECKPOINT_DATA, min_length=1, max_length=CHECKPOINT_LIMIT)
     """The checkpoint as compact JSON text, at most 4096 bytes."""
     saved_at: Timestamp | None = None
     """When the operator recorded it (its own clock)."""
@@ -436,13 +437,13 @@ class TaskStatus(Model):
         "(has(self.phase) && self.phase == oldSelf.phase)",
         "status.phase cannot change once the task has finished", field_path=".phase", reason="FieldValueForbidden")))
 
-    phase: TaskPhase | None = None
+    phase: TaskPhase | None = Field(None, alias=Wire.PHASE)
     """Blocked, Queued, Running, Retrying, or one of the terminal phases Succeeded, Failed,
     DeadLettered, Cancelled, Skipped. Unset until the operator first sees the task."""
-    attempt: int = Field(0, ge=0, le=100, json_schema_extra=_never_goes_back(
+    attempt: int = Field(0, alias=Wire.ATTEMPT, ge=0, le=100, json_schema_extra=_never_goes_back(
         "attempt", "attempt numbers are never reused"))
     """Number of the newest attempt (0 before the first); never decreases."""
-    attempts: tuple[Attempt, ...] = Field((), max_length=ATTEMPTS_KEPT, json_schema_extra={
+    attempts: tuple[Attempt, ...] = Field((), alias=Wire.ATTEMPTS, max_length=ATTEMPTS_KEPT, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["number"]})
     """History of the newest attempts (at most 20 are kept), oldest first."""
     next_attempt_at: Timestamp | None = None
@@ -457,7 +458,7 @@ class TaskStatus(Model):
     status is not rewritten for each."""
     submitted_at: Timestamp | None = None
     """When the task was first queued; retries keep it, so a retried task keeps its place."""
-    first_attempt_at: Timestamp | None = None
+    first_attempt_at: Timestamp | None = Field(None, alias=Wire.FIRST_ATTEMPT_AT)
     """When the first attempt was dispatched; the retry policy's maxRetryDuration counts from it."""
     finished_at: Timestamp | None = None
     """When the task reached its terminal phase."""
@@ -466,7 +467,7 @@ class TaskStatus(Model):
     dependents receive it (CRONOQ_INPUTS, parsed when it is JSON)."""
     output_available: bool = False
     """Whether `output` holds the task's output (false for tasks that produced none)."""
-    checkpoint: Checkpoint | None = None
+    checkpoint: Checkpoint | None = Field(None, alias=Wire.CHECKPOINT)
     """The newest checkpoint an attempt saved, with the number of that attempt; the next attempt
     resumes from it. Unset while no attempt saved one."""
     message: str | None = Field(None, max_length=MESSAGE_LIMIT)
@@ -475,7 +476,7 @@ class TaskStatus(Model):
     """One short line for the MESSAGE column of `kubectl get tasks` (at most 100 characters)."""
     duplicate_of: ObjectName | None = None
     """For a task whose key matched another's: the name of that task."""
-    worker: ObjectName | None = None
+    worker: ObjectName | None = Field(None, alias=Wire.WORKER)
     """While an attempt a pull worker serves runs: that worker (the newest attempt's `worker`),
     unset otherwise. A selectable field, so a worker watches only the tasks handed to it."""
     conditions: Conditions = ()

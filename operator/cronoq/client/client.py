@@ -37,6 +37,7 @@ from cronoq.client.objects import PoolsAndSchedules
 from cronoq.client.waiting import Waiting
 from cronoq.engine import keys
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
+from cronoq.worker.discovery import context_namespace, pod_namespace
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -79,7 +80,7 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
             kubeconfig = kubeconfig_path(kubeconfig)
             if kubeconfig is None:  # in a pod: its ServiceAccount and namespace
                 k8s_config.load_incluster_config(client_configuration=configuration)
-                context_ns = _incluster_namespace()
+                context_ns = pod_namespace()
             else:
                 context_ns = _load_kubeconfig(kubeconfig, configuration, context)
             api_client = k8s.ApiClient(configuration)
@@ -525,17 +526,4 @@ def _load_kubeconfig(path: str | None, configuration: k8s.Configuration, context
     """Load the kubeconfig into `configuration` (its `context`, default the current one); return
     that context's namespace."""
     k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-    try:
-        contexts, current = k8s_config.list_kube_config_contexts(config_file=path)
-        chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
-        return (chosen.get("context") or {}).get("namespace")
-    except (k8s_config.ConfigException, TypeError):
-        return None
-
-
-def _incluster_namespace() -> str | None:
-    try:
-        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+    return context_namespace(path, context)

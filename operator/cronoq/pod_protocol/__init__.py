@@ -1,8 +1,8 @@
 """The pod protocol: what the operator hands an attempt's pod, and what the pod hands back.
 
 The operator writes it (`engine/jobs.py`: the CRONOQ_* environment, the push request; the `Terms`
-on an attempt's record); the pod or the pull worker reads it (the worker SDK's `worker/env.py`, `worker/serve.py`, the push runner
-`push.py`), writes the attempt's Lease with the labels the operator watches (`worker/lease.py`)
+on an attempt's record); the pod or the pull worker reads it (the worker SDK's `worker/env.py`; a pull worker the
+hand-over on the Task, `handover.py`; the push runner `push.py`), writes the attempt's Lease with the labels the operator watches (`worker/lease.py`)
 and reports how the attempt ended (`report.py`, which the operator parses in `engine/outcome.py`).
 Both sides import these names and encodings from here, so they cannot drift apart. The package
 imports nothing else of cronoq and nothing outside the standard library: it runs in task images

@@ -13,7 +13,7 @@ body, headers: Retry-After).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -40,7 +40,8 @@ def _timeout(seconds: Any) -> urllib3.Timeout | None:
 class WorkerApi:
     """Leases and the pool's Tasks and TaskPool, for one worker (thread-safe: urllib3's pool is)."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self.configuration = api_client.configuration
         self.pool = api_client.rest_client.pool_manager
         self.user_agent = api_client.user_agent
@@ -50,7 +51,7 @@ class WorkerApi:
     # ------------------------------------------------------------------ HTTP
 
     def _headers(self, content_type: str = JSON) -> dict[str, str]:
-        now = time.monotonic()
+        now = self._clock()
         if self._token_read is None or now - self._token_read >= TOKEN_FRESH:
             self._token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
             self._token_read = now

@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from cronoq.worker.errors import describe
+
 FIRST = 0.5
 """Seconds before the first retry (half to all of it, with jitter)."""
 MOST = 30.0
@@ -59,3 +61,9 @@ def retry_after(err: BaseException | None) -> float | None:
         return max(float(value), 0.0) if value is not None else None
     except ValueError:
         return None  # an HTTP date: rare from the API server; the backoff stands
+
+
+def brief(err: BaseException) -> str:
+    """An API error in a line (its status and reason), not its headers and body."""
+    status = getattr(err, "status", None)
+    return f"{status} {getattr(err, 'reason', '')}".strip() if status is not None else describe(err)

@@ -36,3 +36,9 @@ def _seconds(value: float | timedelta | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"retry_after must be a finite number of seconds >= 0, not {value!r}")
     return float(value)
+
+
+def describe(err: BaseException) -> str:
+    """An exception as its type and text (what a report says of an exception)."""
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from cronoq.pod_protocol import Annotation, Owner, lease_body
 from cronoq.worker.backoff import Backoff, retry_after
+from cronoq.worker.clock import SYSTEM, Clock
 
 MIN_REQUEST_TIMEOUT = 0.5
 """Seconds a renewal request may always take, however close the deadline."""
@@ -206,6 +207,32 @@ class LeaseKeeper:
         thread = threading.Thread(target=main, name="cronoq-heartbeat", daemon=True)
         thread.start()
         return thread
+
+
+class Gate:
+    """A pull worker's own Lease goes first: the gate is open while its renewal succeeds and shut
+    while it is refused, and the worker's other requests (its attempts' renewals, its reports, its
+    watch) wait at it, each for at most the time it can afford: they share the worker's flow at the
+    API server and are worth nothing once the worker is presumed dead."""
+
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self._clock = clock
+        self._open = threading.Event()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def shut(self) -> None:
+        self._open.clear()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def wait(self, budget: float) -> None:
+        """Wait while the gate is shut, at most `budget` seconds."""
+        if budget > 0:
+            self._clock.wait(self._open, budget)
 
 
 def renew_time(now: datetime | None = None) -> str:

@@ -11,14 +11,14 @@ import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, NoReturn, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Mapping, NoReturn, TypeVar
 
 from cronoq.pod_protocol import Env
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.inputs import Input
 from cronoq.worker.checkpoints import CheckpointSlot
 from cronoq.worker.env import AttemptEnv, InvalidEnvironment
-from cronoq.worker.errors import Permanent, Retryable
+from cronoq.worker.errors import Permanent, Retryable, describe
 from cronoq.worker.lease import KubeLease, LeaseKeeper, Owner
 from cronoq.pod_protocol.report import Report
 from cronoq.worker.report import DEFAULT_PATH, encode_output, write
@@ -171,20 +171,64 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
     return result.exit_code
 
 
-def outcome(handler: Callable[[Context], Any], context: Context) -> Report:
-    """Call the handler and say how that went."""
+def outcome(handler: Callable[[Context], Any], context: Context, abort: Abort | None = None) -> Report:
+    """Call the handler and say how that went: the one mapping from what a handler does to its
+    report, for an attempt's pod (`attempt`) and a pull worker's attempts (`worker/attempts.py`).
+    A coroutine handler runs by `asyncio.run`, or, given a pull worker's `abort`, on a loop that
+    `abort` can cancel from another thread: then the attempt is retryable ("aborted: why");
+    without `abort` a cancellation goes on up."""
     try:
         value = handler(context)
         if inspect.isawaitable(value):
-            value = asyncio.run(_awaited(value))
+            value = abort.run(value) if abort is not None else asyncio.run(_awaited(value))
         return Report(report.SUCCESS, output=encode_output(value))
     except Permanent as err:
-        return Report(report.PERMANENT, err.message or _describe(err))
+        return Report(report.PERMANENT, err.message or describe(err))
     except Retryable as err:
-        return Report(report.RETRYABLE, err.message or _describe(err), retry_after=err.retry_after)
+        return Report(report.RETRYABLE, err.message or describe(err), retry_after=err.retry_after)
+    except asyncio.CancelledError:
+        if abort is None:
+            raise
+        return Report(report.RETRYABLE, f"aborted: {abort.why}")
     except Exception as err:
         traceback.print_exc()  # the operator keeps only the message; the log keeps the rest
-        return Report(report.RETRYABLE, _describe(err))
+        return Report(report.RETRYABLE, describe(err))
+
+
+class Abort:
+    """How a pull worker stops an attempt's handler from another thread (a thread cannot be
+    stopped): `ctx.aborted` turns true (`event`), and a coroutine handler run by `run` is cancelled."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.why = ""
+        self._cancel: Callable[[], Any] = lambda: None
+
+    @property
+    def aborted(self) -> bool:
+        return self.event.is_set()
+
+    def abort(self, why: str) -> bool:
+        """Abort (once: False if it was already)."""
+        if self.event.is_set():
+            return False
+        self.why = why
+        self.event.set()
+        self._cancel()
+        return True
+
+    def run(self, awaitable: Awaitable[Any]) -> Any:
+        """Run a coroutine handler on a loop of its own, cancellable by `abort`."""
+        loop = asyncio.new_event_loop()
+        try:
+            future = asyncio.ensure_future(awaitable, loop=loop)
+            self._cancel = lambda: loop.call_soon_threadsafe(future.cancel)
+            if self.event.is_set():
+                future.cancel()
+            return loop.run_until_complete(future)
+        finally:
+            self._cancel = lambda: None  # an abort after the handler ended has nothing to cancel
+            loop.close()
 
 
 class Terminated(BaseException):
@@ -214,10 +258,5 @@ def _stopped_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _awaited(value: Any) -> Any:
+async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
-
-
-def _describe(err: BaseException) -> str:
-    text = str(err)
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -235,7 +235,7 @@ def test_a_pull_worker_hands_its_handler_the_same_inputs_a_pod_gets() -> None:
                  "scan": {"phase": "Skipped"}})
     worker = Worker("p", lambda ctx: None, concurrency=1, namespace="jobs", name="w-1", ttl=1.0, grace=1.0,
                     kubeconfig=None, coordination=object(), custom=api)
-    inputs = worker._inputs(("extract", "scan", "gone"))
+    inputs = worker.attempts.inputs(("extract", "scan", "gone"))
     assert inputs == {"extract": Input("Succeeded", {"rows": 12}), "scan": Input("Skipped"), "gone": Input(None)}
     assert inputs == parse_inputs(encode_inputs(inputs_of([("extract", "Succeeded", '{"rows": 12}'),
                                                            ("scan", "Skipped", None), ("gone", None, None)])))

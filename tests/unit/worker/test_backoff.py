@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
+import pytest
 from kubernetes.client.rest import ApiException
 
 from cronoq.worker.backoff import GAP, Backoff, retry_after
 from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Renewal
 from cronoq.worker.report import Report
-from cronoq.worker.runner import Context
-from cronoq.worker.serve import Running, Worker
+from cronoq.worker.runner import Abort, Context
+from cronoq.worker.attempts import Running
+from cronoq.worker.lifecycle import Worker
 
 from tests.unit.fakes import KeeperClock as Clock
+from tests.unit.worker.fake_clock import WorkerClock
 
 OK, FAIL = Renewal.ok(), Renewal.failed("503 Service Unavailable")
 
@@ -92,11 +94,11 @@ def test_a_lease_refused_to_the_end_lapses_at_its_deadline_without_a_storm() -> 
     assert GAP == 1
 
 
-# --- The worker: its own Lease first -------------------------------------------------------------------
+# --- The worker: its own Lease first (on a fake clock: no test here sleeps) -------------------------
 
-def worker() -> Worker:
+def worker(clock: WorkerClock) -> Worker:
     return Worker("mail", lambda ctx: None, concurrency=1, namespace="jobs", name="w-1", ttl=3.0, grace=1.0,
-                  kubeconfig=None, coordination=object(), custom=object())
+                  kubeconfig=None, coordination=object(), custom=object(), clock=clock)
 
 
 class Own:
@@ -112,75 +114,84 @@ class Own:
 def running(w: Worker, lease: object, ttl: float = 10.0) -> Running:
     context = Context(id="uid", name="t", namespace="jobs", attempt=1, payload=None, lease_name="t-a1.w-1",
                       lease_id="lid", lease_ttl=ttl, worker=w.name)
-    return Running(context, threading.Event(), None, lease, alive_until=time.monotonic() + ttl)  # type: ignore[arg-type]
+    return Running(context, Abort(), None, lease, alive_until=w.clock.now() + ttl)  # type: ignore[arg-type]
 
 
 def test_while_its_own_lease_is_refused_a_workers_attempt_renewals_hold_back() -> None:
-    w, own, sent = worker(), Own(), []
+    clock = WorkerClock()
+    w, own, sent = worker(clock), Own(), []
 
     class Lease:
         def renew(self, timeout: float) -> Renewal:
-            sent.append(timeout)
+            sent.append((clock.now(), timeout))
             return OK
 
     run = running(w, Lease())
-    w._own_renewed.set()  # announced
+    w.gate.open()  # announced
     renew_own = w._renew_own(own)  # type: ignore[arg-type]
-    assert w._renew_attempt(run, 2.0) == OK and len(sent) == 1, "nothing held back while the own Lease renews"
-    assert run.alive_until > time.monotonic() + 9, "renewed: good for a TTL from then"
+    start = clock.now()
+    assert w.attempts.renew(run, 2.0) == OK and sent == [(start, 2.0)], "nothing held back while the own Lease renews"
+    assert run.alive_until == start + 10, "renewed: good for a TTL from when it was sent"
 
-    assert renew_own(1.0) == FAIL
-    started = time.monotonic()
-    thread = threading.Thread(target=w._renew_attempt, args=(run, 5.0))
-    thread.start()
-    time.sleep(0.3)
-    assert len(sent) == 1, "held back behind the worker's own Lease"
-    own.result = OK
-    assert renew_own(1.0) == OK
-    thread.join(2)
-    assert len(sent) == 2 and time.monotonic() - started < 1.5 and 4.0 <= sent[1] <= 5.0
+    assert renew_own(1.0) == FAIL and not w.gate.is_open
+
+    def renewed_after(seconds: float):
+        def on_wait(event: threading.Event, budget: float) -> None:
+            assert not event.is_set(), "waiting at the shut gate"
+            clock.t += seconds  # the worker's own renewal lands this much later, while the attempt's waits
+            own.result = OK
+            renew_own(1.0)
+        return on_wait
+
+    clock.on_wait = renewed_after(0.3)
+    at = clock.now()
+    assert w.attempts.renew(run, 5.0) == OK
+    assert sent[-1] == pytest.approx((at + 0.3, 4.7)), "held back until the worker's own Lease renewed, then sent with the time left"
 
     own.result = FAIL
     renew_own(1.0)
-    started = time.monotonic()
-    assert w._renew_attempt(run, 1.0) == OK
-    assert 0.4 <= time.monotonic() - started < 1.0 and sent[2] == MIN_REQUEST_TIMEOUT, \
+    clock.on_wait = lambda event, budget: None
+    at = clock.now()
+    assert w.attempts.renew(run, 1.0) == OK
+    assert sent[-1] == pytest.approx((at + 1.0 - MIN_REQUEST_TIMEOUT, MIN_REQUEST_TIMEOUT)), \
         "held back for all but the time a renewal needs, never past the attempt's own lease"
 
 
 def test_a_refused_report_is_tried_again_before_its_attempts_lease_lapses() -> None:
-    w, tries = worker(), []
+    clock = WorkerClock()
+    w, tries = worker(clock), []
 
     class Coordination:
         def create_namespaced_lease(self, namespace: str, body: dict, _request_timeout: float = 0) -> None:
-            tries.append(time.monotonic())
+            tries.append(clock.now())
             if len(tries) < 3:
                 raise refused(429, "30")  # the server asks for more than the lease has left
 
-    w.coordination = Coordination()
-    w._own_renewed.set()
-    run = running(w, KubeLease("jobs", "t-a1.w-1", "lid", api=w.coordination), ttl=4.0)
-    assert w._write_report(run, Report("success")) is True
+    w.attempts.coordination = Coordination()
+    w.gate.open()
+    run = running(w, KubeLease("jobs", "t-a1.w-1", "lid", api=w.attempts.coordination), ttl=4.0)
+    assert w.attempts.write_report(run, Report("success")) is True
     gaps = [b - a for a, b in zip(tries, tries[1:])]
     assert len(gaps) == 2 and all(gap >= GAP for gap in gaps) and sum(gaps) < 4 - LAST_TRY, \
         f"not 30 s later: twice, GAP apart, in the 3.5 s its lease has left before its last chance: {gaps}"
 
 
 def test_a_worker_started_under_throttling_announces_itself_after_backing_off(monkeypatch) -> None:
-    w, tries = worker(), []
+    clock = WorkerClock()
+    w, tries = worker(clock), []
 
     class Coordination:
         def create_namespaced_lease(self, namespace: str, body: dict, _request_timeout: float = 0) -> None:
-            tries.append(time.monotonic())
+            tries.append(clock.now())
             if len(tries) < 3:
                 raise refused(429, "0.2")
 
     w.coordination = Coordination()
     monkeypatch.setattr(sys.modules[Worker.__module__], "Backoff", lambda: Backoff(first=0.01))
-    assert w._announce() is True and w._own_renewed.is_set()
+    assert w._announce() is True and w.gate.is_open
     assert len(tries) == 3 and all(b - a >= 0.2 for a, b in zip(tries, tries[1:])), "Retry-After honoured"
 
-    w, tries = worker(), []
+    w, tries = worker(clock), []
     w.coordination = Coordination()
-    w._stop.set()
+    w.stopping.set()
     assert w._announce() is False and tries == [], "told to stop first: never announced"

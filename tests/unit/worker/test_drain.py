@@ -4,8 +4,9 @@ outcome and what did not as aborted, and only then deletes its Lease; losing its
 
 No cluster: Leases live in a small in-memory stand-in for the coordination API (create, JSON or
 merge patch, delete, with the holder test a real API server applies), and the operator's side is
-played by the test. The drain runs on a fake clock that moves only when the drain waits; the
-Leases' keepers renew on real time with short TTLs."""
+played by the test. The drain runs on a fake clock of its own (the worker's `drain_clock`) that moves
+only when the drain waits; the Leases' keepers renew on the worker's clock, real time, with short
+TTLs: their threads and the handlers' run while the drain's clock stands still."""
 from __future__ import annotations
 
 import copy
@@ -18,7 +19,8 @@ from kubernetes.client.rest import ApiException
 
 from cronoq.pod_protocol import Annotation
 from cronoq.worker import Context
-from cronoq.worker.serve import Worker
+from cronoq.pod_protocol.handover import HandOver
+from cronoq.worker.lifecycle import Worker
 
 from tests.support.waiting import wait_until
 
@@ -44,7 +46,7 @@ class Leases:
                 raise ApiException(status=409, reason="Conflict")
             self.store[name] = copy.deepcopy(body)
             reported = Annotation.REPORT in (body["metadata"].get("annotations") or {})
-            self.writes.append((self.clock.now, "report" if reported else "create", name))
+            self.writes.append((self.clock.t, "report" if reported else "create", name))
         if reported:
             self.on_report(name)
 
@@ -56,7 +58,7 @@ class Leases:
                 raise ApiException(status=404, reason="Not Found")
             if isinstance(patch, dict):  # a merge patch: the capacity annotation
                 lease["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
-                self.writes.append((self.clock.now, "drain", name))
+                self.writes.append((self.clock.t, "drain", name))
                 return
             reported = False
             for op in patch:
@@ -65,14 +67,14 @@ class Leases:
                 if op["path"] == "/metadata/annotations":
                     lease["metadata"]["annotations"] = {**(lease["metadata"].get("annotations") or {}), **op["value"]}
                     reported = True
-            self.writes.append((self.clock.now, "report" if reported else "renew", name))
+            self.writes.append((self.clock.t, "report" if reported else "renew", name))
         if reported:
             self.on_report(name)
 
     def delete_namespaced_lease(self, name: str, namespace: str, _request_timeout: float = 0) -> None:
         with self._lock:
             self.store.pop(name, None)
-            self.writes.append((self.clock.now, "delete", name))
+            self.writes.append((self.clock.t, "delete", name))
 
     def taken(self, name: str) -> None:
         """Another holder deleted the Lease (what a lost worker Lease looks like)."""
@@ -92,18 +94,18 @@ class FakeClock:
     """Monotonic seconds that move only when the drain waits; each wait lets the test act first."""
 
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.t = 1000.0
         self.waits = 0
         self.on_wait = lambda now: None
 
-    def __call__(self) -> float:
-        return self.now
+    def now(self) -> float:
+        return self.t
 
-    def pause(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> None:
         assert seconds > 0, "the drain must not spin"
         self.waits += 1
-        self.on_wait(self.now)
-        self.now += seconds
+        self.on_wait(self.t)
+        self.t += seconds
         time.sleep(0.002)  # real time for the handlers' and keepers' threads
 
 
@@ -137,16 +139,16 @@ class Scripted(Worker):
     tasks: list[dict[str, Any]] = []
     fenced: dict[str, str] = {}
 
-    def _watch(self) -> None:
+    def _follow(self) -> None:
         for task in self.tasks:
-            self._on_task(task, deleted=False)
-        self._done.wait()
+            self.attempts.seen(HandOver.of_task(task))
+        self.done.wait()
 
     def _fenced(self):  # type: ignore[override]
-        self._abort_all(f"the worker's Lease was lost: {self._lost}")
-        with self._lock:
-            self.fenced = {run.context.name: run.why for run in self.running.values()}
-        raise Fenced(self._lost)  # the real worker ends the process here (exit 3)
+        self.attempts.abort_all(f"the worker's Lease was lost: {self.lost}")
+        with self.attempts.lock:
+            self.fenced = {run.context.name: run.abort.why for run in self.attempts.running.values()}
+        raise Fenced(self.lost)  # the real worker ends the process here (exit 3)
 
 
 def task(name: str, lease_ttl_ms: int = 600) -> dict[str, Any]:
@@ -169,11 +171,11 @@ def world():
     handlers = Handlers()
     tasks = [task("quick"), task("stuck")]
     worker = Scripted(POOL, handlers, concurrency=4, namespace=NAMESPACE, name=WORKER, ttl=0.3, grace=GRACE,
-                      kubeconfig=None, coordination=leases, custom=object(), clock=clock, pause=clock.pause)
+                      kubeconfig=None, coordination=leases, custom=object(), drain_clock=clock)
     worker.tasks = tasks
     by_lease = {lease_of(t["metadata"]["name"]): t for t in tasks}
     # The operator records a report and the task leaves Running: the worker's watch says DELETED.
-    leases.on_report = lambda name: worker._on_task(by_lease[name], deleted=True)
+    leases.on_report = lambda name: worker.attempts.seen(HandOver.of_task(by_lease[name]), deleted=True)
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -188,8 +190,9 @@ def world():
     yield clock, leases, handlers, worker, runner, outcome
     for event in handlers.release.values():
         event.set()
-    worker._stop.set()
-    worker._done.set()
+    worker.stopping.set()
+    worker.done.set()
+    worker.attempts.shutdown()
 
 
 def test_a_draining_worker_renews_its_leases_reports_in_grace_results_and_aborts_the_rest(world) -> None:
@@ -223,7 +226,7 @@ def test_a_draining_worker_renews_its_leases_reports_in_grace_results_and_aborts
     own = [(t, v) for t, v, n in leases.writes if n == WORKER]
     assert own[-1] == (stuck_at, "delete") and own[-2][1] == "renew", "renewed up to the end, deleted last"
     wait_until(lambda: handlers.ended.get("stuck") == "abandoned", timeout=10, what="the stuck handler saw the abort")
-    worker.pool_runner.shutdown(wait=True)
+    worker.attempts.executor.shutdown(wait=True)
     assert leases.count("report", lease_of("stuck")) == 1, "its late return was dropped, not reported"
     assert leases.report(lease_of("stuck"))["outcome"] == "retryable"
     assert [n for _, v, n in leases.writes if v == "delete"] == [WORKER], "no write after the Lease went"
@@ -233,7 +236,7 @@ def test_a_draining_worker_renews_its_leases_reports_in_grace_results_and_aborts
 def test_a_drain_ends_as_soon_as_nothing_runs(world) -> None:
     clock, leases, handlers, worker, runner, outcome = world
     handlers.release["stuck"] = threading.Event()
-    start = clock.now
+    start = clock.t
     clock.on_wait = lambda now: [event.set() for event in handlers.release.values()] if now >= start + 2 else None
     worker.drain()
     runner.join(20)
@@ -241,25 +244,25 @@ def test_a_drain_ends_as_soon_as_nothing_runs(world) -> None:
     assert outcome == {"code": 0}
     assert {n: leases.report(n)["outcome"] for n in (lease_of("quick"), lease_of("stuck"))} == {
         lease_of("quick"): "success", lease_of("stuck"): "success"}
-    assert clock.now < start + GRACE / 2, "no wait for grace once every attempt ended and the operator recorded it"
-    assert leases.writes[-1] == (clock.now, "delete", WORKER)
+    assert clock.t < start + GRACE / 2, "no wait for grace once every attempt ended and the operator recorded it"
+    assert leases.writes[-1] == (clock.t, "delete", WORKER)
 
 
 def test_a_worker_that_loses_its_lease_while_draining_still_fences(world) -> None:
     clock, leases, handlers, worker, runner, outcome = world
-    start = clock.now
+    start = clock.t
 
     def lease_taken(now: float) -> None:
         if WORKER in leases.store:
             leases.taken(WORKER)
-            wait_until(lambda: worker._lost is not None, timeout=10, what="the next renewal finds the Lease gone")
+            wait_until(lambda: worker.lost is not None, timeout=10, what="the next renewal finds the Lease gone")
 
     clock.on_wait = lease_taken
     worker.drain()
     runner.join(20)
 
     assert outcome["fenced"].startswith(f"the Lease {NAMESPACE}/{WORKER} is gone")
-    assert clock.now < start + 1, "fenced at once, not after grace"
+    assert clock.t < start + 1, "fenced at once, not after grace"
     assert sorted(worker.fenced) == ["quick", "stuck"], "every attempt aborted"
     assert all(why.startswith(f"the worker's Lease was lost: the Lease {NAMESPACE}/{WORKER} is gone")
                for why in worker.fenced.values())

@@ -1,4 +1,4 @@
-"""A pull worker's name (cronoq.worker.serve.worker_name): in a pod, the prefix the chart's worker
+"""A pull worker's name (cronoq.worker.discovery.worker_name): in a pod, the prefix the chart's worker
 policy checks against the pod its token is bound to, and six random characters."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cronoq.worker.serve import worker_name
+from cronoq.worker.discovery import worker_name
 
 LEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

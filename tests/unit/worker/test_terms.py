@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from cronoq.pod_protocol import Terms
-from cronoq.worker.serve import DEFAULT_LEASE_TTL, Worker
+from cronoq.pod_protocol.handover import HandOver
+from cronoq.worker.attempts import DEFAULT_LEASE_TTL
+from cronoq.worker.lifecycle import Worker
 
 
 class Pools:
@@ -30,6 +32,12 @@ def worker(pools: Pools) -> Worker:
                   kubeconfig=None, coordination=object(), custom=pools)
 
 
+def lease_ttl(pools: Pools, spec: dict[str, Any], record: dict[str, Any]) -> float:
+    """The TTL the worker serves the attempt `record` of a task of `spec` by."""
+    task = {"metadata": {"uid": "u", "name": "t"}, "spec": spec, "status": {"attempt": 1, "attempts": [record]}}
+    return worker(pools).attempts.lease_ttl(HandOver.of_task(task))
+
+
 @pytest.mark.parametrize("record, terms", [
     ({"leaseTTLMs": 2500, "timeoutMs": 90_000}, Terms(2.5, 90.0)), ({"leaseTTLMs": 0}, Terms(0.0)),
     ({"leaseTTLMs": 30_000, "timeoutMs": None}, Terms(30.0)),
@@ -42,8 +50,8 @@ def test_the_terms_on_a_record(record: dict, terms: Terms | None) -> None:
 
 def test_a_stamped_record_is_served_by_its_stamp_whatever_the_specs_say() -> None:
     pools = Pools("5s")
-    assert worker(pools)._lease_ttl({"leaseTTL": "1m"}, {"number": 1, "leaseTTLMs": 2500}) == 2.5
-    assert worker(pools)._lease_ttl({}, {"number": 1, "leaseTTLMs": 0}) == 0.0
+    assert lease_ttl(pools, {"leaseTTL": "1m"}, {"number": 1, "leaseTTLMs": 2500}) == 2.5
+    assert lease_ttl(pools, {}, {"number": 1, "leaseTTLMs": 0}) == 0.0
     assert pools.reads == 0
 
 
@@ -52,4 +60,4 @@ def test_a_stamped_record_is_served_by_its_stamp_whatever_the_specs_say() -> Non
     ({}, "5s", 5.0), ({}, "0s", 0.0), ({}, None, DEFAULT_LEASE_TTL),
 ])
 def test_a_record_without_a_stamp_is_served_as_before(spec: dict, pool: str | None, ttl: float) -> None:
-    assert worker(Pools(pool))._lease_ttl(spec, {"number": 1, "leaseId": "e1-a1"}) == ttl
+    assert lease_ttl(Pools(pool), spec, {"number": 1, "leaseId": "e1-a1"}) == ttl
