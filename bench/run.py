@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, source)  # bare Jobs are built by the measured source's Job builder
     started = datetime.now(timezone.utc)
     options = {k: getattr(args, k) for k in ("sizes", "paced_sizes", "backlog", "creators", "quick", "idle_sizes",
-                                             "paced_items", "paced_rate", "soak_tasks", "idle_jobs_kept")}
+                                             "paced_items", "paced_rate", "soak_tasks", "idle_jobs_kept",
+                                             "task_shape")}
     results: dict = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                      "operator_source": described, "options": options, "throughput": [], "paced": []}
 

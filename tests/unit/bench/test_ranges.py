@@ -52,6 +52,18 @@ def test_a_figure_outside_its_range_fails_and_the_table_says_so():
     assert "| burst.writes_per_task | N=1000 | 4 | 3.95 – 4.05 | pass |" in lines
 
 
+def test_a_burst_of_deep_tasks_is_shown_beside_the_small_tasks_ranges_not_judged_by_them():
+    deep = results(burst(1000, 1000, 4.0, cpu_ms=11.4), options={"task_shape": "deep"})
+    checks = by_figure(ranges.check(deep, RANGES))
+    cpu = checks["burst.operator_cpu_ms_per_task"]
+    assert cpu.value == 11.4 and not cpu.judged and cpu.where == "N=1000, deep tasks"
+    assert checks["burst.writes_per_task"].judged, "writes per task do not depend on the shape"
+    assert "| burst.operator_cpu_ms_per_task | N=1000, deep tasks | 11.4 | 2 – 10 | deep tasks: not judged |" in (
+        ranges.table(list(checks.values()), RANGES))
+    small = by_figure(ranges.check(results(burst(1000, 1000, 4.0, cpu_ms=11.4)), RANGES))
+    assert not small["burst.operator_cpu_ms_per_task"].ok, "the same figure of small tasks fails"
+
+
 def test_a_burst_with_retries_fails_every_figure_of_it():
     checks = ranges.check(results(burst(5000, 4760, 4.0)), RANGES)
     burst_checks = [c for c in checks if c.figure.startswith("burst.")]
