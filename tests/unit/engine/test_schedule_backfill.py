@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from cronoq.engine.schedule import Fired, decide, task_manifest, task_name
 
 from tests.unit.engine.test_schedule import T0, after, make
-from tests.unit.engine.test_schedule_catchup import done, run
+from tests.unit.engine.test_schedule_catchup import done, play, run
 
 S = timedelta(seconds=1)
 H = timedelta(hours=1)
@@ -97,24 +97,7 @@ def test_each_backfilled_fire_time_is_created_once_through_crashes_and_failovers
     and running Tasks may end. No fire time is created twice; once nothing runs and the decisions
     rest, every fire time of the range has its Task."""
     s = backfilled(running_hourly(policy), [(T0, T0 + 9 * H)])
-    tasks: list[Fired] = []
-    created: list = []
-    now = T0 + 10 * H + 2 * S
-    for advance, crash, finish in [*steps, (0, False, True), (0, False, True)] + [(0, False, True)] * 12:
-        now += advance * S
-        if finish:
-            tasks = [Fired(t.name, t.fire_time, finished=True, succeeded=True, finished_at=now) for t in tasks]
-        for _ in range(100):
-            d = decide(s, tasks, now)
-            if d.create is not None and d.create not in {t.fire_time for t in tasks}:
-                created.append(d.create)
-                tasks.append(Fired(task_name("s", d.create), d.create))
-            if crash and d.create is not None:
-                crash = False
-                continue  # the status write never happened
-            s = after(s, d)
-            if d.wake_at != now:
-                break
+    s, _, created = play(s, [*steps, *[(0, False, True)] * 14], T0 + 10 * H + 2 * S)
     backfill = [c for c in created if c <= T0 + 9 * H]
     assert len(backfill) == len(set(backfill)) and sorted(backfill) == [T0 + i * H for i in range(10)]
     assert s.status.backfills[0].done

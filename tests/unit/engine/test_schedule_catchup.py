@@ -179,22 +179,12 @@ def test_the_count_survives_pruning_and_a_spec_edit_resumes():
     assert d.create is None  # fires that passed while paused are not caught up on
 
 
-@settings(max_examples=60, deadline=None)
-@given(policy=st.sampled_from(["Allow", "Forbid", "Replace", "BufferOne", "BufferAll"]),
-       window=st.sampled_from([None, "25s", "1h"]),
-       steps=st.lists(st.tuples(st.integers(1, 40), st.booleans(), st.booleans()), min_size=1, max_size=25))
-def test_every_fire_time_is_created_skipped_or_missed_exactly_once(policy, window, steps):
-    """Time moves in steps; at each, the decision may crash between the create and the status
-    write, and running Tasks may end. No fire time is created twice, and at the end every fire
-    time up to handledThrough is created, skipped or missed once."""
-    spec = {"every": "10s", "concurrencyPolicy": policy}
-    if window:
-        spec["catchupWindow"] = window
-    s = make(**spec)
-    s = after(s, decide(s, [], T0))
+def play(s, steps, now):
+    """Time moves in `steps` of (seconds, crash, finish) from `now`: at each, running Tasks may end,
+    and the decision may crash between the create and the status write (once). Decides again while
+    the decision asks for it. Returns (the schedule, its Tasks, the fire times created, in order)."""
     tasks: list[Fired] = []
     created: list = []
-    now = T0
     for advance, crash, finish in steps:
         now += advance * S
         if finish:
@@ -213,6 +203,23 @@ def test_every_fire_time_is_created_skipped_or_missed_exactly_once(policy, windo
             s = after(s, d)
             if d.wake_at != now:
                 break
+    return s, tasks, created
+
+
+@settings(max_examples=60, deadline=None)
+@given(policy=st.sampled_from(["Allow", "Forbid", "Replace", "BufferOne", "BufferAll"]),
+       window=st.sampled_from([None, "25s", "1h"]),
+       steps=st.lists(st.tuples(st.integers(1, 40), st.booleans(), st.booleans()), min_size=1, max_size=25))
+def test_every_fire_time_is_created_skipped_or_missed_exactly_once(policy, window, steps):
+    """Time moves in steps; at each, the decision may crash between the create and the status
+    write, and running Tasks may end. No fire time is created twice, and at the end every fire
+    time up to handledThrough is created, skipped or missed once."""
+    spec = {"every": "10s", "concurrencyPolicy": policy}
+    if window:
+        spec["catchupWindow"] = window
+    s = make(**spec)
+    s = after(s, decide(s, [], T0))
+    s, tasks, created = play(s, steps, T0)
     assert len(created) == len(set(created))
     st_ = s.status
     total = sched.timetable(None, timedelta(seconds=10)).span(T0, st_.handled_through).count
