@@ -6,7 +6,10 @@ wait behind a paused pool, held by two replicas with leader election. Measured, 
 - failover with the queue held: the leader is SIGKILLed and the pool resumed at once; the time
   until the standby leads and until the first Job it creates (the Lease's duration is most of it);
 - an urgent task (priority above every queued one) submitted while the queue drains: until its Job;
-- the drain at the pool's concurrency: its rate and the new leader's CPU per task.
+- the drain at the pool's concurrency: its rate and the new leader's CPU per task, over the whole
+  drain and split in two: the takeover (from the SIGKILL until the new leader has worked down the
+  backlog of decisions it starts with, one per task it holds: `cronoq_workqueue_depth` below the
+  concurrency) and the steady drain after it, which is what each further task costs.
 
 `python bench/run.py --scenarios deep --deep-size 100000`; figures in docs/operating/sizing.md.
 """
@@ -75,8 +78,11 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
                 "apiserver": _component_rss(ctx, "kube-apiserver"), "etcd_db": _etcd_db(ctx)}
         log(f"deep: leader RSS {before['leader'] >> 20} → {held['leader'] >> 20} MiB with {n} queued")
 
+        def finished() -> int:
+            return int(standby.metric("cronoq_tasks_total") or 0)
+
         # Failover with the queue held: kill the leader, resume the pool.
-        killed = time.monotonic()
+        cpu_at_kill, killed = cpu_seconds(standby.pid), time.monotonic()
         leader.kill(signal.SIGKILL)
         api.patch(f"{pools_path(ns)}/{POOL}", {"spec": {"paused": False}})
         led = first_job = None
@@ -97,12 +103,17 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
         urgent = watch.seen["urgent"] - urgent_sent if "urgent" in watch.seen else None
         log(f"deep: the urgent task's Job {urgent}s after it was submitted")
 
-        def finished() -> int:
-            return int(standby.metric("cronoq_tasks_total") or 0)
+        # The takeover ends when the new leader has worked down the decisions it started with.
+        wait_until(lambda: (standby.metric("cronoq_workqueue_depth") or 0) < CONCURRENCY, timeout=900, interval=1)
+        steady_cpu, steady_start, steady_from = cpu_seconds(standby.pid), time.monotonic(), finished()
+        log(f"deep: takeover {steady_start - killed:.0f}s, {steady_cpu - cpu_at_kill:.1f}s of CPU, "
+            f"{steady_from} finished in it")
 
         done = wait_until(lambda: finished() >= n + 1, timeout=drain_seconds or 4 * 3600, interval=2)
         drained, count = time.monotonic() - drain_start, finished()
-        cpu = cpu_seconds(standby.pid) - cpu_start
+        end_cpu, end = cpu_seconds(standby.pid), time.monotonic()
+        cpu = end_cpu - cpu_start
+        steady = count - steady_from
         result = {
             "n": n, "concurrency": CONCURRENCY, "spec_bytes": spec_bytes, "quiet_after_submit_seconds": quiet,
             "submit_rate": sub.rate, "submit_errors": len(sub.errors),
@@ -117,6 +128,10 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
             "drained": done, "drain_seconds": drained, "drained_tasks": count,
             "drain_rate": count / drained if drained else None,
             "operator_cpu_seconds_per_task": cpu / count if count else None,
+            "takeover": {"seconds": steady_start - killed, "cpu_seconds": steady_cpu - cpu_at_kill,
+                         "tasks_finished": steady_from},
+            "steady_drain": {"seconds": end - steady_start, "tasks": steady,
+                             "cpu_seconds_per_task": (end_cpu - steady_cpu) / steady if steady else None},
             "operator_rss_after_drain": rss_bytes(standby.pid),
             "namespace": ns,
         }

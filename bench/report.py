@@ -234,6 +234,14 @@ def _deep(d: dict[str, Any] | None) -> list[str]:
                                                           f"{_s(d['drain_seconds'], 's', 0)}, "
                                                           f"{_s(d['drain_rate'], ' tasks/s', 1)}"),
             ("operator CPU per task (drain)", _s((d["operator_cpu_seconds_per_task"] or 0) * 1000, " ms", 1))]
+    if d.get("takeover"):  # since the run of 2026-12-07
+        take, steady = d["takeover"], d["steady_drain"]
+        rows += [("takeover (its backlog of decisions worked down)",
+                  f"{_s(take['seconds'], 's', 0)}, {_s(take['cpu_seconds'], ' s', 1)} of CPU "
+                  f"({take['cpu_seconds'] / d['n'] * 1000:.2f} ms per queued task), {take['tasks_finished']} finished"),
+                 ("operator CPU per task (steady drain)",
+                  f"{_s((steady['cpu_seconds_per_task'] or 0) * 1000, ' ms', 1)} over {steady['tasks']} tasks "
+                  f"in {_s(steady['seconds'], 's', 0)}")]
     return [f"## Deep queue: {d['n']} Tasks behind a paused pool, two replicas", "", "| | |", "|---|---|",
             *(f"| {k} | {v} |" for k, v in rows), ""]
 

@@ -115,6 +115,7 @@ SCHEDULE_LAG = Histogram("cronoq_schedule_lag_seconds", "From a fire time to the
                          registry=REGISTRY,
                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600))
 LEADER = Gauge("cronoq_leader", "1 while this replica is the leader and reconciles, else 0.", registry=REGISTRY)
+WORK_QUEUE_DEPTH = Gauge("cronoq_workqueue_depth", "Work keys (tasks and pools) waiting to be reconciled now, not counting those due later: the backlog of decisions (a new leader starts with one key per task).", registry=REGISTRY)
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:

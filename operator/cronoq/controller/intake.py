@@ -13,7 +13,7 @@ from cronoq.api import TaskPool
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
-from cronoq.engine import delay, naming
+from cronoq.engine import admission, delay, naming
 from cronoq.engine.admission import Candidate
 from cronoq.kube.observe import WorkerFacts, checkpoint_of, job_facts, pod_facts, served_facts, worker_facts
 
@@ -63,6 +63,9 @@ class Intake:
             if old is None:
                 metrics.start_series(*key)
             if old is not None and old.spec == pool.spec:
+                return
+            if old is not None and admission.tasks_unmoved(old.spec, pool.spec):
+                self.queue.add(PoolWork(*key), urgent=True)
                 return
         # A pool appearing, going or changing matters to every task in it; its slots first (a pool
         # resumed or widened with 100,000 tasks queued must not grant after all their reconciles).

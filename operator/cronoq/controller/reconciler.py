@@ -65,6 +65,7 @@ class Controller:
         self.rng = rng or random.Random()
         self.store = Store()
         self.queue: WorkQueue[WorkKey] = WorkQueue(self.clock)
+        metrics.WORK_QUEUE_DEPTH.set_function(lambda: len(self.queue))
         self.slots = Slots(self.store)
         self.rate_limits = RateLimits(self.clock)
         self._token_timers: dict[tuple[str, str], Timer] = {}

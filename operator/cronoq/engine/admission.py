@@ -202,3 +202,20 @@ def capacity(pool: TaskPoolSpec) -> int:
     """How many attempts the pool may run at once now: its concurrency, or none while paused."""
     return 0 if pool.paused else pool.concurrency
 
+
+
+COUNTS_ONLY = frozenset({"paused", "concurrency", "group_concurrency"})
+"""The pool's fields that say only how many of its tasks start at once."""
+
+
+def tasks_unmoved(old: TaskPoolSpec, new: TaskPoolSpec) -> bool:
+    """True when a pool's edit leaves each of its tasks' own decisions as they were, so only the pool
+    need be looked at again (its free slots are granted to the waiting tasks, which then run): it
+    changed only how many start (pause, resume, concurrency, groupConcurrency), and the pool's
+    waiting tasks all say the same `queued` whatever those are — a pool of Jobs that neither rate
+    limits (a free slot there means a countdown to write) nor hands admission to Kueue. Resuming a
+    pool with 100,000 queued would otherwise reconcile each of them for nothing (issue 56)."""
+    if any(spec.delivery != "Job" or spec.rate_limit is not None or spec.admission is not None
+           for spec in (old, new)):
+        return False
+    return old.model_dump(exclude=set(COUNTS_ONLY)) == new.model_dump(exclude=set(COUNTS_ONLY))

@@ -359,8 +359,9 @@ def test_a_resync_looks_at_tasks_waiting_for_their_first_attempt_only_every_tent
 
 
 def test_a_resumed_pool_grants_before_the_reconciles_of_the_tasks_it_holds() -> None:
-    """Issue 56: a pool resumed (or widened) with a deep queue matters to every task in it, but its
-    slots come first: its dispatch is urgent, their reconciles routine."""
+    """Issue 56: a pool resumed with a deep queue and edited in a way that matters to every task in
+    it (here: its Events) has its slots come first: its dispatch is urgent, their reconciles
+    routine. (Resumed and nothing else: the pool alone, test_pool_edits.py.)"""
 
     async def run() -> None:
         world = World(concurrency=1)
@@ -369,7 +370,7 @@ def test_a_resumed_pool_grants_before_the_reconciles_of_the_tasks_it_holds() -> 
             world.submit(f"t{i:02d}")
         await world.settle()
         assert all(world.status(f"t{i:02d}")["phase"] == "Queued" for i in range(20))
-        world.controller.intake.on_pool(None, pool(1))
+        world.controller.intake.on_pool(None, pool(1, events="Warnings"))
         order: list[WorkKey] = []
 
         async def record(key: WorkKey) -> None:

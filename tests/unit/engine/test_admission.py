@@ -245,3 +245,17 @@ def test_in_order_is_the_order_the_queue_pops_and_takes_nothing(steps) -> None:
     while (candidate := queue.pop()) is not None:
         popped.append(candidate)
     assert foreseen == popped
+
+
+def test_only_counts_changed_leaves_tasks_unmoved_unless_waiting_tasks_may_say_otherwise() -> None:
+    from cronoq.api import TaskPoolSpec
+    from cronoq.engine.admission import tasks_unmoved
+
+    base = TaskPoolSpec(concurrency=5)
+    assert tasks_unmoved(base, base.model_copy(update={"paused": True}))
+    assert tasks_unmoved(base, base.model_copy(update={"concurrency": 500, "group_concurrency": 2}))
+    assert not tasks_unmoved(base, base.model_copy(update={"delivery": "Workers"}))
+    limited = TaskPoolSpec.model_validate({"concurrency": 5, "rateLimit": {"startsPerSecond": 1, "burst": 1}})
+    assert not tasks_unmoved(limited, limited.model_copy(update={"paused": True})), "a countdown may be written"
+    other = base.model_copy(update={"events": "Warnings"})
+    assert not tasks_unmoved(base, other)
