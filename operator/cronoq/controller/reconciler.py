@@ -39,10 +39,12 @@ log = logging.getLogger(__name__)
 RESYNC_SECONDS = 60.0
 """Every task is looked at again this often, whatever the watches said (level-based safety net)."""
 WAITING_RESYNC_EVERY = 10
-"""Tasks waiting for their first attempt (kept packed: store.Brief) are looked at by every
-WAITING_RESYNC_EVERY-th resync only: nothing but an event, a grant or a timer of their own changes
-their decision, and each look parses one again (~150 µs): 100,000 queued tasks every minute
-would keep a quarter of a core busy for nothing (issue 56)."""
+"""Tasks waiting for their first attempt (kept packed: store.Brief) and finished ones are looked at
+by every WAITING_RESYNC_EVERY-th resync only: nothing but an event, a grant or a timer of their own
+changes their decision (a finished task's deletion and its archiving have timers of their own), and
+each look parses a waiting one again (~150 µs): 100,000 queued tasks every minute would keep a
+quarter of a core busy for nothing, and 20,000 finished ones kept a pool's drain waiting behind
+their looks (issue 56)."""
 
 
 class Controller:
@@ -160,9 +162,10 @@ class Controller:
 
     def resynced(self, passes: int) -> list[tuple[str, str]]:
         """The tasks the `passes`-th resync looks at: all of them every WAITING_RESYNC_EVERY-th pass,
-        else those that have started an attempt or finished."""
+        else those that have started an attempt and not finished."""
         every = passes % WAITING_RESYNC_EVERY == 0
-        return [key for key, record in self.store.tasks.items() if every or record.packed is None]
+        return [key for key, record in self.store.tasks.items()
+                if every or (record.packed is None and record.finished is None)]
 
     async def _resync(self) -> None:
         passes = 0
@@ -170,9 +173,9 @@ class Controller:
             await self.clock.sleep(RESYNC_SECONDS)
             passes += 1
             for namespace, name in self.resynced(passes):
-                self.queue.add(TaskWork(namespace, name))
+                self.queue.add(TaskWork(namespace, name), resync=True)
             for namespace, name in list(self.store.pools):
-                self.queue.add(PoolWork(namespace, name))
+                self.queue.add(PoolWork(namespace, name), resync=True)
 
     # ------------------------------------------------------------------ one task
 

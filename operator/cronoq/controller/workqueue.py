@@ -4,7 +4,9 @@ it once more afterwards. Delayed adds serve backoffs and deadlines.
 
 Urgent keys (a task just granted a pool slot, a pool with a free slot) jump ahead of the
 routine ones, so with thousands of tasks waiting a high-priority task is not queued behind
-all their reconciles.
+all their reconciles. The periodic resync's keys come last: a safety net must never delay what
+an event said (with 20,000 tasks held, a resync queued ahead of a Job's end kept that task's slot
+taken for as long as the whole pass took: issue 56).
 
 Delays are measured on the injected clock (controller/clock.py), so tests advance it instead of
 sleeping.
@@ -18,7 +20,7 @@ from typing import Awaitable, Callable, ClassVar, Generic, Hashable, TypeVar
 
 from cronoq.controller.clock import Clock, LoopClock, Timer
 
-URGENT, ROUTINE = 0, 1
+URGENT, ROUTINE, RESYNC = 0, 1, 2
 RETRY_BASE, RETRY_MAX = 0.5, 300.0
 
 K = TypeVar("K", bound=Hashable)
@@ -60,10 +62,12 @@ class WorkQueue(Generic[K]):
         """How many waiting keys are urgent (background work yields to them)."""
         self._failures: dict[K, int] = {}
 
-    def add(self, key: K, urgent: bool = False) -> None:
-        level = URGENT if urgent else ROUTINE
+    def add(self, key: K, urgent: bool = False, *, resync: bool = False) -> None:
+        """Queue `key`: urgent, routine, or (`resync`) after everything else; a key already waiting
+        moves up to the more urgent of the two, never down."""
+        level = URGENT if urgent else RESYNC if resync else ROUTINE
         if key in self._processing:
-            self._again[key] = min(level, self._again.get(key, ROUTINE))
+            self._again[key] = min(level, self._again.get(key, RESYNC))
             return
         waiting = self._waiting.get(key)
         if waiting is not None and waiting <= level:
@@ -141,7 +145,7 @@ class WorkQueue(Generic[K]):
                 self._processing.discard(key)
                 again = self._again.pop(key, None)
                 if again is not None:
-                    self.add(key, urgent=again == URGENT)
+                    self.add(key, urgent=again == URGENT, resync=again == RESYNC)
             # Let the rest of the loop run between keys. A reconcile that writes nothing (a task
             # waiting for a slot) never suspends, and getting a key from a non-empty queue does not
             # either, so without this a pass over 100,000 waiting tasks would hold the loop for

@@ -50,6 +50,22 @@ def test_urgent_keys_jump_ahead_and_duplicates_collapse():
     assert drain(queue) == ["c", "z", "a", "b"]
 
 
+def test_resync_keys_come_after_every_event_and_an_event_moves_one_up():
+    """Issue 56: the resync's safety net never delays what an event said."""
+    async def fill() -> WorkQueue:
+        q = WorkQueue()
+        for key in ("r1", "r2", "r3"):
+            q.add(key, resync=True)
+        q.add("event")            # added after the resync's keys, processed before them
+        q.add("r3")               # an event for a key the resync queued: moved up
+        q.add("event", resync=True)  # the resync for a key an event queued: not moved down
+        q.add("grant", urgent=True)
+        return q
+
+    queue = asyncio.run(fill())
+    assert drain(queue) == ["grant", "event", "r3", "r1", "r2"]
+
+
 def test_a_key_added_while_processing_runs_once_more_after():
     seen: list = []
     clock = FakeClock(T0)
