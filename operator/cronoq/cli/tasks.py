@@ -790,6 +790,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     ]
     if task.spec.key:
         pairs.append(("Key", task.spec.key))
+    if submitter := admission.submitter_of(task):
+        pairs.append(("Submitter", render.cell(submitter)))
     if s and s.duplicate_of:
         pairs.append(("Duplicate of", s.duplicate_of))
     if "cronoq.io/retry-of" in task.metadata.labels:
