@@ -123,8 +123,8 @@ class Slots:
 
     def fair(self, pool: Key) -> FairShare | None:
         """The pool's fairShare, as the store has its spec (None: no fair shares, or no pool)."""
-        spec = self.store.pools.get(pool)
-        return spec.spec.fair_share if spec is not None else None
+        found = self.store.pools.get(pool)
+        return found.spec.fair_share if found is not None else None
 
     def admit(self, pool: Key, concurrency: int, now: datetime, most: int | None = None,
               group_cap: int | None = None, fair: FairShare | None = None) -> list[Key]:
