@@ -81,6 +81,8 @@ BAD = [
      ["spec.fairShare.defaultWeight", "less than or equal to 1000"]),
     ("fair share key too long", pool(fairShare={"by": "Submitter", "weights": {"u" * 513: 2}}),
      ["spec.fairShare.weights", "1 to 512 characters"]),
+    ("fair share half-life too short", pool(fairShare={"by": "Submitter", "usageHalfLife": "30s"}),
+     ["spec.fairShare.usageHalfLife", "between 1m and 168h"]),
     ("fair share of 257 weights", pool(fairShare={"by": "Group", "weights": {f"g{i}": 1 for i in range(257)}}),
      ["spec.fairShare.weights", "256"]),
     ("no attempts", task(retry={"maxAttempts": 0}), ["spec.retry.maxAttempts"]),

@@ -84,6 +84,7 @@ on create and refuse any other value, and any change of it later; a pool that sh
 (`fairShare.by: Submitter`) takes a task's fairness group from it."""
 
 WEIGHT_MOST: Final = 1000
+UsageHalfLife = Annotated[timedelta, DurationBounds("1m", "168h")]
 Weight = Annotated[int, Field(ge=1, le=WEIGHT_MOST)]
 
 
@@ -115,6 +116,12 @@ class FairShare(Model):
     `defaultWeight`."""
     default_weight: Weight = 1
     """Weight of the groups `weights` does not name (1 to 1000). Default 1."""
+    usage_half_life: UsageHalfLife | None = None
+    """Count recent use too (Kueue's admission fair sharing): a group's standing is the slots it
+    holds plus its usage, the slots it held averaged over time with this half-life (1m to 168h),
+    so a group that just held many slots yields to one that did not until the average catches up.
+    Unset: only the slots held now count. The usage is the leader's memory: a new leader starts
+    it from what runs."""
 
     def weight(self, group: str) -> int:
         return self.weights.get(group, self.default_weight)

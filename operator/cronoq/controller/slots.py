@@ -142,7 +142,7 @@ class Slots:
             free = min(free, most)
         using = self.by_group(pool, fair) if (group_cap is not None or fair is not None) and free > 0 else None
         if using is not None and fair is not None:
-            waiting.hold(using)
+            waiting.hold(using, now)
         eligible = None
         if using is not None and group_cap is not None:
             cap = group_cap

@@ -99,6 +99,10 @@ class Queue:
         self._fair = fair
         self._load: dict[str, int] = {}
         """Group → the slots it holds (with fair shares): as last told by `hold`, plus those given since."""
+        self._now: datetime | None = None
+        """When `hold` was last told (the time a usage half-life averages to)."""
+        self._usage: dict[str, tuple[float, datetime]] = {}
+        """Group → its usage (the slots it held, averaged with the half-life) as of a time."""
 
     @property
     def fair(self) -> FairShare | None:
@@ -126,19 +130,56 @@ class Queue:
         for group in list(self._groups):
             self._rerank(group)
 
-    def hold(self, using: Mapping[str, int]) -> None:
+    def hold(self, using: Mapping[str, int], now: datetime | None = None) -> None:
         """The slots each group holds now (running attempts and grants not started): what a pool
-        that shares its slots ranks its groups by. O(groups holding slots, log g)."""
+        that shares its slots ranks its groups by. O(groups holding slots, log g); with a usage
+        half-life, every waiting group is ranked again (its usage moved with the time)."""
+        half_life = self._half_life()
+        if now is not None:
+            if half_life is not None:
+                for group in self._load.keys() | using.keys():
+                    self._settle(group, now)
+            self._now = now
         for group in self._load.keys() | using.keys():
-            now = using.get(group, 0)
-            if self._load.get(group, 0) == now:
+            held = using.get(group, 0)
+            if self._load.get(group, 0) == held:
                 continue
-            if now:
-                self._load[group] = now
+            if held:
+                self._load[group] = held
             else:
                 del self._load[group]
             if self._fair is not None and group in self._groups:
                 self._rerank(group)
+        if half_life is not None and self._now is not None:
+            for group in [g for g in self._usage
+                          if not self._load.get(g) and self._usage_at(g, self._load, self._usage, self._now) < 0.01]:
+                del self._usage[group]  # its use is forgotten: it starts from nothing, as a new group
+            for group in list(self._groups):
+                self._rerank(group)
+
+    def _half_life(self) -> float | None:
+        fair = self._fair
+        return fair.usage_half_life.total_seconds() if fair is not None and fair.usage_half_life else None
+
+    def _usage_at(self, group: str, load: Mapping[str, int], usage: Mapping[str, tuple[float, datetime]],
+                  now: datetime | None) -> float:
+        """The group's usage at `now`: the slots it held, averaged with the half-life (0 without
+        one). Its held slots were the same since its usage was last settled, so the average moved
+        from there toward them by the half-life's decay."""
+        half_life = self._half_life()
+        if half_life is None or now is None or group not in usage:
+            return 0.0
+        held = load.get(group, 0)
+        then, at = usage[group]
+        return held + (then - held) * float(2.0 ** (-max((now - at).total_seconds(), 0.0) / half_life))
+
+    def _settle(self, group: str, now: datetime, load: Mapping[str, int] | None = None,
+                usage: dict[str, tuple[float, datetime]] | None = None) -> None:
+        """Bring the group's usage to `now` before the slots it holds change (in `usage` and
+        `load`, copies of the queue's own, when given)."""
+        load = self._load if load is None else load
+        usage = self._usage if usage is None else usage
+        usage[group] = (self._usage_at(group, load, usage, now), now) if group in usage else (0.0, now)
 
     def put(self, candidate: Candidate) -> None:
         old = self._current.get(candidate.key)
@@ -189,6 +230,8 @@ class Queue:
                 self._turn += 1
                 self._served[group] = self._turn
                 if self._fair is not None:
+                    if self._now is not None and self._half_life() is not None:
+                        self._settle(group, self._now)
                     self._load[group] = self._load.get(group, 0) + 1
                 self._rerank(group)
                 if len(self._order) > 2 * len(self._ranked) + 64:
@@ -201,10 +244,11 @@ class Queue:
                 self._ranked[group] = rank
                 heapq.heappush(self._order, (rank, group))
 
-    def _standing(self, group: str, best: Candidate, load: Mapping[str, int]) -> float:
+    def _standing(self, group: str, best: Candidate, load: Mapping[str, int],
+                  usage: Mapping[str, tuple[float, datetime]]) -> float:
         if self._fair is None:
             return best.sort_key[0]
-        return load.get(group, 0) / self._fair.weight(group)
+        return (load.get(group, 0) + self._usage_at(group, load, usage, self._now)) / self._fair.weight(group)
 
     def _rank(self, group: str) -> Rank | None:
         """The group's place now, its heap's left-behind head entries dropped; None (and the group
@@ -215,7 +259,7 @@ class Queue:
         if not heap:
             self._forget(group)
             return None
-        return (self._standing(group, heap[0], self._load), self._served[group], heap[0].sort_key)
+        return (self._standing(group, heap[0], self._load, self._usage), self._served[group], heap[0].sort_key)
 
     def _forget(self, group: str) -> None:
         """No task of the group waits: when one comes, the group joins the back of the rotation
@@ -240,10 +284,11 @@ class Queue:
         for tasks in groups.values():
             tasks.sort(reverse=True)  # the best last, so taking it is a pop()
         served, turn, load = {group: self._served[group] for group in groups}, self._turn, dict(self._load)
+        usage = dict(self._usage)
 
         def rank(group: str) -> Rank:
             best = groups[group][-1]
-            return (self._standing(group, best, load), served[group], best.sort_key)
+            return (self._standing(group, best, load, usage), served[group], best.sort_key)
 
         order = [(rank(group), group) for group in groups]
         heapq.heapify(order)
@@ -253,6 +298,8 @@ class Queue:
             turn += 1
             served[group] = turn
             if self._fair is not None:
+                if self._now is not None and self._half_life() is not None:
+                    self._settle(group, self._now, load, usage)
                 load[group] = load.get(group, 0) + 1
             if groups[group]:
                 heapq.heappush(order, (rank(group), group))

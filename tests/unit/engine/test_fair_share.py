@@ -332,3 +332,142 @@ def test_tasks_without_a_submitter_are_one_group() -> None:
         queue.put(Candidate.of("ns", f"anon{i}", 0, at(i), f"name-{i}"))  # no submitter recorded
     queue.put(Candidate.of("ns", "h0", 0, at(10), "x", HONEST))
     assert fill(queue, 4) == {"": 3, HONEST: 1}
+
+
+# --- usage with a half-life (Kueue's admission fair sharing) -------------------------------------
+
+def with_half_life(minutes: int, **more) -> FairShare:
+    return FairShare.model_validate({"by": "Submitter", "usageHalfLife": f"{minutes}m", **more})
+
+
+def test_a_group_that_just_held_many_slots_yields_to_one_that_did_not() -> None:
+    """The honest tenant held 10 slots for an hour; its 10 end as the gamer's backlog arrives. Without
+    a half-life the 10 free slots split 5:5; with one, the gamer (no recent use) takes all 10."""
+    for fair, split in ((BY_SUBMITTER, {GAMER: 5, HONEST: 5}), (with_half_life(10), {GAMER: 10})):
+        queue = queue_of(fair, honest_tasks(50))
+        queue.hold({HONEST: 10}, at(0))
+        queue.hold({HONEST: 10}, at(3600))  # an hour at 10: its usage is 10
+        for candidate in gamer_tasks(50):
+            queue.put(candidate)
+        queue.hold({}, at(3600))  # its 10 ended
+        assert fill(queue, 10) == split, fair
+
+
+def test_usage_fades_with_the_half_life() -> None:
+    """Ten minutes after the honest tenant's 10 ended (one half-life), its usage is 5: of 10 free
+    slots the gamer takes 7, the honest tenant 3 (7 = 3 + 5 for it, within one grant)."""
+    queue = queue_of(with_half_life(10), honest_tasks(50), gamer_tasks(50))
+    queue.hold({HONEST: 10}, at(0))
+    queue.hold({}, at(3600 * 5))  # five hours at 10: usage 10; then none held
+    queue.hold({}, at(3600 * 5 + 600))  # a half-life later: 5
+    got = fill(queue, 10)
+    assert got[GAMER] + got[HONEST] == 10 and abs((got[HONEST] + 5) - got[GAMER]) <= 1, got
+    queue.hold({}, at(3600 * 5 + 600))  # those 10 ended at once
+    queue.hold({}, at(3600 * 24 * 7))  # a week later: forgotten, as a group new to the pool
+    assert HONEST not in queue._usage and GAMER not in queue._usage
+
+
+def test_with_a_half_life_held_slots_still_even_out_while_both_wait() -> None:
+    """Through time on the played clock: the usage follows what each holds, so once it has caught up
+    the slots are shared as without a half-life (within a slot or two while it catches up)."""
+    queue = Queue(with_half_life(1))
+    for i in range(400):
+        queue.put(Candidate.of("ns", f"g{i}", 1000, at(i), f"n{i % 60}", GAMER))
+        queue.put(Candidate.of("ns", f"h{i}", 0, at(i), "x", HONEST))
+    held: Counter[str] = Counter()
+    waiting = Counter({GAMER: 400, HONEST: 400})
+    running: list[tuple[float, str]] = []
+    now, seen = 0.0, []
+    while waiting[GAMER] and waiting[HONEST]:
+        queue.hold(held, at(now))
+        while len(running) < 10 and (c := queue.pop()) is not None:
+            held[c.submitter] += 1
+            waiting[c.submitter] -= 1
+            heapq.heappush(running, (now + (1.0 if c.submitter == GAMER else 5.0), c.submitter))
+        if waiting[GAMER] and waiting[HONEST]:
+            seen.append((now, dict(held)))
+        now, who = heapq.heappop(running)
+        held[who] -= 1
+    late = [h for t, h in seen if t > 10]  # past the first fill
+    assert late and all(abs(h.get(GAMER, 0) - h.get(HONEST, 0)) <= 2 for h in late), [
+        h for h in late if abs(h.get(GAMER, 0) - h.get(HONEST, 0)) > 2][:5]
+
+
+class SharesWithUsage(Shares):
+    """The rule with a usage half-life, written plainly: each group's usage is the slots it held,
+    averaged with the half-life, kept as (value, when) and moved to `now` before what it holds
+    changes; a group's standing is (held + usage) / weight."""
+
+    def __init__(self, fair: FairShare) -> None:
+        super().__init__(fair)
+        assert fair.usage_half_life is not None
+        self.half_life = fair.usage_half_life.total_seconds()
+        self.usage: dict[str, tuple[float, float]] = {}
+        self.now: float | None = None
+
+    def value(self, group: str, at_: float) -> float:
+        if group not in self.usage:
+            return 0.0
+        then, when = self.usage[group]
+        held = self.load[group]
+        return held + (then - held) * float(2.0 ** (-max(at_ - when, 0.0) / self.half_life))
+
+    def settle(self, group: str, at_: float) -> None:
+        self.usage[group] = (self.value(group, at_), at_)
+
+    def hold(self, told: dict[str, int], at_: float) -> None:
+        for group in set(self.load) | set(told):
+            self.settle(group, at_)
+        self.now = at_
+        self.load = Counter(told)
+        for group in [g for g in self.usage if not self.load[g] and self.value(g, at_) < 0.01]:
+            del self.usage[group]
+
+    def pop(self, eligible: Callable[[str], bool]) -> Candidate | None:
+        best: dict[str, Candidate] = {}
+        for c in self.waiting.values():
+            g = self.group(c)
+            if eligible(g) and (g not in best or c < best[g]):
+                best[g] = c
+        if not best:
+            return None
+        now = self.now
+
+        def standing(g: str) -> float:
+            return (self.load[g] + (self.value(g, now) if now is not None else 0.0)) / self.fair.weight(g)
+
+        group, c = min(best.items(), key=lambda gc: (standing(gc[0]), self.served[gc[0]], gc[1].sort_key))
+        self.discard(c.key)
+        self.turn += 1
+        if now is not None:
+            self.settle(group, now)
+        self.load[group] += 1
+        if any(self.group(o) == group for o in self.waiting.values()):
+            self.served[group] = self.turn
+        return c
+
+
+@given(steps=st.lists(st.tuples(st.sampled_from(["put", "put", "put", "discard", "pop", "pop", "hold"]),
+                                st.integers(0, 12), st.integers(-2, 2), st.sampled_from(SUBMITTERS),
+                                st.sets(st.sampled_from(SUBMITTERS)), st.integers(0, 900)), max_size=100))
+def test_with_a_half_life_the_queue_gives_the_rule_s_order(steps) -> None:
+    fair = FairShare.model_validate({"by": "Submitter", "usageHalfLife": "5m", "weights": {"alice": 2}})
+    queue, model = Queue(fair), SharesWithUsage(fair)
+    clock = 0.0
+    for op, n, priority, submitter, capped, seconds in steps:
+        key = ("ns", f"t{n}")
+        if op == "put":
+            candidate = Candidate.of(*key, priority, at(n), "", submitter)
+            queue.put(candidate)
+            model.put(candidate)
+        elif op == "discard":
+            queue.discard(key)
+            model.discard(key)
+        elif op == "hold":
+            clock += seconds
+            told = {g: (n + i) % 4 for i, g in enumerate(sorted(capped))}
+            queue.hold(told, at(clock))
+            model.hold(told, clock)
+        else:
+            assert queue.pop(lambda g: g not in capped) == model.pop(lambda g: g not in capped)
+    assert list(queue.in_order()) == [c for c in iter(lambda: model.pop(lambda g: True), None)]
