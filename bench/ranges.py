@@ -96,6 +96,9 @@ def figures(r: dict[str, Any]) -> Iterator[tuple[str, str, float | None]]:
         b = r["backlog"]
         yield "backlog.urgent_dispatch_s", f"{b['probes'][0]['waiting_before']} waiting", \
             b["probes"][0]["dispatch_seconds"]
+    shares = (r.get("gaming") or {}).get("shares")
+    if shares:
+        yield "gaming.gamer_share", f"{shares['a_tasks']} gaming tasks", shares["gamer_share"]
     idle = r.get("idle") or []
     for i in [idle] if isinstance(idle, dict) else idle:
         n = i["tasks_present"]

@@ -186,6 +186,8 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"| {label} | {_s(run['b_last_finished_seconds'])} | {_s(run['a_drained_seconds'])} |")
         out.append("")
 
+    out += _gaming(r.get("gaming"))
+
     fo = r.get("failover")
     if fo:
         out += ["## Failover", ""]
@@ -211,6 +213,21 @@ def idle_runs(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The idle measurements, one per size (older results hold a single one)."""
     idle = results.get("idle")
     return [] if not idle else [idle] if isinstance(idle, dict) else list(idle)
+
+
+def _gaming(gaming: dict[str, Any] | None) -> list[str]:
+    """The gaming tenant's share of the starts, in the default order and sharing by submitter."""
+    if not gaming:
+        return []
+    d = gaming["default"]
+    out = [f"## A gaming tenant: A's {d['a_tasks']} Tasks over 60 group names at priority 1000, then B's "
+           f"{d['b_tasks']} honest ones, on a pool of concurrency {d['concurrency']}", "",
+           "| order | A's share of the starts while B waited | B's last task finished after B was submitted |",
+           "|---|---|---|"]
+    for label, run in (("default (no fairShare)", d), ("fairShare by submitter", gaming["shares"])):
+        share = f"{run['gamer_share']:.2f}" if run["gamer_share"] is not None else "-"
+        out.append(f"| {label} | {share} | {_s(run['b_last_finished_seconds'])} |")
+    return [*out, ""]
 
 
 def _deep(d: dict[str, Any] | None) -> list[str]:

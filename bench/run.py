@@ -40,7 +40,7 @@ from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.deep import deep  # noqa: E402
 from bench.failover import LEASE, failover  # noqa: E402
-from bench.fairness import fairness  # noqa: E402
+from bench.fairness import fairness, gaming  # noqa: E402
 from bench.idle import idle  # noqa: E402
 from bench.kopf_ab import kopf_ab  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
@@ -148,6 +148,8 @@ SCENARIOS = (
              "--lean Tasks, leaseTTL 0s, --events=warnings: writes per task"),
     Scenario("fairness", False, _once("fairness", lambda b: fairness(b.ctx, b.args.backlog)),
              "two tenants' groups on one pool"),
+    Scenario("gaming", False, _once("gaming", lambda b: gaming(b.ctx, b.args.backlog)),
+             "a gaming tenant (60 group names, priority 1000) beside an honest one, with and without fair shares"),
     Scenario("kueue-backlog", False, _once("kueue_backlog", lambda b: kueue_probe(b.ctx, b.bins, b.args.backlog)),
              "priority probes behind Kueue's backlog"),
     Scenario("backlog", False, _backlog, "--backlog Tasks behind concurrency 50, three priority probes"),

@@ -26,7 +26,7 @@ def test_values_named_in_the_prose_exist():
     prefixes = {".".join(k.split(".")[:n]) for k in keys for n in range(1, k.count(".") + 2)}
     maps = {row.key for row in values_doc.rows() if row.default == "{}"}  # free keys below these
     prose = DOC.read_text().split(START, 1)[0] + "".join(p.read_text() for p in PROSE)
-    named = set(re.findall(r"`((?:image|operator|metrics|taskPods|defaultPool|podDisruptionBudget|serviceAccount|rbac|userRoles|workloadPolicy|workers)\.[\w.]+)", prose))
+    named = set(re.findall(r"`((?:image|operator|metrics|taskPods|defaultPool|podDisruptionBudget|serviceAccount|rbac|userRoles|workloadPolicy|submitterPolicy|workers)\.[\w.]+)", prose))
     named |= set(re.findall(r"--set(?:-string|-json)? '?((?:[a-zA-Z]+\.)+[a-zA-Z]+)", prose))
     unknown = sorted(n for n in named if n not in prefixes and not any(n.startswith(m + ".") for m in maps))
     assert not unknown, f"docs/operating/ names values that do not exist: {unknown}"

@@ -43,6 +43,11 @@ def test_the_operator_runs_a_task_with_the_charts_identity(mode, api, kubectl, i
         fired = wait_until(lambda: schedules.tasks("tick"), timeout=30, what="a fire of the schedule")
         (ref,) = fired[0]["metadata"]["ownerReferences"]
         assert (ref["kind"], ref["uid"], ref["controller"]) == ("TaskSchedule", schedule["metadata"]["uid"], True)
+        # The chart stamps who created the schedule (the cluster serves MutatingAdmissionPolicy), and
+        # its fires are submitted in that name, not the operator's (issue 54).
+        who = json.loads(kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]["username"]
+        assert schedule["metadata"]["annotations"]["cronoq.io/submitter"] == who
+        assert fired[0]["metadata"]["annotations"]["cronoq.io/submitter"] == who
         schedules.patch("tick", {"suspend": True})
         assert "Forbidden" not in proc.log_path.read_text()
     finally:

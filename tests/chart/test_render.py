@@ -475,6 +475,28 @@ def test_workload_policy_exempts_the_operator_and_can_be_switched_off(render):
                     f"{NS}-{FULLNAME}-workloads-schedule-owners")
 
 
+def test_submitter_policy_guards_tasks_and_schedules_and_stamps_where_asked(render):
+    """Issue 54: the guard always (with the switch), the stamp where admissionregistration.k8s.io/v1
+    MutatingAdmissionPolicy is served (auto), or as told; both exempt the operator."""
+    guard = only(render(), "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-submitter")
+    (resources,) = guard["spec"]["matchConstraints"]["resourceRules"]
+    assert resources["resources"] == ["tasks", "taskschedules"] and resources["operations"] == ["CREATE", "UPDATE"]
+    (exempt,) = guard["spec"]["matchConditions"]
+    assert exempt["expression"] == f"request.userInfo.username != 'system:serviceaccount:{NS}:{FULLNAME}'"
+    assert len(guard["spec"]["validations"]) == 2
+    required = only(render(sets={"submitterPolicy.required": "true"}), "ValidatingAdmissionPolicy",
+                    f"{NS}-{FULLNAME}-submitter")
+    assert len(required["spec"]["validations"]) == 3
+    stamp = only(render(sets={"submitterPolicy.stamp": "true"}), "MutatingAdmissionPolicy", f"{NS}-{FULLNAME}-submitter-stamp")
+    assert stamp["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert stamp["spec"]["matchConditions"][0] == exempt
+    assert only(render(sets={"submitterPolicy.stamp": "true"}), "MutatingAdmissionPolicyBinding",
+                f"{NS}-{FULLNAME}-submitter-stamp")["spec"] == {"policyName": stamp["metadata"]["name"]}
+    assert not find(render(sets={"submitterPolicy.stamp": "false"}), "MutatingAdmissionPolicy")
+    assert not find(render(sets={"submitterPolicy.enabled": "false"}), "ValidatingAdmissionPolicy",
+                    f"{NS}-{FULLNAME}-submitter")
+
+
 def test_task_lease_policy_judges_requests_by_the_task_service_accounts_not_by_label(render):
     objects = render(set_json={"taskPods": {"leaseRole": {"serviceAccounts": ["cronoq-task"], "namespaces": ["jobs"]}}})
     policy = only(objects, "ValidatingAdmissionPolicy", f"{NS}-{FULLNAME}-task-lease")

@@ -179,3 +179,23 @@ def test_bad_submissions_are_refused_before_anything_is_created(client, cq):
     with pytest.raises(TaskNotFound):
         client.wait("never-submitted", timeout=5)
     assert cq.custom.list_namespaced_custom_object("cronoq.io", "v1alpha1", cq.namespace, "tasks")["items"] == []
+
+
+def test_the_client_records_who_submits_a_task(cq, kubectl, tmp_path):
+    """Issue 54: where no admission policy stamps cronoq.io/submitter (before Kubernetes 1.36, or
+    without the chart), the client does, with the username the API server gives it (its
+    SelfSubjectReview): here a ServiceAccount's bound token."""
+    from tests.chart.identity import service_account_kubeconfig
+
+    cq.pool()
+    kubectl("create", "serviceaccount", "ci", namespace=cq.namespace)
+    kubectl("create", "role", "ci-tasks", "--verb=get,list,create", "--resource=tasks.cronoq.io,taskpools.cronoq.io",
+            namespace=cq.namespace)
+    kubectl("create", "rolebinding", "ci-tasks", "--role=ci-tasks", f"--serviceaccount={cq.namespace}:ci",
+            namespace=cq.namespace)
+    ci = Client(namespace=cq.namespace, kubeconfig=str(service_account_kubeconfig(
+        kubectl, cq.namespace, "ci", tmp_path / "ci.kubeconfig")))
+    task = ci.submit("mine", image=IMAGE, annotations={"team": "a"})
+    assert task.metadata.annotations == {"team": "a", "cronoq.io/submitter": f"system:serviceaccount:{cq.namespace}:ci"}
+    told = ci.submit("told", image=IMAGE, annotations={"cronoq.io/submitter": "as-given"})
+    assert told.metadata.annotations["cronoq.io/submitter"] == "as-given", "what the caller gives is kept (the policy judges it)"

@@ -24,6 +24,7 @@ EXPECTED = {
     "order-webhook": ("Succeeded", 2),
     "import-batch": ("Failed", 1),
     "extract": ("Succeeded", 1), "summarize": ("Succeeded", 1),
+    "nightly-export": ("Succeeded", 1),
 }
 
 

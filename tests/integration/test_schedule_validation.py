@@ -28,6 +28,12 @@ def refused(result, *words: str) -> None:
         assert word in result.stderr, f"{word!r} not in the error:\n{result.stderr}"
 
 
+def _with_template_annotations(annotations: dict[str, str]) -> dict[str, Any]:
+    body = schedule()
+    body["spec"]["taskTemplate"]["metadata"] = {"annotations": annotations}
+    return body
+
+
 no_template = schedule()
 del no_template["spec"]["taskTemplate"]
 
@@ -50,6 +56,8 @@ BAD = [
     ("key in the template", schedule(template={"key": "k"}), ["spec.taskTemplate.spec.key", "derived"]),
     ("cancel in the template", schedule(template={"cancel": True}), ["spec.taskTemplate.spec.cancel"]),
     ("template priority too high", schedule(template={"priority": 10**7}), ["spec.taskTemplate.spec.priority"]),
+    ("submitter in the template", _with_template_annotations({"cronoq.io/submitter": "someone-else"}),
+     ["spec.taskTemplate.metadata.annotations", "cronoq.io/submitter is not the template's to set"]),
     ("suspend not a boolean", schedule(suspend="yes"), ["spec.suspend"]),
     ("name too long", schedule(name="s" * 64), ["metadata.name", "63"]),
     ("backfill ending before it starts", schedule(backfills=[{"start": "2026-12-02T00:00:00Z",

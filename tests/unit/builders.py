@@ -78,6 +78,11 @@ class TaskBuilder:
         self._obj["metadata"]["uid"] = uid
         return self
 
+    def submitted_by(self, username: str) -> TaskBuilder:
+        """The cronoq.io/submitter annotation the chart's admission policy writes."""
+        self._obj["metadata"].setdefault("annotations", {})["cronoq.io/submitter"] = username
+        return self
+
     # --- status -----------------------------------------------------------------------------
     def status(self, status: TaskStatus | dict[str, Any] | None) -> TaskBuilder:
         """Set the stored status (a TaskStatus, e.g. the one a previous plan wrote, or its wire form)."""

@@ -99,3 +99,12 @@ def test_the_schedule_exemptions_are_the_engines_keys() -> None:
     from cronoq.engine.schedule import FIRE_TIME, SCHEDULE, TRIGGER
 
     assert {SCHEDULE, FIRE_TIME, TRIGGER} <= set(UNPROTECTED_KEYS)
+
+
+def test_the_submitter_policy_guards_the_annotation_the_operator_reads() -> None:
+    """Issue 54: the chart's submitter policy names the same annotation as api.pool.SUBMITTER."""
+    from cronoq.api import SUBMITTER
+
+    policy = (OPERATOR.parents[1] / "charts" / "cronoq" / "templates" / "submitter-policy.yaml").read_text()
+    assert f'{{{{- $key := "{SUBMITTER}" }}}}' in policy
+    assert SUBMITTER in UNPROTECTED_KEYS and SUBMITTER not in PROTECTED_KEYS

@@ -77,6 +77,56 @@ class RateLimit(Model):
     evenly spaced."""
 
 
+SUBMITTER: Final = "cronoq.io/submitter"
+"""The Task annotation naming who created the task: the username the API server authenticated
+(`system:serviceaccount:team-a:ci`, `alice@example.com`). The chart's admission policies write it
+on create and refuse any other value, and any change of it later; a pool that shares by submitter
+(`fairShare.by: Submitter`) takes a task's fairness group from it."""
+
+WEIGHT_MOST: Final = 1000
+UsageHalfLife = Annotated[timedelta, DurationBounds("1m", "168h")]
+Weight = Annotated[int, Field(ge=1, le=WEIGHT_MOST)]
+
+
+class FairShare(Model):
+    """How the pool shares its slots among fairness groups: where a task's group comes from
+    (`by`), and how much each group gets against the others (`weights`). The next free slot goes
+    to the waiting group that holds the fewest slots for its weight (running attempts, and slots
+    granted but not started), groups as low taking turns; a task's `priority` orders only the tasks
+    of its own group. So a group gets its weight's part of the pool however many tasks it queues,
+    whatever their priority: with two groups of weights 2 and 1 waiting, 2 of every 3 slots go to
+    the first."""
+
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        "!has(self.weights) || self.weights.all(k, k.size() >= 1 && k.size() <= 512)",
+        "fairShare.weights: each key (a submitter or a group) is 1 to 512 characters", field_path=".weights")))
+
+    by: Literal["Submitter", "Group"]
+    """Where a task's fairness group comes from. `Submitter`: who created the task, the user or
+    ServiceAccount the API server authenticated, as its `cronoq.io/submitter` annotation records
+    it (the chart's admission policies write it and refuse any other value), so a tenant has as
+    many groups as it has identities, whatever it writes in its tasks; a task without the
+    annotation is in the one group of the tasks without a submitter. `Group`: the task's own
+    `spec.group`, which whoever writes the task chooses (for producers that cooperate: a tenant
+    that names 60 groups takes 60 parts)."""
+    weights: dict[str, Weight] = Field(default_factory=dict, max_length=256)
+    """Weight of named groups, 1 to 1000 (at most 256 entries): a submitter's username (e.g.
+    `system:serviceaccount:team-a:ci`) or a `spec.group`, as `by` says. A group of weight 2 gets
+    twice the slots of a group of weight 1 while both wait. Groups not named here weigh
+    `defaultWeight`."""
+    default_weight: Weight = 1
+    """Weight of the groups `weights` does not name (1 to 1000). Default 1."""
+    usage_half_life: UsageHalfLife | None = None
+    """Count recent use too (Kueue's admission fair sharing): a group's standing is the slots it
+    holds plus its usage, the slots it held averaged over time with this half-life (1m to 168h),
+    so a group that just held many slots yields to one that did not until the average catches up.
+    Unset: only the slots held now count. The usage is the leader's memory: a new leader starts
+    it from what runs."""
+
+    def weight(self, group: str) -> int:
+        return self.weights.get(group, self.default_weight)
+
+
 class TaskPoolSpec(Model):
     """How many attempts the pool runs at once and the defaults its tasks inherit."""
 
@@ -87,9 +137,14 @@ class TaskPoolSpec(Model):
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
     group_concurrency: int | None = Field(None, ge=1, le=10_000)
-    """Most attempts one fairness group (a task's `group`; tasks without one form one group) runs at
-    once in the pool (1 to 10000). Unset: a group may use every slot. Whatever the cap, the pool
-    grants slots to groups of equal priority in turn."""
+    """Most attempts one fairness group (a task's `group`, or its submitter when the pool shares by
+    submitter; tasks without one form one group) runs at once in the pool (1 to 10000). Unset: a
+    group may use every slot. Whatever the cap, the pool grants slots to groups in turn."""
+    fair_share: FairShare | None = None
+    """Share the slots among fairness groups by weight, with groups taken from the submitter's
+    identity (`by: Submitter`) or from the tasks' `spec.group` (`by: Group`); priority then orders
+    only the tasks of one group. Unset: groups (`spec.group`) of one priority take turns, and a
+    higher priority goes ahead of every group's lower ones (the order before fair shares)."""
     delivery: Literal["Job", "Workers"] = "Job"
     """How the pool's attempts run: `Job` (default), each attempt a Job and its pod; `Workers`,
     each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),
@@ -220,6 +275,8 @@ class QueueMark(Model):
     """Its status.submittedAt then."""
     group: LabelValue | None = None
     """Its fairness group (spec.group), if it names one."""
+    submitter: str | None = Field(None, min_length=1, max_length=512)
+    """Its submitter (the cronoq.io/submitter annotation), when the pool shares by submitter."""
 
 
 QUEUE_MARKS_MOST: Final = 100

@@ -19,6 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from cronoq.api import durations
+from cronoq.api.pool import SUBMITTER
 from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
 from cronoq.api.model import LabelValue, Model, Timestamp, rule, validations
 from cronoq.api.task import TaskSpec
@@ -110,8 +111,13 @@ class TemplateMetadata(Model):
         default_factory=dict, max_length=32, description="Labels of each Task (at most 32).",
         json_schema_extra=validations(rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters")))
     annotations: dict[str, Annotated[str, Field(max_length=8192)]] = Field(
-        default_factory=dict, max_length=32, description="Annotations of each Task (at most 32).",
-        json_schema_extra=validations(rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters")))
+        default_factory=dict, max_length=32,
+        description=f"Annotations of each Task (at most 32; not {SUBMITTER}: a fire's submitter is the schedule's).",
+        json_schema_extra=validations(
+            rule("self.all(k, k.size() <= 317)", "keys must be at most 317 characters"),
+            rule(f"!('{SUBMITTER}' in self)",
+                 f"spec.taskTemplate.metadata.annotations: {SUBMITTER} is not the template's to set: each fire is "
+                 "submitted by whoever created the schedule (its own annotation)", reason="FieldValueForbidden")))
 
 
 class TaskTemplate(Model):

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -25,7 +26,7 @@ from cronoq.client import (
     Client, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import PAGE, RETRYABLE_PHASES, Pages, check_manifest
-from cronoq.engine import delay
+from cronoq.engine import admission, delay
 from cronoq.engine.admission import MARKS_FROM
 from cronoq.engine.attempts import waiting
 from cronoq.pod_protocol.inputs import plain
@@ -789,6 +790,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     ]
     if task.spec.key:
         pairs.append(("Key", task.spec.key))
+    if submitter := admission.submitter_of(task):
+        pairs.append(("Submitter", render.cell(submitter)))
     if s and s.duplicate_of:
         pairs.append(("Duplicate of", s.duplicate_of))
     if "cronoq.io/retry-of" in task.metadata.labels:
@@ -865,23 +868,37 @@ def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
     pool = client.pool(name)
     if pool is None:
         return waiting.described(waiting.of_task(task, None), "", datetime.now(timezone.utc))
+    fair = pool.spec.fair_share
     counted = pool.status.queued if pool.status else 0
     queue_marks = pool.status.queue_marks if pool.status else None
     exactly = f"`cronoq describe {task.metadata.name} --place` reads them all"
+    group = admission.fair_group(task.spec.group, admission.submitter_of(task), fair)
+    running: Counter[str] | None = None
+
+    def by_group() -> Counter[str]:
+        """The pool's running tasks by fairness group, read once, when something decides on them."""
+        nonlocal running
+        if running is None:
+            running = Counter(admission.fair_group(t.spec.group, admission.submitter_of(t), fair)
+                              for page in client.pages(pool=name, phase="Running") for t in page)
+        return running
+
+    queued_groups: set[str] = set()
     if queue_marks is not None and not place_anyway:  # the operator took them: past its --queue-marks-from
-        place = f"{waiting.between(task, queue_marks)}; for the exact place, {exactly}"
+        place = f"{waiting.between(task, queue_marks, fair)}; for the exact place, {exactly}"
     elif counted > PLACE_LIMIT and not place_anyway:
         place = f"one of {counted:,} queued in pool {name} (the place is worked out up to {PLACE_LIMIT:,} queued: {exactly})"
     else:
-        queued = client.pages(pool=name, phase="Queued")
-        place = str(waiting.place(task, (t for page in queued for t in page)))
+        queued = [t for page in client.pages(pool=name, phase="Queued") for t in page]
+        queued_groups = {admission.fair_group(t.spec.group, admission.submitter_of(t), fair) for t in queued}
+        place = str(waiting.place(task, queued, fair, by_group() if fair is not None else None))
 
-    def group_running() -> int:
-        group = task.spec.group or ""
-        return sum(1 for page in client.pages(pool=name, phase="Running") for t in page
-                   if (t.spec.group or "") == group)
+    def share() -> waiting.Share:
+        assert fair is not None  # (asked for only when the pool shares its slots)
+        return waiting.share_of(fair, pool.spec.concurrency, group, by_group(), queued_groups)
 
-    return waiting.described(waiting.of_task(task, pool, group_running), place, datetime.now(timezone.utc))
+    return waiting.described(waiting.of_task(task, pool, lambda: by_group()[group], share), place,
+                             datetime.now(timezone.utc))
 
 
 def logs(args: argparse.Namespace, client: Client) -> int:

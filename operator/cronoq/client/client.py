@@ -24,7 +24,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskSpec
+from cronoq.api import GROUP, SUBMITTER, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskSpec
 from cronoq.api.durations import format as format_duration
 from cronoq.client.attempts import AttemptReads
 from cronoq.client.common import selector_of
@@ -94,6 +94,7 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
         self.custom = k8s.CustomObjectsApi(api_client)
         self.core = k8s.CoreV1Api(api_client)
         self.batch = k8s.BatchV1Api(api_client)
+        self._username: str | None = None
 
     def in_namespace(self, namespace: str) -> Client:
         """The same connection, another namespace (for tasks listed across namespaces)."""
@@ -237,8 +238,33 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
             existing = self.holder_of(spec["key"], spec.get("pool", "default"))
             if existing is not None:
                 return existing, False
+        self._stamp(body)
         created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", body)
         return Task.model_validate(created), True
+
+    def whoami(self) -> str:
+        """The username the API server knows this client as (a SelfSubjectReview, asked once): the
+        submitter a pool that shares by submitter counts its tasks under."""
+        if self._username is None:
+            review = k8s.AuthenticationV1Api(self.api_client).create_self_subject_review(
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+            self._username = review.status.user_info.username or ""
+        return self._username
+
+    def _stamp(self, body: dict[str, Any]) -> None:
+        """Record the submitter (cronoq.io/submitter) where the cluster does not (the chart's stamp
+        needs Kubernetes 1.36): its admission policy checks the value is this client's username."""
+        annotations = body["metadata"].setdefault("annotations", {})
+        if SUBMITTER in annotations:
+            return
+        try:
+            username = self.whoami()
+        except ApiException:  # not served (before 1.28) or not allowed: the stamp, if any, writes it
+            username = ""
+        if username:
+            annotations[SUBMITTER] = username
+        elif not annotations:
+            del body["metadata"]["annotations"]
 
     def _validated(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         body = check_manifest(manifest)

@@ -262,8 +262,7 @@ class Applier:
             # Refreshed on every reconcile: a priority raised while queued reorders the queue.
             submitted = (task.status.submitted_at if task.status else None) or entry.first_seen
             in_line = delay.in_line_from(task, submitted)  # a delayed task queues from its start time
-            self.slots.want(pool_key, Candidate.of(namespace, name, task.spec.priority, in_line, task.spec.group),
-                            self.clock())
+            self.slots.want(pool_key, Candidate.of_task(task, in_line), self.clock())
             self.queue.add(PoolWork(*pool_key))
         else:
             self.slots.unwant(pool_key, key)

@@ -248,7 +248,7 @@ class Controller:
             capacity = min(capacity, running + free)
         tokens = self.rate_limits.allowance(pool_key, pool)
         granted = self.slots.admit(pool_key, capacity, self.clock.now(), most=tokens,
-                                   group_cap=pool.spec.group_concurrency)
+                                   group_cap=pool.spec.group_concurrency, fair=pool.spec.fair_share)
         for key in granted:
             self.queue.add(TaskWork(*key), urgent=True)  # ahead of routine reconciles
         if tokens is not None:

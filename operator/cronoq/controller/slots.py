@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cronoq.controller.store import Key, Store
-from cronoq.engine.admission import Candidate, Queue
+from cronoq.api import FairShare
+from cronoq.engine.admission import Candidate, Queue, fair_group
 from cronoq.engine.attempts import is_ready
 
 
@@ -58,7 +59,10 @@ class Slots:
         key = candidate.key
         if self.waits_in.get(key, pool) != pool:
             self.unwant(self.waits_in[key], key)
-        self.waiting.setdefault(pool, Queue()).put(candidate)
+        queue = self.waiting.get(pool)
+        if queue is None:
+            queue = self.waiting[pool] = Queue(self.fair(pool))
+        queue.put(candidate)
         self.waits_in[key] = pool
         self.ready_since.setdefault(key, now)
 
@@ -117,19 +121,28 @@ class Slots:
         """Slots neither running nor granted."""
         return concurrency - self.running(pool) - sum(1 for g in self.grants.values() if g.pool == pool)
 
+    def fair(self, pool: Key) -> FairShare | None:
+        """The pool's fairShare, as the store has its spec (None: no fair shares, or no pool)."""
+        found = self.store.pools.get(pool)
+        return found.spec.fair_share if found is not None else None
+
     def admit(self, pool: Key, concurrency: int, now: datetime, most: int | None = None,
-              group_cap: int | None = None) -> list[Key]:
+              group_cap: int | None = None, fair: FairShare | None = None) -> list[Key]:
         """Free drained slots, then grant the pool's free slots (`most` of them at most: its rate
         limit's tokens, each grant taking one) to its best waiting tasks, no group beyond `group_cap`
-        attempts at once (a pool's groupConcurrency); return them, best first."""
+        attempts at once (a pool's groupConcurrency), shared among its groups as `fair` says (a
+        pool's fairShare); return them, best first."""
         self.release_drained(pool)
         waiting = self.waiting.get(pool)
         if waiting is None:
             return []
+        waiting.configure(fair)
         free = self.free(pool, concurrency)
         if most is not None:
             free = min(free, most)
-        using = self.by_group(pool) if group_cap is not None and free > 0 else None
+        using = self.by_group(pool, fair) if (group_cap is not None or fair is not None) and free > 0 else None
+        if using is not None and fair is not None:
+            waiting.hold(using, now)
         eligible = None
         if using is not None and group_cap is not None:
             cap = group_cap
@@ -146,14 +159,14 @@ class Slots:
             granted.append(key)
             free -= 1
             if using is not None:
-                using[candidate.group] += 1
+                using[waiting.group_of(candidate)] += 1
         if not waiting:
             del self.waiting[pool]
         return granted
 
-    def by_group(self, pool: Key) -> Counter[str]:
-        """Slots in use per fairness group: running attempts, grants, aborted attempts still running.
-        O(concurrency): what runs, never what waits."""
+    def by_group(self, pool: Key, fair: FairShare | None = None) -> Counter[str]:
+        """Slots in use per fairness group (as `fair` takes groups): running attempts, grants,
+        aborted attempts still running. O(concurrency): what runs, never what waits."""
         holders = [*self.store.running.get(pool, ()), *(k for k, g in self.grants.items() if g.pool == pool)]
         holders += [(job[0], owner[1]) for job, p in self.draining.items()
                     if p == pool and (owner := self.store.job_owner.get(job)) is not None]
@@ -162,7 +175,7 @@ class Slots:
             record = self.store.tasks.get(key)
             brief = record.weighed() if record is not None else None
             if brief is not None:
-                using[brief.group or ""] += 1
+                using[fair_group(brief.group, brief.submitter, fair)] += 1
         return using
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.api.task import SPEC_LIMIT
 from cronoq.engine import delay, dependencies, keys
+from cronoq.engine.admission import submitter_of
 from cronoq.engine.attempts import serving_worker
 from cronoq.engine.decide import Finished
 from cronoq.engine.dependencies import Component
@@ -83,6 +84,8 @@ class Brief:
     pool: str
     priority: int
     group: str | None
+    submitter: str | None
+    """Who created it (its cronoq.io/submitter annotation), if recorded."""
     key: str | None
     depends_on: tuple[str, ...]
     cancel: bool
@@ -97,7 +100,8 @@ class Brief:
         return cls(namespace=meta.namespace or "", name=meta.name or "", uid=meta.uid or "",
                    resource_version=_version(meta.resource_version),
                    pool=sys.intern(spec.pool), priority=spec.priority,
-                   group=sys.intern(spec.group) if spec.group else None, key=spec.key,
+                   group=sys.intern(spec.group) if spec.group else None,
+                   submitter=sys.intern(submitter) if (submitter := submitter_of(task)) else None, key=spec.key,
                    depends_on=tuple(sys.intern(d.task) for d in spec.depends_on), cancel=bool(spec.cancel),
                    not_before=delay.not_before(task), phase=status.phase if status else None,
                    has_status=status is not None)

@@ -3,17 +3,22 @@ the highest `priority` first; among tasks of one priority, fairness groups (a ta
 take turns; within a group, the oldest `submittedAt` first, then the name (a stable tie-break).
 A retried task keeps its submission time, so it keeps its place among its priority.
 
-The order is the pool's `Queue`'s; how many slots are free, and which groups are at the pool's
-`groupConcurrency`, are counted where the slots are kept (controller/slots.py), which pops the
-queue while a slot is free."""
+A pool with `fairShare` shares its slots instead: the next slot goes to the waiting group that
+holds the fewest slots for its weight, groups as low taking turns, and priority orders only the
+tasks within a group, so no group gets more than its part by queueing more tasks, naming more
+groups (by submitter: a task's group is who created it) or raising priorities.
+
+The order is the pool's `Queue`'s; how many slots are free, which groups are at the pool's
+`groupConcurrency` and how many slots each group holds are counted where the slots are kept
+(controller/slots.py), which pops the queue while a slot is free."""
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
-from cronoq.api import QueueMark, QueueMarks, TaskPoolSpec
+from cronoq.api import SUBMITTER, FairShare, QueueMark, QueueMarks, Task, TaskPoolSpec
 from cronoq.api.pool import QUEUE_MARKS_MOST
 
 
@@ -27,33 +32,61 @@ class Candidate:
     namespace: str
     name: str
     group: str = ""
-    """Its fairness group; "" for tasks that name none (they share one group)."""
+    """Its fairness group (spec.group); "" for tasks that name none (they share one group)."""
+    submitter: str = ""
+    """Who created it (its cronoq.io/submitter annotation); "" when that is not recorded. The
+    fairness group of a pool that shares by submitter."""
 
     @classmethod
-    def of(cls, namespace: str, name: str, priority: int, submitted_at: datetime, group: str | None = None) -> Candidate:
-        return cls((-priority, submitted_at, namespace, name), namespace, name, group or "")
+    def of(cls, namespace: str, name: str, priority: int, submitted_at: datetime, group: str | None = None,
+           submitter: str | None = None) -> Candidate:
+        return cls((-priority, submitted_at, namespace, name), namespace, name, group or "", submitter or "")
+
+    @classmethod
+    def of_task(cls, task: Task, in_line: datetime) -> Candidate:
+        """The task waiting in line from `in_line` (its submission, or its start time when delayed)."""
+        meta = task.metadata
+        return cls.of(meta.namespace or "", meta.name or "", task.spec.priority, in_line, task.spec.group,
+                      submitter_of(task))
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
 
 
-Rank = tuple[int, int, datetime, str, str]
-"""A group's place: (-priority of its best task, the turn it was last served at, that task's
-submission, namespace, name)."""
+def submitter_of(task: Task) -> str | None:
+    """Who created the task, as its cronoq.io/submitter annotation records it (None: not recorded)."""
+    return task.metadata.annotations.get(SUBMITTER) or None
+
+
+def by_submitter(fair: FairShare | None) -> bool:
+    return fair is not None and fair.by == "Submitter"
+
+
+def fair_group(group: str | None, submitter: str | None, fair: FairShare | None) -> str:
+    """A task's fairness group in a pool that shares as `fair` says: its submitter when the pool
+    shares by submitter, else its own `group` ("" when it has none)."""
+    return (submitter if by_submitter(fair) else group) or ""
+
+
+Rank = tuple[float, int, tuple[int, datetime, str, str]]
+"""A group's place: (its standing: -priority of its best task, or with fair shares the slots it
+holds for its weight; the turn it was last served at; its best task's sort key)."""
 
 
 class Queue:
     """A pool's waiting tasks in admission order: a heap per fairness group, and a heap of groups
-    ranked by their best task's priority, then by whose turn it is (the group served longest ago;
-    a group new to the queue counts as served at the latest turn, so it joins the back of the
-    rotation, not its front). With one group (no task names one) this is plain priority order.
+    ranked by their standing, then by whose turn it is (the group served longest ago; a group new
+    to the queue counts as served at the latest turn, so it joins the back of the rotation, not its
+    front). The standing is the priority of the group's best task, or, when the pool shares its
+    slots (`configure`), the slots the group holds for its weight (`hold`, and one more for each
+    slot it is given). With one group (no task names one) this is plain priority order.
 
     Adding, re-ranking (a priority change), removing and taking the best are O(log n) however long
     the backlog: entries left behind by a re-rank or removal are skipped when they surface, and a
     group's entry whose best task went is ranked again then."""
 
-    def __init__(self) -> None:
+    def __init__(self, fair: FairShare | None = None) -> None:
         self._current: dict[tuple[str, str], Candidate] = {}
         self._groups: dict[str, list[Candidate]] = {}
         self._sizes: dict[str, int] = {}
@@ -63,15 +96,99 @@ class Queue:
         self._order: list[tuple[Rank, str]] = []
         self._ranked: dict[str, Rank] = {}
         """Group → the rank of its one live entry in `_order`."""
+        self._fair = fair
+        self._load: dict[str, int] = {}
+        """Group → the slots it holds (with fair shares): as last told by `hold`, plus those given since."""
+        self._now: datetime | None = None
+        """When `hold` was last told (the time a usage half-life averages to)."""
+        self._usage: dict[str, tuple[float, datetime]] = {}
+        """Group → its usage (the slots it held, averaged with the half-life) as of a time."""
+
+    @property
+    def fair(self) -> FairShare | None:
+        return self._fair
+
+    def group_of(self, candidate: Candidate) -> str:
+        return fair_group(candidate.group, candidate.submitter, self._fair)
+
+    def configure(self, fair: FairShare | None) -> None:
+        """The pool's fairShare, as its spec says now. A change of where groups come from regroups
+        the waiting tasks (O(n log n)); a change of weights ranks the groups again (O(g log g))."""
+        if fair == self._fair:
+            return
+        regroup = by_submitter(fair) != by_submitter(self._fair)
+        self._fair = fair
+        if regroup:
+            waiting = list(self._current.values())
+            for held in (self._current, self._groups, self._sizes, self._served, self._ranked):
+                held.clear()
+            self._order = []
+            for candidate in sorted(waiting):
+                self.put(candidate)
+            return
+        self._order, self._ranked = [], {}
+        for group in list(self._groups):
+            self._rerank(group)
+
+    def hold(self, using: Mapping[str, int], now: datetime | None = None) -> None:
+        """The slots each group holds now (running attempts and grants not started): what a pool
+        that shares its slots ranks its groups by. O(groups holding slots, log g); with a usage
+        half-life, every waiting group is ranked again (its usage moved with the time)."""
+        half_life = self._half_life()
+        if now is not None:
+            if half_life is not None:
+                for group in self._load.keys() | using.keys():
+                    self._settle(group, now)
+            self._now = now
+        for group in self._load.keys() | using.keys():
+            held = using.get(group, 0)
+            if self._load.get(group, 0) == held:
+                continue
+            if held:
+                self._load[group] = held
+            else:
+                del self._load[group]
+            if self._fair is not None and group in self._groups:
+                self._rerank(group)
+        if half_life is not None and self._now is not None:
+            for group in [g for g in self._usage
+                          if not self._load.get(g) and self._usage_at(g, self._load, self._usage, self._now) < 0.01]:
+                del self._usage[group]  # its use is forgotten: it starts from nothing, as a new group
+            for group in list(self._groups):
+                self._rerank(group)
+
+    def _half_life(self) -> float | None:
+        fair = self._fair
+        return fair.usage_half_life.total_seconds() if fair is not None and fair.usage_half_life else None
+
+    def _usage_at(self, group: str, load: Mapping[str, int], usage: Mapping[str, tuple[float, datetime]],
+                  now: datetime | None) -> float:
+        """The group's usage at `now`: the slots it held, averaged with the half-life (0 without
+        one). Its held slots were the same since its usage was last settled, so the average moved
+        from there toward them by the half-life's decay."""
+        half_life = self._half_life()
+        if half_life is None or now is None or group not in usage:
+            return 0.0
+        held = load.get(group, 0)
+        then, at = usage[group]
+        return held + (then - held) * float(2.0 ** (-max((now - at).total_seconds(), 0.0) / half_life))
+
+    def _settle(self, group: str, now: datetime, load: Mapping[str, int] | None = None,
+                usage: dict[str, tuple[float, datetime]] | None = None) -> None:
+        """Bring the group's usage to `now` before the slots it holds change (in `usage` and
+        `load`, copies of the queue's own, when given)."""
+        load = self._load if load is None else load
+        usage = self._usage if usage is None else usage
+        usage[group] = (self._usage_at(group, load, usage, now), now) if group in usage else (0.0, now)
 
     def put(self, candidate: Candidate) -> None:
         old = self._current.get(candidate.key)
         if old == candidate:
             return
-        if old is not None and old.group != candidate.group:
+        group = self.group_of(candidate)
+        if old is not None and self.group_of(old) != group:
             self.discard(old.key)
             old = None
-        group = candidate.group
         self._current[candidate.key] = candidate
         if old is None:
             self._sizes[group] = self._sizes.get(group, 0) + 1
@@ -86,13 +203,14 @@ class Queue:
     def discard(self, key: tuple[str, str]) -> None:
         old = self._current.pop(key, None)
         if old is not None:
-            self._sizes[old.group] -= 1
-            if not self._sizes[old.group]:
-                self._forget(old.group)
+            group = self.group_of(old)
+            self._sizes[group] -= 1
+            if not self._sizes[group]:
+                self._forget(group)
 
     def pop(self, eligible: Callable[[str], bool] | None = None) -> Candidate | None:
         """Remove and return the task to admit next, from a group `eligible` allows (all, when
-        None), or None when none waits there."""
+        None), or None when none waits there. With fair shares, its group holds one slot more."""
         passed: list[tuple[Rank, str]] = []
         try:
             while self._order:
@@ -111,6 +229,10 @@ class Queue:
                 self._sizes[group] -= 1
                 self._turn += 1
                 self._served[group] = self._turn
+                if self._fair is not None:
+                    if self._now is not None and self._half_life() is not None:
+                        self._settle(group, self._now)
+                    self._load[group] = self._load.get(group, 0) + 1
                 self._rerank(group)
                 if len(self._order) > 2 * len(self._ranked) + 64:
                     self._order = [(r, g) for g, r in self._ranked.items()]
@@ -122,6 +244,12 @@ class Queue:
                 self._ranked[group] = rank
                 heapq.heappush(self._order, (rank, group))
 
+    def _standing(self, group: str, best: Candidate, load: Mapping[str, int],
+                  usage: Mapping[str, tuple[float, datetime]]) -> float:
+        if self._fair is None:
+            return best.sort_key[0]
+        return (load.get(group, 0) + self._usage_at(group, load, usage, self._now)) / self._fair.weight(group)
+
     def _rank(self, group: str) -> Rank | None:
         """The group's place now, its heap's left-behind head entries dropped; None (and the group
         forgotten) when none of its tasks waits."""
@@ -131,11 +259,11 @@ class Queue:
         if not heap:
             self._forget(group)
             return None
-        priority, submitted, namespace, name = heap[0].sort_key
-        return (priority, self._served[group], submitted, namespace, name)
+        return (self._standing(group, heap[0], self._load, self._usage), self._served[group], heap[0].sort_key)
 
     def _forget(self, group: str) -> None:
-        """No task of the group waits: when one comes, the group joins the back of the rotation."""
+        """No task of the group waits: when one comes, the group joins the back of the rotation
+        (among the groups of its standing). The slots it holds are kept: they are not the queue's."""
         for held in (self._groups, self._sizes, self._served, self._ranked):
             held.pop(group, None)
 
@@ -148,17 +276,19 @@ class Queue:
     def in_order(self) -> Iterator[Candidate]:
         """The waiting tasks in the order `pop` would take them (every group eligible), taking
         none: each group's tasks sorted once, then the groups' turns played out on a copy of when
-        each was last served. O(n log n), for the pool's queue marks (`marks`), not for admission."""
+        each was last served (and of the slots each holds). O(n log n), for the pool's queue marks
+        (`marks`) and `describe`'s place, not for admission."""
         groups: dict[str, list[Candidate]] = {}
         for candidate in self._current.values():
-            groups.setdefault(candidate.group, []).append(candidate)
+            groups.setdefault(self.group_of(candidate), []).append(candidate)
         for tasks in groups.values():
             tasks.sort(reverse=True)  # the best last, so taking it is a pop()
-        served, turn = {group: self._served[group] for group in groups}, self._turn
+        served, turn, load = {group: self._served[group] for group in groups}, self._turn, dict(self._load)
+        usage = dict(self._usage)
 
         def rank(group: str) -> Rank:
-            priority, submitted, namespace, name = groups[group][-1].sort_key
-            return (priority, served[group], submitted, namespace, name)
+            best = groups[group][-1]
+            return (self._standing(group, best, load, usage), served[group], best.sort_key)
 
         order = [(rank(group), group) for group in groups]
         heapq.heapify(order)
@@ -167,6 +297,10 @@ class Queue:
             yield groups[group].pop()
             turn += 1
             served[group] = turn
+            if self._fair is not None:
+                if self._now is not None and self._half_life() is not None:
+                    self._settle(group, self._now, load, usage)
+                load[group] = load.get(group, 0) + 1
             if groups[group]:
                 heapq.heappush(order, (rank(group), group))
 
@@ -194,7 +328,8 @@ def marks(queue: Queue, now: datetime, most: int = QUEUE_MARKS_MOST) -> QueueMar
     taken = [(place, c) for place, c in enumerate(queue.in_order(), start=1)
              if (place - 1) % step == 0 or place == waiting]
     return QueueMarks(taken_at=now, waiting=waiting, marks=tuple(
-        QueueMark(place=place, name=c.name, priority=-c.sort_key[0], submitted_at=c.sort_key[1], group=c.group or None)
+        QueueMark(place=place, name=c.name, priority=-c.sort_key[0], submitted_at=c.sort_key[1], group=c.group or None,
+                  submitter=(c.submitter or None) if by_submitter(queue.fair) else None)
         for place, c in taken))
 
 

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from cronoq.api import ConcurrencyPolicy, Condition, TaskSchedule, TaskScheduleStatus
+from cronoq.api import SUBMITTER, ConcurrencyPolicy, Condition, TaskSchedule, TaskScheduleStatus
 from cronoq.api import durations
 from cronoq.api.schedule import BACKFILL_MOST, BUFFERING, MACROS, BackfillProgress
 from cronoq.engine.conditions import set_condition
@@ -224,7 +224,8 @@ def task_key(schedule: str, fire_time: datetime, *, manual: bool = False) -> str
 def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool = False,
                   backfill: bool = False) -> dict[str, Any]:
     """The Task a fire creates: the template, named and keyed by schedule and fire time, owned by
-    the schedule (so deleting the schedule deletes its Tasks), labelled with both. A backfilled
+    the schedule (so deleting the schedule deletes its Tasks), labelled with both, submitted by
+    the schedule's submitter (its cronoq.io/submitter annotation, never the template's). A backfilled
     fire is named and keyed as the scheduled fire of its time (so the two are one fire)."""
     meta, template = schedule.metadata, schedule.spec.task_template
     name = meta.name
@@ -238,8 +239,11 @@ def task_manifest(schedule: TaskSchedule, fire_time: datetime, *, manual: bool =
         "ownerReferences": [{"apiVersion": schedule.api_version, "kind": schedule.kind, "name": name,
                              "uid": meta.uid, "controller": True}],
     }
-    if extra and extra.annotations:
-        metadata["annotations"] = dict(extra.annotations)
+    annotations = {k: v for k, v in (extra.annotations if extra else {}).items() if k != SUBMITTER}
+    if submitter := meta.annotations.get(SUBMITTER):  # who wrote the schedule submits its fires
+        annotations[SUBMITTER] = submitter
+    if annotations:
+        metadata["annotations"] = annotations
     spec = {**template.spec.to_dict(), "key": task_key(name, fire_time, manual=manual)}
     return {"apiVersion": schedule.api_version, "kind": "Task", "metadata": metadata, "spec": spec}
 

@@ -96,6 +96,9 @@ UNPROTECTED_KEYS: Final[Mapping[str, str]] = {
                           "lets only the operator make one (engine/schedule.py SCHEDULE)",
     "cronoq.io/fire-time": "as cronoq.io/schedule (engine/schedule.py FIRE_TIME)",
     "cronoq.io/trigger": "as cronoq.io/schedule (engine/schedule.py TRIGGER)",
+    "cronoq.io/submitter": "on Tasks and TaskSchedules only (api.pool.SUBMITTER), guarded by the chart's submitter "
+                           "policy (templates/submitter-policy.yaml: the creator's username, never changed), not by "
+                           "the key guard of Jobs, pods and Leases",
 }
 """Keys of cronoq's prefix that admission does not guard, each with why. Everything else of `Label`
 and `Annotation` is protected: a key added there is protected the day it is added."""

@@ -141,3 +141,20 @@ def test_a_burst_of_the_deep_scenarios_tasks_is_theirs_in_the_bursts_pool():
     assert small["spec"]["pool"] == deep["spec"]["pool"] == POOL
     assert deep["spec"]["env"] == realistic_task("t-7", 7)["spec"]["env"] and "env" not in small["spec"]
     assert deep["spec"]["podMetadata"] == small["spec"]["podMetadata"]  # kwok plays both alike
+
+
+def test_the_gaming_tenants_share_is_judged_by_submitter_and_the_default_is_shown_beside_it():
+    """Issue 54: the figure is the gamer's share of the starts under fairShare by submitter; the
+    default order's share (the gamer takes nearly all) is in the report, not judged."""
+    def run(label: str, share: float | None) -> dict:
+        return {"label": label, "a_tasks": 300, "b_tasks": 50, "concurrency": 20, "fair_share": None,
+                "timed_out": False, "submit_errors": 0, "gamer_share": share, "b_last_finished_seconds": 30.0}
+
+    gaming = {"default": run("default", 0.93), "shares": run("shares", 0.51)}
+    bounds = {"gaming.gamer_share": R(0.4, 0.6)}
+    checks = by_figure(ranges.check({"gaming": gaming}, bounds))
+    assert checks["gaming.gamer_share"].ok and checks["gaming.gamer_share"].value == 0.51
+    assert not by_figure(ranges.check({"gaming": {**gaming, "shares": run("shares", 0.9)}}, bounds))[
+        "gaming.gamer_share"].ok
+    text = "\n".join(report._gaming(gaming))
+    assert "| default (no fairShare) | 0.93 |" in text and "| fairShare by submitter | 0.51 |" in text

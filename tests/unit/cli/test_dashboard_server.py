@@ -191,6 +191,20 @@ def test_the_task_page_shows_the_checkpoint_and_the_attempt_that_saved_it():
     run(check)
 
 
+def test_the_task_page_shows_who_submitted_it_escaped():
+    async def check(http, cache, app):
+        cache._objects["tasks"][("ns", "theirs")] = Task.model_validate({
+            "metadata": {"name": "theirs", "namespace": "ns", "creationTimestamp": "2026-11-05T12:00:00Z",
+                         "annotations": {"cronoq.io/submitter": "system:serviceaccount:team-a:<ci>"}},
+            "spec": {"image": "busybox", "pool": "p"}, "status": {"phase": "Queued"}})
+        page = await (await http.get("/tasks/ns/theirs", headers=HOST)).text()
+        assert "<th>Submitter</th><td>system:serviceaccount:team-a:&lt;ci&gt;</td>" in page, page
+        plain = await (await http.get("/tasks/ns/t0", headers=HOST)).text()
+        assert "<th>Submitter</th>" not in plain
+
+    run(check)
+
+
 def test_a_task_kueue_holds_shows_why_in_kueues_words_read_on_demand(monkeypatch):
     """The page of a running task of a pool with admission.kueue asks `/tasks/<ns>/<name>/kueue`,
     which words what the client read (`Client.kueue_hold`, here given) as `describe` does."""

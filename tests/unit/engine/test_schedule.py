@@ -146,6 +146,21 @@ def test_the_task_manifest_is_the_template_owned_labelled_and_keyed():
     assert m["spec"]["pool"] == "batch" and m["spec"]["priority"] == 5 and m["spec"]["key"] == "nightly@1767225600"
 
 
+def test_a_fire_is_submitted_by_whoever_created_the_schedule_never_by_its_template():
+    """Issue 54: a pool that shares by submitter takes a fire's group from cronoq.io/submitter. The
+    schedule's own annotation is the chart's stamp of its creator; the template's would be the
+    author's word (the operator creates the fires, which the policy does not judge), so it is
+    dropped (and the CRD refuses it: tests/unit/api)."""
+    s = make("nightly", taskTemplate={"metadata": {"annotations": {"cronoq.io/submitter": "someone-else", "n": "1"}},
+                                      "spec": {"image": "busybox"}})
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert sched.task_manifest(s, at)["metadata"]["annotations"] == {"n": "1"}
+    stamped = s.model_copy(update={"metadata": s.metadata.model_copy(
+        update={"annotations": {"cronoq.io/submitter": "system:serviceaccount:team-a:ci"}})})
+    assert sched.task_manifest(stamped, at)["metadata"]["annotations"] == {
+        "n": "1", "cronoq.io/submitter": "system:serviceaccount:team-a:ci"}
+
+
 # --------------------------------------------------------------------------- decisions
 
 def test_a_new_schedule_waits_for_its_first_fire_time():

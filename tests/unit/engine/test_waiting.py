@@ -11,7 +11,7 @@ import pytest
 
 from cronoq.api import Task, TaskPool, TaskPoolSpec
 from cronoq.engine import reasons
-from cronoq.engine.admission import Queue, marks
+from cronoq.engine.admission import Queue, fair_group, marks, submitter_of
 from cronoq.engine.attempts import reconcile, waiting
 from cronoq.engine.attempts.waiting import Held
 
@@ -28,12 +28,13 @@ def pool(running: int = 0, queued: int = 0, **fields: Any) -> TaskPool:
 
 
 def queued_task(name: str = "a", *, told: str = reasons.WAITING_FOR_SLOT, next_start_at: str | None = None,
-                **fields: Any) -> Task:
+                submitter: str | None = None, **fields: Any) -> Task:
     status: dict[str, Any] = {"phase": "Queued", "conditions": [
         {"type": "Running", "status": "False", "reason": told, "lastTransitionTime": T0.isoformat()}]}
     if next_start_at:
         status["nextStartAt"] = next_start_at
-    return make_task(name).spec(pool="p", **fields).status(status).obj()
+    built = make_task(name).spec(pool="p", **fields).status(status)
+    return (built.submitted_by(submitter) if submitter else built).obj()
 
 
 # --------------------------------------------------------------------------- the reason
@@ -135,6 +136,58 @@ def test_what_describe_says(task: Task, found: TaskPool | None, said: str) -> No
     assert waiting.described(w, "PLACE", at(0.6)) == said
 
 
+CI = "system:serviceaccount:team-a:ci"
+BY_SUBMITTER = {"by": "Submitter", "weights": {CI: 1, "system:serviceaccount:team-b:ci": 3}}
+
+
+TEAM_B = "system:serviceaccount:team-b:ci"
+
+
+@pytest.mark.parametrize("task, found, running, queued, said", [
+    (queued_task(submitter=CI, group="spread-1"), pool(running=4, concurrency=4, fairShare=BY_SUBMITTER),
+     {CI: 2, TEAM_B: 2}, [],
+     f"PLACE; pool p is full: 4 running of 4; submitter {CI} has 2 running of its share of 1 (weight 1 of 4 "
+     "among the submitters with tasks running or queued)"),
+    (queued_task(group="spread-1"), pool(running=4, concurrency=4, fairShare={"by": "Submitter"}),
+     {"": 2, CI: 2}, [TEAM_B],
+     "PLACE; pool p is full: 4 running of 4; the tasks without a submitter has 2 running of its share of 1.33 "
+     "(weight 1 of 3 among the submitters with tasks running or queued)"),
+    (queued_task(submitter=CI, group="acme"), pool(running=2, concurrency=6, groupConcurrency=2,
+                                                   fairShare={"by": "Group", "weights": {"acme": 2}}),
+     {"acme": 2, "idle": 0}, ["other"],
+     "PLACE; group acme has 2 of 2 running (pool p's groupConcurrency); group acme has 2 running of its share of "
+     "4 (weight 2 of 3 among the groups with tasks running or queued)"),
+])
+def test_what_describe_says_of_a_share(task: Task, found: TaskPool, running: dict[str, int], queued: list[str],
+                                       said: str) -> None:
+    fair = found.spec.fair_share
+    assert fair is not None
+    group = fair_group(task.spec.group, submitter_of(task), fair)
+    w = waiting.of_task(task, found, group_running=lambda: running[group],
+                        share=lambda: waiting.share_of(fair, found.spec.concurrency, group, running, queued))
+    assert w.group == group
+    assert waiting.described(w, "PLACE", at(0.6)) == said
+
+
+def test_a_task_in_a_pool_that_shares_says_whose_share_it_waits_in() -> None:
+    """The operator's message (written once per reason): the share never changes while it waits."""
+    fair = spec(fairShare=BY_SUBMITTER)
+    assert waiting.message(waiting.wait("p", fair, group=CI)) == \
+        f"queued in pool p, in the share of submitter {CI} (weight 1)"
+    assert waiting.message(waiting.wait("p", fair, group="")) == \
+        "queued in pool p, in the share of the tasks without a submitter (weight 1)"
+    assert waiting.message(waiting.wait("p", spec(fairShare={"by": "Group", "defaultWeight": 5}), group="acme")) == \
+        "queued in pool p, in the share of group acme (weight 5)"
+    assert waiting.message(waiting.wait("p", spec(), group="acme")) == "queued in pool p"
+
+
+def test_the_operator_names_the_submitter_not_the_group_in_the_status() -> None:
+    task = make_task("t").spec(pool="p", group="spread-7").submitted_by(CI).obj()
+    fair = spec(concurrency=0, fairShare={"by": "Submitter"})
+    plan = reconcile(task, settings(task, fair), observe(pool_name="p", pool=fair), random.Random(1))
+    assert plan.status is not None and plan.status.message == f"queued in pool p, in the share of submitter {CI} (weight 1)"
+
+
 def test_describe_counts_down_from_the_due_time_the_status_holds_only_while_the_operator_says_so() -> None:
     limited = pool(concurrency=1, rateLimit={"startsPerSecond": 2, "burst": 1})
     told = queued_task(told=reasons.RATE_LIMITED, next_start_at="2026-12-03T12:00:01Z")
@@ -189,6 +242,42 @@ def test_a_queued_task_lies_between_the_marks_of_its_pools_queue(seed: int) -> N
         assert found.first <= number <= found.last, (name, number, found)
         if any(m.name == name for m in queue_marks.marks):
             assert found.first == found.last == number
+
+
+def test_in_a_pool_that_shares_by_submitter_the_place_follows_the_shares() -> None:
+    """The gamer's 5 raised tasks in 5 groups would all go first by priority; by submitter, the
+    honest tenant's task is second (the gamer holds no more slots than it)."""
+    fair = TaskPoolSpec.model_validate({"fairShare": {"by": "Submitter"}}).fair_share
+    gamer = [make_task(f"g{i}").spec(pool="p", priority=100, group=f"n{i}").submitted_by("gamer").status(
+        {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=i)).isoformat()}).obj() for i in range(5)]
+    honest = make_task("h0").spec(pool="p").submitted_by("honest").status(
+        {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=30)).isoformat()}).obj()
+    tasks = [*gamer, honest]
+    assert str(waiting.place(honest, tasks)) == "6th of 6 in pool p's queue (ahead: g0, g1, g2 and 2 more)"
+    assert str(waiting.place(honest, tasks, fair)) == "2nd of 6 in pool p's queue (ahead: g0)"
+    assert str(waiting.place(honest, tasks, fair, {"honest": 2})) == \
+        "3rd of 6 in pool p's queue (ahead: g0, g1)", "it already holds 2 slots: the gamer catches up first"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_queued_task_lies_between_the_marks_of_a_pool_that_shares_by_submitter(seed: int) -> None:
+    rng = random.Random(seed)
+    fair = TaskPoolSpec.model_validate({"fairShare": {"by": "Submitter", "weights": {"b": 2}}}).fair_share
+    queue = Queue(fair)
+    queue.hold({"a": rng.randint(0, 3)})
+    tasks = {}
+    for i in range(rng.randint(1, 200)):
+        built = make_task(f"t{i}").spec(pool="p", priority=rng.choice([0, 0, 9]), group=f"g{rng.randint(0, 30)}")
+        who = rng.choice(["a", "b", "b", None])
+        task = (built.submitted_by(who) if who else built).status(
+            {"phase": "Queued", "submittedAt": (T0 + timedelta(minutes=rng.randint(0, 60))).isoformat()}).obj()
+        tasks[task.metadata.name] = task
+        queue.put(waiting._candidate(task))
+    queue_marks = marks(queue, T0, most=rng.randint(2, 12))
+    assert any(m.submitter for m in queue_marks.marks) or not any(t.metadata.annotations for t in tasks.values())
+    for number, c in enumerate(queue.in_order(), start=1):
+        found = waiting.between(tasks[c.name], queue_marks, fair)
+        assert found.first <= number <= found.last, (c.name, number, found)
 
 
 def test_a_place_between_marks_says_how_far_apart_they_are_and_when_they_were_taken() -> None:

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
-from cronoq.engine import delay, reasons, retention, retryrules
+from cronoq.engine import admission, delay, reasons, retention, retryrules
 from cronoq.engine.attempts import checkpoints, deadlines, task_deadlines, waiting, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
@@ -390,8 +390,10 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
 
     if ready and not draft.ended:
         # Waiting for a slot (or for the pool to exist). Write Queued only when that is news.
+        fair = seen.pool.fair_share if seen.pool is not None else None
         wait = waiting.wait(seen.pool_name, seen.pool, found=seen.pool_found,
-                            no_worker=settings.workers and seen.worker is None, next_start_at=seen.next_start_at)
+                            no_worker=settings.workers and seen.worker is None, next_start_at=seen.next_start_at,
+                            group=admission.fair_group(task.spec.group, admission.submitter_of(task), fair))
         reason, message = wait.reason, waiting.message(wait)
         if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)

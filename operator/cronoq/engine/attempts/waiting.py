@@ -23,14 +23,14 @@ group) is asked for only when it decides.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
-from cronoq.api import QueueMarks, Task, TaskPool, TaskPoolSpec, TaskStatus
+from cronoq.api import FairShare, QueueMarks, Task, TaskPool, TaskPoolSpec, TaskStatus
 from cronoq.api.durations import format as format_duration
-from cronoq.engine import delay, reasons
+from cronoq.engine import admission, delay, reasons
 from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import task_deadlines, wording
 from cronoq.engine.observed import AttemptJob, KueueHold
@@ -69,17 +69,55 @@ class Wait:
     """Rate-limited: when the operator found the next start due (written once, never a countdown)."""
     running: int = 0
     group: str = ""
+    """The task's fairness group in its pool: its submitter when the pool shares by submitter."""
     group_running: int = 0
+    share: Share | None = None
+    """Its group's part of the pool, when the pool shares its slots (fairShare) and it was counted."""
+
+
+@dataclass(frozen=True)
+class Share:
+    """A fairness group's part of a pool that shares its slots (fairShare): its weight against the
+    weights of every group with a task running or queued, and the slots it holds."""
+
+    weight: int
+    weights: int
+    """The sum of the weights of the groups with a task running or queued, this one's included."""
+    running: int
+    """Slots the group holds: its running attempts."""
+    concurrency: int
+
+    @property
+    def slots(self) -> float:
+        """The group's part of the pool's slots while every counted group has work for them."""
+        return self.concurrency * self.weight / max(self.weights, 1)
+
+
+def share_of(fair: FairShare, concurrency: int, group: str, running: Mapping[str, int],
+             queued: Iterable[str] = ()) -> Share:
+    """`group`'s part of a pool of `concurrency` slots that shares them as `fair` says, with the
+    slots held per group (`running`) and the groups of the queued tasks (`queued`)."""
+    active = {g for g, n in running.items() if n > 0} | set(queued) | {group}
+    return Share(fair.weight(group), sum(fair.weight(g) for g in active), running.get(group, 0), concurrency)
+
+
+def named(group: str, fair: FairShare | None) -> str:
+    """`submitter system:serviceaccount:team-a:ci`, `group acme`, or the tasks without either."""
+    if admission.by_submitter(fair):
+        return f"submitter {group}" if group else "the tasks without a submitter"
+    return f"group {group}" if group else "the tasks without a group"
 
 
 def wait(pool: str, spec: TaskPoolSpec | None, *, found: bool = True, no_worker: bool = False,
          next_start_at: datetime | None = None, running: int | None = None, group: str | None = None,
-         group_running: Callable[[], int] | None = None) -> Wait:
+         group_running: Callable[[], int] | None = None, share: Callable[[], Share] | None = None) -> Wait:
     """Why a ready task of pool `pool` (its spec: `spec`; `found`: it exists) waits: no live
     worker with room (`no_worker`, a Workers pool), the rate limit's next start due at
     `next_start_at`, else a slot. With the pool's `running` count, also what holds the slot:
-    paused, concurrency 0, full, or the task's `group` at its share, which `group_running`
-    counts (called only when the pool caps groups and nothing else holds the task)."""
+    paused, concurrency 0, full, or the task's `group` (its fairness group in the pool) at its
+    cap, which `group_running` counts (called only when the pool caps groups and nothing else
+    holds the task); and, when the pool shares its slots, its group's part (`share`, called only
+    when the pool is full or the group is at its cap)."""
     if not found:
         return Wait(pool, reasons.POOL_NOT_FOUND)
     if no_worker:
@@ -98,33 +136,38 @@ def wait(pool: str, spec: TaskPoolSpec | None, *, found: bool = True, no_worker:
         return _held(said, Held.STOPPED)
     if running is None or reason == reasons.RATE_LIMITED:
         return said
+    shared = share if spec.fair_share is not None else None
     if running >= spec.concurrency:
-        return _held(said, Held.FULL)
+        return replace(said, held=Held.FULL, share=shared() if shared is not None else None)
     if spec.group_concurrency is not None and group_running is not None:
         mine = group_running()
         if mine >= spec.group_concurrency:
-            return Wait(pool, reason, Held.GROUP_FULL, spec, said.next_start_at, running, group or "", mine)
+            return replace(said, held=Held.GROUP_FULL, group_running=mine,
+                           share=shared() if shared is not None else None)
     return _held(said, Held.FREE)
 
 
 def _held(said: Wait, held: Held) -> Wait:
-    return Wait(said.pool, said.reason, held, said.spec, said.next_start_at, said.running, said.group,
-                said.group_running)
+    return replace(said, held=held)
 
 
-def of_task(task: Task, pool: TaskPool | None, group_running: Callable[[], int] | None = None) -> Wait:
+def of_task(task: Task, pool: TaskPool | None, group_running: Callable[[], int] | None = None,
+            share: Callable[[], Share] | None = None) -> Wait:
     """`wait` from what a client reads: the Task (the rate limit's due time its status holds
     while the operator says it waits for a token) and its TaskPool (None: it does not exist)."""
     status = task.status
     told = wording.told(status) if status is not None else None
     due = status.next_start_at if status is not None and told == reasons.RATE_LIMITED else None
+    fair = pool.spec.fair_share if pool is not None else None
     return wait(task.spec.pool, pool.spec if pool is not None else None, found=pool is not None, next_start_at=due,
                 running=(pool.status.running if pool.status else 0) if pool is not None else None,
-                group=task.spec.group, group_running=group_running)
+                group=admission.fair_group(task.spec.group, admission.submitter_of(task), fair),
+                group_running=group_running, share=share)
 
 
 def message(w: Wait) -> str:
-    """The Task's message while it waits (the operator writes it once per reason)."""
+    """The Task's message while it waits (the operator writes it once per reason): in a pool that
+    shares its slots, whose share it waits in, which does not change while it waits."""
     if w.reason == reasons.POOL_NOT_FOUND:
         return wording.POOL_NOT_FOUND.format(pool=w.pool)
     if w.reason == reasons.WAITING_FOR_WORKER:
@@ -133,6 +176,9 @@ def message(w: Wait) -> str:
             and w.next_start_at is not None:
         rate = w.spec.rate_limit
         return wording.rate_limited(w.pool, rate.starts_per_second, rate.burst, w.next_start_at)
+    fair = w.spec.fair_share if w.spec is not None else None
+    if fair is not None:
+        return wording.QUEUED_IN_SHARE.format(pool=w.pool, share=named(w.group, fair), weight=fair.weight(w.group))
     return wording.QUEUED.format(pool=w.pool)
 
 
@@ -162,13 +208,24 @@ def described(w: Wait, place: str, now: datetime) -> str:
         return f"{place}; pool {name} has concurrency 0: it starts nothing"
     if (limited := countdown(w, now)) is not None:
         return f"{place}; {limited}"
+    share = f"; {share_text(w)}" if w.share is not None else ""
     if w.held is Held.FULL:
-        return f"{place}; pool {name} is full: {w.running} running of {spec.concurrency}"
+        return f"{place}; pool {name} is full: {w.running} running of {spec.concurrency}{share}"
     if w.held is Held.GROUP_FULL:
-        named = f"group {w.group}" if w.group else "the tasks without a group"
-        return f"{place}; {named} has {w.group_running} of {spec.group_concurrency} running (pool {name}'s " \
-               "groupConcurrency)"
+        return f"{place}; {named(w.group, spec.fair_share)} has {w.group_running} of {spec.group_concurrency} " \
+               f"running (pool {name}'s groupConcurrency){share}"
     return f"{place}; pool {name} runs {w.running} of {spec.concurrency}: a slot is about to be granted"
+
+
+def share_text(w: Wait) -> str:
+    """`submitter system:serviceaccount:team-a:ci has 2 running of its share of 30 (weight 1 of 2
+    among the submitters with tasks running or queued)`."""
+    share, fair = w.share, w.spec.fair_share if w.spec is not None else None
+    if share is None or fair is None:
+        return ""
+    kind = "submitters" if admission.by_submitter(fair) else "groups"
+    return (f"{named(w.group, fair)} has {share.running} running of its share of {share.slots:.3g} "
+            f"(weight {share.weight} of {share.weights} among the {kind} with tasks running or queued)")
 
 
 # --------------------------------------------------------------------------- waiting for Kueue
@@ -245,12 +302,16 @@ class Place:
                 + (f" (ahead: {shown})" if self.ahead else ""))
 
 
-def place(task: Task, queued: Iterable[Task]) -> Place:
+def place(task: Task, queued: Iterable[Task], fair: FairShare | None = None,
+          running: Mapping[str, int] | None = None) -> Place:
     """Where `task` stands among `queued` (its pool's queued tasks; it need not be among them),
     in the operator's admission order: the highest priority first, groups of one priority in
-    turn, then the oldest submission, then the name. Which group's turn it is the operator alone
-    knows: with groups, the place is the one a rotation starting now would give."""
-    queue = Queue()
+    turn, then the oldest submission, then the name; in a pool that shares its slots (`fair`),
+    the group holding the fewest slots for its weight first (`running`: the slots each holds),
+    then priority within it. Which group's turn it is the operator alone knows: with groups, the
+    place is the one a rotation starting now would give."""
+    queue = Queue(fair)
+    queue.hold(running or {})
     for c in sorted([_candidate(t) for t in queued if t.metadata.name != task.metadata.name] + [_candidate(task)]):
         queue.put(c)
     order = [c for c in iter(queue.pop, None)]
@@ -275,18 +336,19 @@ class Between:
         return f"{where} of {self.of:,} in pool {self.pool}'s queue ({at}, from the pool's queue marks)"
 
 
-def between(task: Task, queue_marks: QueueMarks) -> Between:
+def between(task: Task, queue_marks: QueueMarks, fair: FairShare | None = None) -> Between:
     """Where `task` stands, bounded by its pool's queue marks without reading the other tasks: a
     group's own tasks keep their order (priority, submission, name) in the rotation, so the task
     comes after the last mark of its group that sorts before it and before the first that sorts
     after it. A task that came after the marks were taken is placed among them by the same rule."""
     mine = _candidate(task)
+    group = admission.fair_group(mine.group, mine.submitter, fair)
     first, last = 1, max(queue_marks.waiting, 1)
     for mark in queue_marks.marks:
         if mark.name == mine.name:
             first = last = mark.place
             break
-        if (mark.group or "") != mine.group:
+        if admission.fair_group(mark.group, mark.submitter, fair) != group:
             continue
         theirs = Candidate.of(mine.namespace, mark.name, mark.priority, mark.submitted_at, mark.group)
         if theirs.sort_key < mine.sort_key:
@@ -299,7 +361,7 @@ def between(task: Task, queue_marks: QueueMarks) -> Between:
 def _candidate(t: Task) -> Candidate:
     submitted = (t.status.submitted_at if t.status else None) or t.metadata.creation_timestamp or datetime.max
     in_line = delay.in_line_from(t, submitted.replace(tzinfo=submitted.tzinfo or timezone.utc))  # as the operator does
-    return Candidate.of(t.metadata.namespace or "", t.metadata.name or "", t.spec.priority, in_line, t.spec.group)
+    return Candidate.of_task(t, in_line)
 
 
 def ordinal(n: int) -> str:

@@ -50,6 +50,7 @@ EXHAUSTED_LOWERED_LAST = "; last ({reason}): {message}"
 CANCELLED = "cancelled by spec.cancel"
 ATTEMPT_CANCELLED = "attempt {n} cancelled"
 QUEUED = "queued in pool {pool}"
+QUEUED_IN_SHARE = "queued in pool {pool}, in the share of {share} (weight {weight})"
 WAITING_FOR_WORKER = ("queued in pool {pool}: no live worker of the pool has room (workers announce themselves "
                       "with a Lease labelled cronoq.io/worker-pool={pool})")
 RATE_LIMITED = "rate-limited: pool {pool} starts at most {rate:g} attempts/s (burst {burst}); next start due at {at}"
