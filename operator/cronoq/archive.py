@@ -9,8 +9,8 @@ replica) or Postgres (psycopg 3, the `postgres` extra: for several replicas, any
   Postgres, an immediate transaction on SQLite). The operator runs it at start; the CLI never does.
 - `write(rows)`: the rows in one transaction; a row already there (same task uid and attempt
   number; a task's by its uid) is left as it is, so writing again never duplicates nor changes one.
-- `archived(uids)`, `query(filter)`, `prune(...)`: what the deletion gate, `cronoq history` and
-  the archive's retention ask.
+- `archived(uids)`, `originals(keys)`, `query(filter)`, `prune(...)`: what the deletion gate, a
+  keyed task whose original was deleted, `cronoq history` and the archive's retention ask.
 
 Blocking calls: the operator makes them from one thread of its own (controller/archive.py), the
 CLI directly. Nothing here knows Kubernetes.
@@ -348,6 +348,20 @@ class Database:
         attempts = [{c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_ATTEMPT_COLUMNS, r)}
                     for r in cursor.fetchall()]
         return found, attempts
+
+    def originals(self, keyed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """For each (namespace, pool, key): the newest finished task the archive holds of it that was
+        not a duplicate itself (what a keyed task whose original was deleted ends as); keys the
+        archive holds nothing of are left out. One indexed read per key, in one call."""
+        conn = self.connection()
+        sql = self._sql(f"SELECT {', '.join(_TASK_COLUMNS)} FROM {TASKS} WHERE namespace = %s AND pool = %s "
+                        "AND key = %s AND duplicate_of IS NULL ORDER BY finished_at DESC LIMIT 1")
+        found = {}
+        for wanted in dict.fromkeys(keyed):
+            row = conn.execute(sql, wanted).fetchone()
+            if row is not None:
+                found[wanted] = {c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_TASK_COLUMNS, row)}
+        return found
 
     def counts(self) -> tuple[int, int]:
         """(attempt rows, task rows) the archive holds."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from cronoq.archive import Database, Filter
 from cronoq.controller.archive import Archiver
@@ -17,16 +17,7 @@ from cronoq.controller.expiry import ARCHIVE_RETRY_SECONDS, Expiry
 from cronoq.controller.term import Term
 
 from tests.unit.builders import T0
-from tests.unit.fakes import NS, FakeWriter, World, counter, pod
-
-
-async def direct(fn: Callable[..., Any], *args: Any) -> Any:
-    """The database calls on the event loop's own thread: the fake clock then says when they end."""
-    return fn(*args)
-
-
-def archiver_on(url: str) -> Callable[[FakeClock], Archiver]:
-    return lambda clock: Archiver(Database(url), clock, run_blocking=direct)
+from tests.unit.fakes import NS, FakeWriter, World, archiver_on, counter, direct, pod
 
 
 def failed_pod(job: str, task: str, attempt: int) -> dict[str, Any]:
