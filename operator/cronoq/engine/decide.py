@@ -154,7 +154,7 @@ def _gate(task: Task, seen: Observation) -> Gate | Plan:
         verdict = keys.gate(held.me, others, held.retention, now)
         if verdict.verdict != "run":
             return verdict
-        if held.archive:
+        if held.archive and keys.asks_archive(held.me):
             if held.archived is None:
                 return Plan(read_archive=True)
             verdict = keys.archived_gate(held.archived, held.retention, now)

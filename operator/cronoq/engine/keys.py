@@ -114,6 +114,14 @@ def _ended(first: Holder, note: str = "") -> Gate:
                     output=first.output if first.output_available else None, duplicate_of=first.name)
 
 
+def asks_archive(me: Holder) -> bool:
+    """Whether a keyed task nothing in the cluster holds back asks the archive: not when its status
+    says an earlier decision (this leader's or a former one's) let it past its key already — it
+    was asked then — so a new leader asks again only for tasks never decided or waiting for an
+    original."""
+    return me.phase is None or me.duplicate_of is not None
+
+
 def archived_gate(found: Archived, retention: timedelta, now: datetime) -> Gate:
     """A keyed task nothing in the cluster holds back, given what the archive holds of its key: it
     ends as the duplicate of an archived original still within its retention (deleted from the

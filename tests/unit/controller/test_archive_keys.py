@@ -201,3 +201,21 @@ def test_asks_wait_for_a_migrated_archive_then_go_on_without_it() -> None:
         finally:
             loop.cancel()
     asyncio.run(scenario())
+
+
+def test_a_task_a_former_leader_let_past_its_key_does_not_ask_again(tmp_path) -> None:
+    """At a failover, only keyed tasks never decided (or waiting for an original) ask the archive:
+    a Queued one was asked by the leader that queued it."""
+    async def scenario() -> None:
+        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
+        archiver = world.controller.archiver
+        assert archiver is not None
+        await archiver.migrate()
+        queued = task("queued")
+        queued["spec"]["key"] = "k"
+        queued["status"] = {"phase": "Queued", "submittedAt": "2026-12-03T11:59:59Z"}
+        world.writer.tasks["queued"] = copy.deepcopy(queued)
+        world.controller.intake.on_task(None, queued)
+        await world.settle()
+        assert not archiver._asks and ("job", "queued-a1") in world.writer.calls
+    asyncio.run(scenario())

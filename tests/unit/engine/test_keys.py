@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from cronoq.api import TaskPhase
 from cronoq.engine import reasons
-from cronoq.engine.keys import Archived, Holder, archived_gate, gate, original, reported
+from cronoq.engine.keys import Archived, Holder, archived_gate, asks_archive, gate, original, reported
 
 from tests.unit.builders import at
 
@@ -141,3 +141,10 @@ def test_the_archive_holds_the_key_back_only_within_its_retention_and_only_for_a
     assert archived_gate(Archived(duplicate), HOUR, at(101)).verdict == "run"
     assert archived_gate(Archived(None), HOUR, at(101)).verdict == "run"
     assert archived_gate(Archived(None, answered=False), HOUR, at(101)).verdict == "run"
+
+
+def test_only_a_task_never_let_past_its_key_asks_the_archive() -> None:
+    assert asks_archive(Holder("new", at(0)))
+    assert asks_archive(Holder("w", at(0), phase=TaskPhase.BLOCKED, duplicate_of="gone"))
+    assert not asks_archive(Holder("q", at(0), phase=TaskPhase.QUEUED))
+    assert not asks_archive(Holder("b", at(0), phase=TaskPhase.BLOCKED))  # waiting for a dependency
