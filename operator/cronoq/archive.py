@@ -111,6 +111,8 @@ class Filter:
     until: datetime | None = None
     """On the attempt's finishedAt: since ≤ finishedAt < until."""
     limit: int = 50
+    offset: int = 0
+    """Rows skipped first (the dashboard's pages)."""
 
 
 class Database:
@@ -322,8 +324,8 @@ class Database:
         columns = ", ".join(f"a.{c}" for c in _ATTEMPT_COLUMNS)
         sql = (f"SELECT {columns}, t.phase, t.message FROM {ATTEMPTS} a LEFT JOIN {TASKS} t ON t.task_uid = a.task_uid"
                + (" WHERE " + " AND ".join(clauses) if clauses else "")
-               + " ORDER BY a.finished_at DESC, a.task_uid, a.attempt DESC LIMIT %s")
-        params.append(where.limit)
+               + " ORDER BY a.finished_at DESC, a.task_uid, a.attempt DESC LIMIT %s OFFSET %s")
+        params += [where.limit, where.offset]
         out = []
         for row in self.connection().execute(self._sql(sql), params).fetchall():
             item = dict(zip([*_ATTEMPT_COLUMNS, "phase", "task_message"], row))
