@@ -322,9 +322,14 @@ class Database:
             clauses.append("a.finished_at < %s")
             params.append(self._value("finished_at", where.until))
         columns = ", ".join(f"a.{c}" for c in _ATTEMPT_COLUMNS)
-        sql = (f"SELECT {columns}, t.phase, t.message FROM {ATTEMPTS} a LEFT JOIN {TASKS} t ON t.task_uid = a.task_uid"
-               + (" WHERE " + " AND ".join(clauses) if clauses else "")
-               + " ORDER BY a.finished_at DESC, a.task_uid, a.attempt DESC LIMIT %s OFFSET %s")
+        order = " ORDER BY a.finished_at DESC, a.task_uid, a.attempt DESC"
+        filtered = " WHERE " + " AND ".join(clauses) if clauses else ""
+        if where.phase is None:  # the page of attempts first, then their tasks: a deep page joins 50 rows, not all
+            sql = (f"SELECT {columns}, t.phase, t.message FROM (SELECT * FROM {ATTEMPTS} a{filtered}{order} "
+                   f"LIMIT %s OFFSET %s) a LEFT JOIN {TASKS} t ON t.task_uid = a.task_uid{order}")
+        else:
+            sql = (f"SELECT {columns}, t.phase, t.message FROM {ATTEMPTS} a LEFT JOIN {TASKS} t "
+                   f"ON t.task_uid = a.task_uid{filtered}{order} LIMIT %s OFFSET %s")
         params += [where.limit, where.offset]
         out = []
         for row in self.connection().execute(self._sql(sql), params).fetchall():
