@@ -93,9 +93,14 @@ _TASK_COLUMNS = [f.name for f in fields(TaskRow)]
 _TIME_COLUMNS = {"dispatched_at", "started_at", "finished_at", "created_at", "submitted_at", "archived_at"}
 
 
+Cursor = tuple[datetime, str, int]
+"""A row's place in the listing: its (finishedAt, task uid, attempt), the listing's order."""
+
+
 @dataclass(frozen=True)
 class Filter:
-    """What `cronoq history` asks for: executions (ended attempts), newest first."""
+    """What `cronoq history` and the dashboard ask for: executions (ended attempts), newest first
+    (then by task uid and attempt number, descending: each row has one place)."""
 
     namespace: str | None = None
     pool: str | None = None
@@ -112,7 +117,11 @@ class Filter:
     """On the attempt's finishedAt: since ≤ finishedAt < until."""
     limit: int = 50
     offset: int = 0
-    """Rows skipped first (the dashboard's pages)."""
+    """Rows skipped first."""
+    older_than: Cursor | None = None
+    """Only rows after this one in the listing's order (older): the next page, as cheap as the first."""
+    newer_than: Cursor | None = None
+    """Only rows before this one in the listing's order (newer): the page before, listed in the same order."""
 
 
 class Database:
@@ -321,8 +330,17 @@ class Database:
         if where.until is not None:
             clauses.append("a.finished_at < %s")
             params.append(self._value("finished_at", where.until))
+        # Keyset paging: the finishedAt bound alone is what an index serves; the rest breaks its ties.
+        for cursor, cmp, cmp_eq in ((where.older_than, "<", "<="), (where.newer_than, ">", ">=")):
+            if cursor is not None:
+                at, uid, number = cursor
+                clauses.append(f"a.finished_at {cmp_eq} %s AND (a.finished_at {cmp} %s OR (a.task_uid {cmp} %s "
+                               f"OR (a.task_uid = %s AND a.attempt {cmp} %s)))")
+                at_value = self._value("finished_at", at)
+                params += [at_value, at_value, uid, uid, number]
         columns = ", ".join(f"a.{c}" for c in _ATTEMPT_COLUMNS)
-        order = " ORDER BY a.finished_at DESC, a.task_uid, a.attempt DESC"
+        way = "ASC" if where.newer_than is not None else "DESC"  # the page before: the nearest rows first
+        order = f" ORDER BY a.finished_at {way}, a.task_uid {way}, a.attempt {way}"
         filtered = " WHERE " + " AND ".join(clauses) if clauses else ""
         if where.phase is None:  # the page of attempts first, then their tasks: a deep page joins 50 rows, not all
             sql = (f"SELECT {columns}, t.phase, t.message FROM (SELECT * FROM {ATTEMPTS} a{filtered}{order} "
@@ -337,7 +355,7 @@ class Database:
             for c in _TIME_COLUMNS & item.keys():
                 item[c] = _parse_time(item[c])
             out.append(item)
-        return out
+        return out[::-1] if where.newer_than is not None else out
 
     def task(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """The newest archived task of this name (a name may be taken again by a new task) and its
@@ -359,15 +377,25 @@ class Database:
     def originals(self, keyed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, Any]]:
         """For each (namespace, pool, key): the newest finished task the archive holds of it that was
         not a duplicate itself (what a keyed task whose original was deleted ends as); keys the
-        archive holds nothing of are left out. One indexed read per key, in one call."""
+        archive holds nothing of are left out. One call, one query on Postgres."""
         conn = self.connection()
-        sql = self._sql(f"SELECT {', '.join(_TASK_COLUMNS)} FROM {TASKS} WHERE namespace = %s AND pool = %s "
-                        "AND key = %s AND duplicate_of IS NULL ORDER BY finished_at DESC LIMIT 1")
-        found = {}
-        for wanted in dict.fromkeys(keyed):
-            row = conn.execute(sql, wanted).fetchone()
-            if row is not None:
-                found[wanted] = {c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_TASK_COLUMNS, row)}
+        wanted = list(dict.fromkeys(keyed))
+        if self.dialect == "postgres":  # one round trip for the batch
+            columns = ", ".join(f"t.{c}" for c in _TASK_COLUMNS)
+            rows = conn.execute(
+                f"SELECT DISTINCT ON (t.namespace, t.pool, t.key) {columns} FROM {TASKS} t "
+                "JOIN unnest(%s::text[], %s::text[], %s::text[]) AS w(namespace, pool, key) "
+                "ON t.namespace = w.namespace AND t.pool = w.pool AND t.key = w.key WHERE t.duplicate_of IS NULL "
+                "ORDER BY t.namespace, t.pool, t.key, t.finished_at DESC",
+                ([w[0] for w in wanted], [w[1] for w in wanted], [w[2] for w in wanted])).fetchall()
+        else:  # in the same process: a read per key costs no round trip
+            sql = (f"SELECT {', '.join(_TASK_COLUMNS)} FROM {TASKS} WHERE namespace = ? AND pool = ? AND key = ? "
+                   "AND duplicate_of IS NULL ORDER BY finished_at DESC LIMIT 1")
+            rows = [row for w in wanted if (row := conn.execute(sql, w).fetchone()) is not None]
+        found: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for row in rows:
+            item: dict[str, Any] = {c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_TASK_COLUMNS, row)}
+            found[(item["namespace"], item["pool"], item["key"])] = item
         return found
 
     def counts(self) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlencode
 
@@ -107,14 +108,21 @@ def test_the_history_page_lists_filters_and_pages_the_archives_executions(tmp_pa
                 (urlencode({"since": (NOW - timedelta(minutes=15)).isoformat()}), [("broken", 1), ("flaky", 3)]),
                 ("namespace=other", [("broken", 1), ("flaky", 3), ("flaky", 2), ("flaky", 1), ("keyed", 1)])):
             assert executions(await (await http.get(f"/history?{query}", headers=HOST)).text()) == wanted, query
+        async def follow(html: str, rel: str) -> str:
+            link = re.search(rf'<a rel="{rel}" href="([^"]+)"', html)
+            assert link is not None, f"no {rel} link"
+            return await (await http.get(link.group(1).replace("&amp;", "&"), headers=HOST)).text()
+
         first = await (await http.get("/history?size=2", headers=HOST)).text()
         assert executions(first) == [("broken", 1), ("flaky", 3)] and 'rel="prev"' not in first
-        older = re.search(r'<a rel="next" href="([^"]+)"', first)
-        assert older is not None
-        second = await (await http.get(older.group(1).replace("&amp;", "&"), headers=HOST)).text()
-        assert executions(second) == [("flaky", 2), ("flaky", 1)] and 'rel="prev"' in second
-        last = await (await http.get("/history?size=2&page=3", headers=HOST)).text()
-        assert executions(last) == [("keyed", 1)] and 'rel="next"' not in last
+        second = await follow(first, "next")
+        assert executions(second) == [("flaky", 2), ("flaky", 1)] and "Page 2:" in second
+        last = await follow(second, "next")
+        assert executions(last) == [("keyed", 1)] and 'rel="next"' not in last and "Page 3:" in last
+        back = await follow(last, "prev")
+        assert executions(back) == executions(second) and "Page 2:" in back
+        newest = await follow(back, "prev")
+        assert executions(newest) == executions(first) and "Page 1:" in newest and 'rel="prev"' not in newest
         bad = await (await http.get("/history?outcome=Nope", headers=HOST)).text()
         assert "Bad filter: outcome: &#39;Nope&#39; is none of" in bad and not executions(bad)
 
@@ -152,19 +160,30 @@ def test_without_an_archive_or_with_one_that_cannot_be_read_the_page_says_so(tmp
     ({"phase": "Running"}, "phase: 'Running' is none of"),
     ({"since": "yesterday"}, "since: 'yesterday' is neither a duration"),
     ({"page": "0"}, "page: 0 is not between 1 and"),
+    ({"older": "yesterday,u,1"}, "older: 'yesterday,u,1' is not a place in the history"),
+    ({"newer": "2026-12-01T00:00:00Z,u"}, "newer: .* is not a place in the history"),
 ])
 def test_a_bad_history_filter_names_its_field(query, says):
     with pytest.raises(views.BadFilter, match=says):
         views.HistoryFilter.parse(query, NOW)
 
 
-def test_the_history_filter_asks_the_archive_for_one_page_and_one_row_more():
+def test_the_history_filter_asks_the_archive_for_one_page_and_one_row_more_from_its_cursor():
+    place = f"{NOW.isoformat()},u-1,2"
     wanted = views.HistoryFilter.parse({"outcome": "Retryable", "since": "2h", "page": "3", "size": "20",
-                                        "namespace": "ignored"}, NOW)
+                                        "namespace": "ignored", "older": place}, NOW)
     asked = wanted.archive_filter(NOW, "ns")
-    assert (asked.namespace, asked.outcome, asked.since, asked.limit, asked.offset) == \
-        ("ns", "Retryable", NOW - timedelta(hours=2), 21, 40)
+    assert (asked.namespace, asked.outcome, asked.since, asked.limit, asked.older_than, asked.newer_than) == \
+        ("ns", "Retryable", NOW - timedelta(hours=2), 21, (NOW, "u-1", 2), None)
     assert wanted.archive_filter(NOW, None).namespace == "ignored"
-    assert views.history_page([{"n": i} for i in range(21)], wanted).more
-    assert not views.history_page([{"n": i} for i in range(20)], wanted).more
-    assert wanted.query(page=4) == "namespace=ignored&outcome=Retryable&since=2h&page=4&size=20"
+    rows = [{"finished_at": NOW - timedelta(seconds=i), "task_uid": f"u{i}", "attempt": 1} for i in range(21)]
+    page = views.history_page(rows, wanted)
+    assert len(page.rows) == 20 and page.number == 3
+    assert page.older == views.place(rows[19]) and page.newer == views.place(rows[0])
+    assert views.history_page(rows[:20], wanted).older is None
+    first = views.history_page(rows, views.HistoryFilter(size=20))
+    assert first.newer is None and first.number == 1
+    back = views.history_page(rows, replace(wanted, older="", newer=place))  # the row more is the newest: dropped
+    assert back.rows == rows[1:] and back.newer == views.place(rows[1]) and back.older == views.place(rows[20])
+    assert views.history_page(rows[1:], replace(wanted, older="", newer=place)).number == 1, "the newest page"
+    assert wanted.query(page=4, older="x") == "namespace=ignored&outcome=Retryable&since=2h&older=x&page=4&size=20"

@@ -139,7 +139,12 @@ class HistoryFilter:
     key: str = ""
     name: str = ""
     since: str = ""
+    older: str = ""
+    """The page after this row (a cursor: `place`), older."""
+    newer: str = ""
+    """The page before this row, newer."""
     page: int = 1
+    """The page's number, as shown (the cursors say where it is)."""
     size: int = PAGE_SIZE
 
     @classmethod
@@ -153,8 +158,11 @@ class HistoryFilter:
         wanted = cls(namespace=query.get("namespace", "").strip(), outcome=outcome, phase=phase,
                      pool=query.get("pool", "").strip(), key=query.get("key", "").strip(),
                      name=query.get("name", "").strip(), since=query.get("since", "").strip(),
-                     page=_number(query, "page", 1, 1, 10**6), size=_number(query, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE))
+                     older=query.get("older", "").strip(), newer=query.get("newer", "").strip(),
+                     page=_number(query, "page", 1, 1, 10**9), size=_number(query, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE))
         wanted.since_time(now)  # refused now, not when read
+        _cursor(wanted.older, "older")
+        _cursor(wanted.newer, "newer")
         return wanted
 
     def since_time(self, now: datetime) -> datetime | None:
@@ -176,30 +184,58 @@ class HistoryFilter:
         return Filter(namespace=namespace or self.namespace or None, outcome=self.outcome or None,
                       phase=self.phase or None, pool=self.pool or None, key=self.key or None,
                       name=self.name or None, since=self.since_time(now), limit=self.size + 1,
-                      offset=(self.page - 1) * self.size)
+                      older_than=_cursor(self.older, "older"), newer_than=_cursor(self.newer, "newer"))
 
     def query(self, **changes: Any) -> str:
-        """This filter as a query string, with `changes` (e.g. another page)."""
+        """This filter as a query string, with `changes` (e.g. another page: its cursor and number)."""
         from urllib.parse import urlencode
 
         values = {"namespace": self.namespace, "outcome": self.outcome, "phase": self.phase, "pool": self.pool,
-                  "key": self.key, "name": self.name, "since": self.since, "page": self.page, "size": self.size,
-                  **changes}
+                  "key": self.key, "name": self.name, "since": self.since, "older": self.older, "newer": self.newer,
+                  "page": self.page, "size": self.size, **changes}
         defaults = {"page": 1, "size": PAGE_SIZE}
         return urlencode({k: v for k, v in values.items() if v not in ("", None) and defaults.get(k) != v})
+
+
+def place(row: Mapping[str, Any]) -> str:
+    """A row's place in the listing, as the pages' links carry it: `finishedAt,uid,attempt`."""
+    return f"{row['finished_at'].isoformat()},{row['task_uid']},{row['attempt']}"
+
+
+def _cursor(text: str, name: str) -> tuple[datetime, str, int] | None:
+    if not text:
+        return None
+    try:
+        at, uid, number = text.rsplit(",", 2)
+        when = datetime.fromisoformat(at)
+        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)), uid, int(number)
+    except ValueError:
+        raise BadFilter(f"{name}: {text!r} is not a place in the history (time,uid,attempt)") from None
 
 
 @dataclass(frozen=True)
 class HistoryPage:
     rows: list[dict[str, Any]]
     number: int
-    more: bool
-    """A next page has rows."""
+    older: str | None
+    """The place the next (older) page starts after; None: no older row."""
+    newer: str | None
+    """The place the page before (newer) ends before; None: this is the newest page."""
 
 
 def history_page(rows: list[dict[str, Any]], wanted: HistoryFilter) -> HistoryPage:
-    """The archive's answer to `archive_filter` as a page: its rows, and whether more follow."""
-    return HistoryPage(rows[:wanted.size], wanted.page, len(rows) > wanted.size)
+    """The archive's answer to `archive_filter` (a page and one row more, on the far side from the
+    cursor) as a page: its rows, and where the pages beside it start. Keyset paging: any page costs
+    what the first does, however deep."""
+    size = wanted.size
+    if wanted.newer:  # the row more is the newest one, first
+        shown, newer_more, older_more = rows[-size:], len(rows) > size, True
+    else:
+        shown, newer_more, older_more = rows[:size], bool(wanted.older), len(rows) > size
+    number = max(wanted.page, 2) if newer_more else 1  # the newest page is the first, whatever the link said
+    timed = [r for r in shown if r.get("finished_at") is not None]
+    return HistoryPage(shown, number, place(timed[-1]) if older_more and timed else None,
+                       place(timed[0]) if newer_more and timed else None)
 
 
 @dataclass
