@@ -1,7 +1,9 @@
 """`cronoq history` over a big archive: fill a real Postgres (tests/support/postgres.py, Debian's
 package) and a SQLite file with N executions (default 1,000,000 attempt rows over 500,000 tasks,
 20 namespaces, 10 pools, a mix of outcomes and reasons, a month of finish times), then time the
-first page (50 rows) of the queries `cronoq history` makes, each filter alone and combined.
+first page (50 rows) of the queries `cronoq history` makes, each filter alone and combined, the
+dashboard's history page (a page and one row more; a deep page), and the lookup a batch of keyed
+tasks makes for originals deleted from the cluster (500 keys in one call).
 
     .venv/bin/python -m bench.archive_query                 # both databases, 1,000,000 rows
     .venv/bin/python -m bench.archive_query --rows 100000 --only sqlite
@@ -17,6 +19,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from cronoq.archive import Database, Filter
@@ -34,8 +37,8 @@ def fill_postgres(db: Database, rows: int) -> None:
             reason, exit_code, response_code, message, dispatched_at, started_at, finished_at, duration_ms, job,
             worker, archived_at)
         SELECT 'uid-' || (i / 2), 1 + i % 2, 'team-' || (i % 20), 'task-' || (i / 2), 'pool-' || (i % 10),
-               CASE WHEN i % 7 = 0 THEN 'key-' || (i / 2) END, 'Job', CASE WHEN i % 2 = 0 THEN 'First' ELSE 'Retry' END,
-               (ARRAY{list(OUTCOMES)})[1 + i % 8], (ARRAY{list(REASONS)})[1 + i % 8],
+               CASE WHEN (i / 2) % 7 = 0 THEN 'key-' || (i / 2) END, 'Job',
+               CASE WHEN i % 2 = 0 THEN 'First' ELSE 'Retry' END, (ARRAY{list(OUTCOMES)})[1 + i % 8], (ARRAY{list(REASONS)})[1 + i % 8],
                CASE WHEN i % 8 IN (0, 1, 2, 6) THEN 0 ELSE 1 END, NULL, 'a message of the usual length, here',
                ts - interval '3 seconds', ts - interval '2 seconds', ts, 2000, 'task-' || (i / 2) || '-a' || (1 + i % 2),
                NULL, ts
@@ -44,7 +47,8 @@ def fill_postgres(db: Database, rows: int) -> None:
     conn.execute(f"""
         INSERT INTO cronoq_tasks (task_uid, namespace, name, pool, key, phase, attempts, reason, message, output,
             output_available, duplicate_of, created_at, submitted_at, finished_at, archived_at)
-        SELECT 'uid-' || j, 'team-' || ((2 * j) % 20), 'task-' || j, 'pool-' || ((2 * j) % 10), NULL,
+        SELECT 'uid-' || j, 'team-' || ((2 * j) % 20), 'task-' || j, 'pool-' || ((2 * j) % 10),
+               CASE WHEN j % 7 = 0 THEN 'key-' || j END,
                CASE WHEN j % 50 = 0 THEN 'DeadLettered' WHEN j % 10 = 0 THEN 'Failed' ELSE 'Succeeded' END, 2,
                NULL, 'done', NULL, false, NULL, ts, ts, ts, ts
         FROM (SELECT j, TIMESTAMPTZ '{NOW.isoformat()}' - (2 * j * interval '1 second') * (2592000.0 / {rows}) AS ts
@@ -67,8 +71,8 @@ def fill_sqlite(db: Database, rows: int) -> None:
             reason, exit_code, response_code, message, dispatched_at, started_at, finished_at, duration_ms, job,
             worker, archived_at)
         SELECT 'uid-' || (i / 2), 1 + i % 2, 'team-' || (i % 20), 'task-' || (i / 2), 'pool-' || (i % 10),
-               CASE WHEN i % 7 = 0 THEN 'key-' || (i / 2) END, 'Job', CASE WHEN i % 2 = 0 THEN 'First' ELSE 'Retry' END,
-               {outcome}, {reason}, CASE WHEN i % 8 IN (0, 1, 2, 6) THEN 0 ELSE 1 END, NULL,
+               CASE WHEN (i / 2) % 7 = 0 THEN 'key-' || (i / 2) END, 'Job',
+               CASE WHEN i % 2 = 0 THEN 'First' ELSE 'Retry' END, {outcome}, {reason}, CASE WHEN i % 8 IN (0, 1, 2, 6) THEN 0 ELSE 1 END, NULL,
                'a message of the usual length, here', {ts}, {ts}, {ts}, 2000, 'task-' || (i / 2), NULL, {ts}
         FROM s""")
     tts = f"strftime('%Y-%m-%dT%H:%M:%f000Z', {start} - 2 * j * {step}, 'unixepoch')"
@@ -76,7 +80,8 @@ def fill_sqlite(db: Database, rows: int) -> None:
         WITH RECURSIVE s(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM s WHERE j < {rows // 2 - 1})
         INSERT INTO cronoq_tasks (task_uid, namespace, name, pool, key, phase, attempts, reason, message, output,
             output_available, duplicate_of, created_at, submitted_at, finished_at, archived_at)
-        SELECT 'uid-' || j, 'team-' || ((2 * j) % 20), 'task-' || j, 'pool-' || ((2 * j) % 10), NULL,
+        SELECT 'uid-' || j, 'team-' || ((2 * j) % 20), 'task-' || j, 'pool-' || ((2 * j) % 10),
+               CASE WHEN j % 7 = 0 THEN 'key-' || j END,
                CASE WHEN j % 50 = 0 THEN 'DeadLettered' WHEN j % 10 = 0 THEN 'Failed' ELSE 'Succeeded' END, 2,
                NULL, 'done', NULL, 0, NULL, {tts}, {tts}, {tts}, {tts}
         FROM s""")
@@ -96,12 +101,22 @@ QUERIES: dict[str, Filter] = {
     "name": Filter(name="task-250000"),
     "since 1h": Filter(since=NOW - timedelta(hours=1)),
     "a day a week ago": Filter(since=NOW - timedelta(days=8), until=NOW - timedelta(days=7), namespace="team-1"),
+    # The dashboard's history page: a page of 50 and one row more, filters combined, a deep page.
+    "dashboard: namespace + outcome + since 7d": Filter(namespace="team-3", outcome="Retryable",
+                                                        since=NOW - timedelta(days=7), limit=51),
+    "dashboard: pool + phase Failed": Filter(namespace="team-0", pool="pool-0", phase="Failed", limit=51),
 }
+DEEP = Filter(namespace="team-7", pool="pool-7", limit=51)
+"""The dashboard's page 100 of a pool: the page after the place of the 4,950th row (keyset paging)."""
+KEYS = [f"key-{7 * j}" for j in range(0, 2 * 500, 2)]
+"""500 keys a burst of keyed tasks asks about at once (controller/archive.py's batch): every other one held."""
 
 
 def measure(db: Database) -> list[tuple[str, int, float, float]]:
     out = []
-    for label, where in QUERIES.items():
+    last = db.query(replace(DEEP, limit=1, offset=99 * 50 - 1))[0]
+    deep = replace(DEEP, older_than=(last["finished_at"], last["task_uid"], last["attempt"]))
+    for label, where in {**QUERIES, "dashboard: namespace + pool, page 100": deep}.items():
         db.query(where)  # cold
         times = []
         for _ in range(5):
@@ -109,6 +124,16 @@ def measure(db: Database) -> list[tuple[str, int, float, float]]:
             found = db.query(where)
             times.append(time.perf_counter() - start)
         out.append((label, len(found), statistics.median(times) * 1000, max(times) * 1000))
+    asked = [(f"team-{(2 * int(k[4:])) % 20}", f"pool-{(2 * int(k[4:])) % 10}", k) for k in KEYS]
+    asked = [(ns, pool, k) if i % 2 == 0 else (ns, pool, k + "-none") for i, (ns, pool, k) in enumerate(asked)]
+    db.originals(asked)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        found_keys = db.originals(asked)
+        times.append(time.perf_counter() - start)
+    out.append(("a deleted original's key: 500 asked in one batch", len(found_keys),
+                statistics.median(times) * 1000, max(times) * 1000))
     return out
 
 

@@ -126,6 +126,7 @@ def markdown(r: dict[str, Any]) -> str:
             out.append("")
 
     out += _pull(r)
+    out += _archive(r)
 
     runs = idle_runs(r)
     if len(runs) > 1:
@@ -317,6 +318,29 @@ def _pull(r: dict[str, Any]) -> list[str]:
         out += ["Rows `W × C` are the same burst served by W workers of C slots each, one total capacity "
                 "(`--pull-sweep`): the API server's and the workers' CPU per task must not grow with W.", ""]
     return out
+
+
+def _archive(r: dict[str, Any]) -> list[str]:
+    """The same burst with the operator's archive off and on (bench/archive.py), row by row."""
+    rows = [row["archive"] for row in r.get("throughput", []) if row.get("archive")]
+    if not rows:
+        return []
+    out = ["## The archive off and on (`--archive`, SQLite), same run", "",
+           "The same burst twice, the operator without then with an archive. With it, the operator's CPU is read "
+           "once the archive holds every task's row, so its writes are in the figure.", "",
+           "| N | archive | tasks / s | create → Job p50 / p99 | create → Succeeded p50 / p99 | operator CPU ms / task "
+           "| RSS after | rows (tasks, attempts, duplicates) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for a in rows:
+        for mode, run in (("off", a["off"]), ("on", a["on"])):
+            lat, o = run["latency"], run["operator"]
+            kept = run.get("after")
+            out.append(f"| {a['n']} | {mode} | {_s(run.get('throughput'), '', 1)} | "
+                       f"{_s(lat['to_job']['p50'], '', 3)} / {_s(lat['to_job']['p99'], '', 3)} | "
+                       f"{_s(lat['to_succeeded']['p50'], '', 3)} / {_s(lat['to_succeeded']['p99'], '', 3)} | "
+                       f"{o['cpu_seconds_per_task'] * 1000:.2f} | {o['rss_after'] / MIB:.0f} MiB | "
+                       + (f"{kept['task_rows']}, {kept['attempt_rows']}, {kept['duplicate_rows']} |" if kept else "— |"))
+    return out + [""]
 
 
 def _cronoq_paced(r: dict[str, Any]) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import ranges, report  # noqa: E402
+from bench.archive import archive_ab  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.deep import deep  # noqa: E402
@@ -143,6 +144,8 @@ SCENARIOS = (
     Scenario("kueue", True, _row("kueue", lambda b, n: kueue(b.ctx, b.bins, n)), "N Kueue Jobs (Kueue v0.17.0)"),
     Scenario("argo", True, _row("argo", lambda b, n: argo(b.ctx, b.bins, n)), "N Argo Workflows (v3.7.14)"),
     Scenario("paced", True, _paced, "each system again at half the slowest one's burst rate (--paced-sizes)"),
+    Scenario("archive", True, _row("archive", lambda b, n: archive_ab(b.ctx, n)),
+             "N Tasks with the operator's --archive off, then on (SQLite): the same run (only when --only names it)"),
     Scenario("lean", False, _once("lean", lambda b: cronoq(b.ctx, b.args.lean, label="lean", leaseTTL="0s",
                                                            operator_args=("--events=warnings",))),
              "--lean Tasks, leaseTTL 0s, --events=warnings: writes per task"),
@@ -163,7 +166,7 @@ SCENARIOS = (
                                                                   b.args.kopf_rounds)),
              "the operator's watches beside kopf's (only when --only names it)"),
 )
-DEFAULT = tuple(s.name for s in SCENARIOS if s.name not in ("deep", "kopf-ab"))
+DEFAULT = tuple(s.name for s in SCENARIOS if s.name not in ("deep", "kopf-ab", "archive"))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

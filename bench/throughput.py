@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench import workload
 from bench.audit import AuditLog, breakdown
@@ -90,9 +90,12 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
 
 
 def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst", keep: bool = False,
-           operator_args: tuple[str, ...] = (), **pool_spec: Any) -> dict[str, Any]:
+           operator_args: tuple[str, ...] = (), after: Callable[[str], Any] | None = None,
+           **pool_spec: Any) -> dict[str, Any]:
     """N Tasks in one pool of concurrency 10000, with the operator running; `rate`: paced;
-    `operator_args` and `pool_spec` (e.g. `leaseTTL="0s"`) change the defaults."""
+    `operator_args` and `pool_spec` (e.g. `leaseTTL="0s"`) change the defaults. `after(namespace)`
+    runs once every task has succeeded, before the operator's CPU is read (its answer is kept as
+    `after`): what the operator still does for the burst then is counted."""
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-tasks-{label}-{n}")
     api.create(pools_path(ns), workload.pool(POOL, 10_000, **pool_spec))
@@ -107,6 +110,7 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
     peak = PeakRss(operator.pid).start()
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators, rate=rate)
     seen = observer.result()
+    afterwards = after(ns) if after is not None else None
     cpu_after, rss_after, rss_peak = operator.cpu(), operator.rss(), peak.stop()
     load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
     audit.settle()
@@ -134,6 +138,8 @@ def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst"
         "cluster_cpu_seconds": cluster_cpu,
         "namespace": ns,
     }
+    if after is not None:
+        result["after"] = afterwards
     log(f"cronoq {label} n={n}: {_fmt(result['throughput'])} tasks/s, dispatch p99 "
         f"{_fmt(result['latency']['to_job']['p99'])}s, {_fmt(result['api']['writes_per_task'])} writes/task")
     operator.stop()

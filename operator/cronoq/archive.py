@@ -9,8 +9,8 @@ replica) or Postgres (psycopg 3, the `postgres` extra: for several replicas, any
   Postgres, an immediate transaction on SQLite). The operator runs it at start; the CLI never does.
 - `write(rows)`: the rows in one transaction; a row already there (same task uid and attempt
   number; a task's by its uid) is left as it is, so writing again never duplicates nor changes one.
-- `archived(uids)`, `query(filter)`, `prune(...)`: what the deletion gate, `cronoq history` and
-  the archive's retention ask.
+- `archived(uids)`, `originals(keys)`, `query(filter)`, `prune(...)`: what the deletion gate, a
+  keyed task whose original was deleted, `cronoq history` and the archive's retention ask.
 
 Blocking calls: the operator makes them from one thread of its own (controller/archive.py), the
 CLI directly. Nothing here knows Kubernetes.
@@ -93,9 +93,14 @@ _TASK_COLUMNS = [f.name for f in fields(TaskRow)]
 _TIME_COLUMNS = {"dispatched_at", "started_at", "finished_at", "created_at", "submitted_at", "archived_at"}
 
 
+Cursor = tuple[datetime, str, int]
+"""A row's place in the listing: its (finishedAt, task uid, attempt), the listing's order."""
+
+
 @dataclass(frozen=True)
 class Filter:
-    """What `cronoq history` asks for: executions (ended attempts), newest first."""
+    """What `cronoq history` and the dashboard ask for: executions (ended attempts), newest first
+    (then by task uid and attempt number, descending: each row has one place)."""
 
     namespace: str | None = None
     pool: str | None = None
@@ -111,6 +116,12 @@ class Filter:
     until: datetime | None = None
     """On the attempt's finishedAt: since ≤ finishedAt < until."""
     limit: int = 50
+    offset: int = 0
+    """Rows skipped first."""
+    older_than: Cursor | None = None
+    """Only rows after this one in the listing's order (older): the next page, as cheap as the first."""
+    newer_than: Cursor | None = None
+    """Only rows before this one in the listing's order (newer): the page before, listed in the same order."""
 
 
 class Database:
@@ -319,18 +330,32 @@ class Database:
         if where.until is not None:
             clauses.append("a.finished_at < %s")
             params.append(self._value("finished_at", where.until))
+        # Keyset paging: the finishedAt bound alone is what an index serves; the rest breaks its ties.
+        for cursor, cmp, cmp_eq in ((where.older_than, "<", "<="), (where.newer_than, ">", ">=")):
+            if cursor is not None:
+                at, uid, number = cursor
+                clauses.append(f"a.finished_at {cmp_eq} %s AND (a.finished_at {cmp} %s OR (a.task_uid {cmp} %s "
+                               f"OR (a.task_uid = %s AND a.attempt {cmp} %s)))")
+                at_value = self._value("finished_at", at)
+                params += [at_value, at_value, uid, uid, number]
         columns = ", ".join(f"a.{c}" for c in _ATTEMPT_COLUMNS)
-        sql = (f"SELECT {columns}, t.phase, t.message FROM {ATTEMPTS} a LEFT JOIN {TASKS} t ON t.task_uid = a.task_uid"
-               + (" WHERE " + " AND ".join(clauses) if clauses else "")
-               + " ORDER BY a.finished_at DESC, a.task_uid, a.attempt DESC LIMIT %s")
-        params.append(where.limit)
+        way = "ASC" if where.newer_than is not None else "DESC"  # the page before: the nearest rows first
+        order = f" ORDER BY a.finished_at {way}, a.task_uid {way}, a.attempt {way}"
+        filtered = " WHERE " + " AND ".join(clauses) if clauses else ""
+        if where.phase is None:  # the page of attempts first, then their tasks: a deep page joins 50 rows, not all
+            sql = (f"SELECT {columns}, t.phase, t.message FROM (SELECT * FROM {ATTEMPTS} a{filtered}{order} "
+                   f"LIMIT %s OFFSET %s) a LEFT JOIN {TASKS} t ON t.task_uid = a.task_uid{order}")
+        else:
+            sql = (f"SELECT {columns}, t.phase, t.message FROM {ATTEMPTS} a LEFT JOIN {TASKS} t "
+                   f"ON t.task_uid = a.task_uid{filtered}{order} LIMIT %s OFFSET %s")
+        params += [where.limit, where.offset]
         out = []
         for row in self.connection().execute(self._sql(sql), params).fetchall():
             item = dict(zip([*_ATTEMPT_COLUMNS, "phase", "task_message"], row))
             for c in _TIME_COLUMNS & item.keys():
                 item[c] = _parse_time(item[c])
             out.append(item)
-        return out
+        return out[::-1] if where.newer_than is not None else out
 
     def task(self, namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """The newest archived task of this name (a name may be taken again by a new task) and its
@@ -348,6 +373,30 @@ class Database:
         attempts = [{c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_ATTEMPT_COLUMNS, r)}
                     for r in cursor.fetchall()]
         return found, attempts
+
+    def originals(self, keyed: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """For each (namespace, pool, key): the newest finished task the archive holds of it that was
+        not a duplicate itself (what a keyed task whose original was deleted ends as); keys the
+        archive holds nothing of are left out. One call, one query on Postgres."""
+        conn = self.connection()
+        wanted = list(dict.fromkeys(keyed))
+        if self.dialect == "postgres":  # one round trip for the batch
+            columns = ", ".join(f"t.{c}" for c in _TASK_COLUMNS)
+            rows = conn.execute(
+                f"SELECT DISTINCT ON (t.namespace, t.pool, t.key) {columns} FROM {TASKS} t "
+                "JOIN unnest(%s::text[], %s::text[], %s::text[]) AS w(namespace, pool, key) "
+                "ON t.namespace = w.namespace AND t.pool = w.pool AND t.key = w.key WHERE t.duplicate_of IS NULL "
+                "ORDER BY t.namespace, t.pool, t.key, t.finished_at DESC",
+                ([w[0] for w in wanted], [w[1] for w in wanted], [w[2] for w in wanted])).fetchall()
+        else:  # in the same process: a read per key costs no round trip
+            sql = (f"SELECT {', '.join(_TASK_COLUMNS)} FROM {TASKS} WHERE namespace = ? AND pool = ? AND key = ? "
+                   "AND duplicate_of IS NULL ORDER BY finished_at DESC LIMIT 1")
+            rows = [row for w in wanted if (row := conn.execute(sql, w).fetchone()) is not None]
+        found: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for row in rows:
+            item: dict[str, Any] = {c: _parse_time(v) if c in _TIME_COLUMNS else v for c, v in zip(_TASK_COLUMNS, row)}
+            found[(item["namespace"], item["pool"], item["key"])] = item
+        return found
 
     def counts(self) -> tuple[int, int]:
         """(attempt rows, task rows) the archive holds."""

@@ -189,8 +189,13 @@ def test_the_archive_url_comes_from_a_secret_or_a_value_and_a_sqlite_file_from_a
     objects = render(sets={"archive.enabled": "true", "archive.existingSecret": "db", "archive.retention": "48h"})
     container = operator_container(objects)
     assert {"--archive-retention=48h", "--archive-wait=10m"} <= set(container["args"])
+    assert not any(a.startswith("--archive-retention-success") for a in container["args"]), "as retention"
     (env,) = [e for e in container["env"] if e["name"] == "CRONOQ_ARCHIVE"]
     assert env["valueFrom"]["secretKeyRef"] == {"name": "db", "key": "url"}
+    container = operator_container(render(sets={"archive.enabled": "true", "archive.existingSecret": "db",
+                                                "archive.retentionSuccess": "72h"}))
+    assert {"--archive-retention=720h", "--archive-retention-success=72h"} <= set(container["args"])
+    assert template(sets={"archive.retentionSuccess": "3 days"}).returncode != 0, "the schema refuses it"
 
     result = template(sets={"archive.enabled": "true"})
     assert result.returncode != 0 and "needs archive.url or archive.existingSecret" in result.stderr

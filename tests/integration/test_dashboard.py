@@ -92,7 +92,7 @@ def _person(kubectl, api, kubeconfig: str, namespace: str, role: str, tmp: Path)
 class Dashboard:
     """`cronoq dashboard` as a person runs it, on a port of its own."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, log: Path, archive: str | None = None) -> None:
         import http.cookiejar
         import urllib.request
 
@@ -100,7 +100,8 @@ class Dashboard:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cronoq", "dashboard", f"--kubeconfig={kubeconfig}", f"--port={self.port}"],
+            [sys.executable, "-m", "cronoq", "dashboard", f"--kubeconfig={kubeconfig}", f"--port={self.port}",
+             *([f"--archive={archive}"] if archive else [])],
             stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
         def printed() -> str | None:
@@ -127,11 +128,17 @@ class Dashboard:
 
 
 @pytest.fixture(scope="module")
-def people(kubectl, api, kubeconfig, dashboard_ns, tmp_path_factory, browser):
+def archive(tmp_path_factory) -> str:
+    """The archive the dashboards read (`--archive`): a SQLite file, filled by the history test."""
+    return f"sqlite:///{tmp_path_factory.mktemp('archive') / 'archive.db'}"
+
+
+@pytest.fixture(scope="module")
+def people(kubectl, api, kubeconfig, dashboard_ns, tmp_path_factory, browser, archive):
     """A dashboard per person, each opened in the browser through the URL it printed."""
     tmp = tmp_path_factory.mktemp("dashboard")
     dashboards = {role: Dashboard(_person(kubectl, api, kubeconfig, dashboard_ns.namespace, role, tmp),
-                                  tmp / f"{role}.log") for role in ("edit", "view")}
+                                  tmp / f"{role}.log", archive) for role in ("edit", "view")}
     for d in dashboards.values():
         browser.get(d.launch_url)
         assert browser.current_url == d.url + "/", browser.current_url  # the token left the address bar
@@ -289,6 +296,64 @@ def test_a_change_appears_on_an_open_page_without_a_reload(browser, people, stor
     # docs/how-to/dashboard.md has them from hack/dashboard_pages.py.
     print(f"\ndashboard: a new task on the open list after {list_seconds:.2f}s; "
           f"a resumed pool's task shown Succeeded after {phase_seconds:.2f}s (the operator's run included)")
+
+
+def test_the_history_page_lists_the_archives_executions_filtered_and_paged(browser, people, story, archive, shots):
+    """The History page (`--archive`) over the archive as the operator writes it: the rows of the
+    story's real statuses (engine.history, what the operator's writer writes) and of a task deleted
+    from the cluster since, which the page still lists, unlinked."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from cronoq.api import Task
+    from cronoq.archive import Database
+    from cronoq.engine import history
+
+    ns = story.namespace
+    story.task("doomed", pool="default")
+    story.wait_phase("doomed", "Succeeded")
+    tasks = [Task.model_validate(story.get(n)) for n in ("extract", "transform", "load", "broken", "doomed")]
+    db = Database.open(archive)
+    db.migrate()
+    db.write([history.rows(history.Identity.of(t), t.status) for t in tasks])
+    db.close()
+    story.custom.delete_namespaced_custom_object("cronoq.io", "v1alpha1", ns, "tasks", "doomed")
+    ended = sorted(((a.finished_at, t.metadata.uid, a.number, t.metadata.name, a.outcome.value)
+                    for t in tasks for a in t.status.attempts if a.outcome is not None), reverse=True)
+    expected = [(name, str(number)) for _, _, number, name, _ in ended]
+    assert len(expected) == 6, ended  # extract 2, transform, load, broken, doomed
+
+    def shown() -> list[tuple[str, str]]:
+        return [(e.get_attribute("data-task"), e.get_attribute("data-attempt"))
+                for e in browser.find_elements(By.CSS_SELECTOR, "tr.execution")]
+
+    url = people["view"].url
+    def forgotten() -> bool:
+        browser.get(f"{url}/tasks")
+        return not browser.find_elements(By.CSS_SELECTOR, 'tr[data-task="doomed"]')
+    wait_until(forgotten, timeout=30, what="the deleted task gone from the dashboard's cache")
+    browser.get(f"{url}/history")
+    assert shown() == expected, browser.find_element(By.TAG_NAME, "main").text
+    doomed = browser.find_element(By.CSS_SELECTOR, 'tr.execution[data-task="doomed"]')
+    assert "(deleted)" in doomed.text and not doomed.find_elements(By.TAG_NAME, "a")
+    extract = browser.find_element(By.CSS_SELECTOR, 'tr.execution[data-task="extract"]')
+    assert extract.find_element(By.TAG_NAME, "a").get_attribute("href").endswith(f"/tasks/{ns}/extract")
+    browser.save_screenshot(str(shots / "history.png"))
+
+    Select(browser.find_element(By.NAME, "outcome")).select_by_visible_text("Retryable")
+    browser.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+    wait_until(lambda: "outcome=Retryable" in browser.current_url, timeout=10, what="the filtered page")
+    assert shown() == [(name, str(number)) for _, _, number, name, outcome in ended if outcome == "Retryable"]
+    assert sorted(shown()) == [("broken", "1"), ("extract", "1")]
+
+    browser.get(f"{url}/history?size=4")
+    assert shown() == expected[:4]
+    browser.find_element(By.CSS_SELECTOR, 'a[rel="next"]').click()
+    wait_until(lambda: "older=" in browser.current_url, timeout=10, what="the older page")
+    assert shown() == expected[4:] and "Page 2" in browser.find_element(By.CSS_SELECTOR, "p.count").text
+    browser.find_element(By.CSS_SELECTOR, 'a[rel="prev"]').click()
+    wait_until(lambda: "newer=" in browser.current_url, timeout=10, what="the newer page")
+    assert shown() == expected[:4]
 
 
 def _act(browser, button_text: str, within: str = "body") -> str:

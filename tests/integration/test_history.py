@@ -14,10 +14,11 @@ import psycopg
 import pytest
 
 from tests.support.operator import OperatorProcess
-from tests.support.tasks import TERMINAL, Cronoq
+from tests.support.tasks import TERMINAL, Cronoq, plays
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
+IMAGE = "example.invalid/task:1"
 
 
 def archive_url(postgres, dsn: str) -> str:
@@ -144,3 +145,55 @@ def test_retention_waits_for_the_archive_then_deletes(own, postgres):
     wait_until(deleted, timeout=150, what="the task deleted once the archive took its rows")
     rows, tasks = archived(postgres.dsn(name), own.namespace)
     assert sorted(rows) == [(uid, 1), (uid, 2)] and tasks == {uid}
+
+
+def test_a_keyed_duplicate_after_its_original_was_deleted_gets_the_archived_outcome(own, postgres, kubeconfig):
+    """Within the key's retention, a keyed task whose original Task was deleted runs nothing and
+    reports the archived phase and output (issue 53, item 3); without an output in the Task or the
+    archive, the client says OutputUnavailable; a key the archive does not hold runs."""
+    from cronoq.client import Client, OutputUnavailable, TaskNotFound
+
+    url = archive_url(postgres, postgres.database("keys"))
+    own.operator.extra_args = (f"--archive={url}",)
+    own.operator.start()
+    own.operator.wait_leading()
+    own.pool(concurrency=2, leaseTTL="0s")
+    client = Client(namespace=own.namespace, kubeconfig=kubeconfig)
+    play = {"podMetadata": {"annotations": plays(message='{"rows": 12}')}}
+    client.submit("report-1", image=IMAGE, key="report", spec=play)
+    client.submit("silent-1", image=IMAGE, key="silent")
+    assert client.wait("report-1", timeout=60).output == {"rows": 12}
+    with pytest.raises(OutputUnavailable):
+        client.wait("silent-1", timeout=60)
+    for name in ("report-1", "silent-1"):
+        own.custom.delete_namespaced_custom_object("cronoq.io", "v1alpha1", own.namespace, "tasks", name)
+
+    def gone(name: str) -> bool:
+        try:
+            client.get(name)
+            return False
+        except TaskNotFound:
+            return True
+    wait_until(lambda: gone("report-1") and gone("silent-1"), timeout=30, what="the originals deleted")
+
+    again = client.submit("report-2", image=IMAGE, key="report")
+    assert again.metadata.name == "report-2", "the cluster holds the key no more: a new Task"
+    result = client.wait(again, timeout=60)
+    assert result.output == {"rows": 12} and result.task.status.duplicate_of == "report-1"
+    assert "archive" in (result.task.status.message or "")
+    same_name = client.wait(client.submit("report-1", image=IMAGE, key="report"), timeout=60)
+    assert same_name.output == {"rows": 12} and same_name.task.status.duplicate_of == "report-1"
+    with pytest.raises(OutputUnavailable) as raised:
+        client.wait(client.submit("silent-2", image=IMAGE, key="silent"), timeout=60)
+    assert raised.value.result.task.status.duplicate_of == "silent-1"
+    assert client.wait(client.submit("fresh", image=IMAGE, key="fresh", spec=play), timeout=60).output == {"rows": 12}
+    duplicates = {client.get(n).metadata.uid for n in ("report-2", "report-1", "silent-2")}
+    assert not [j.metadata.name for j in own.jobs() if j.metadata.labels["cronoq.io/task-uid"] in duplicates], \
+        "no duplicate ran"
+    assert len(own.jobs("fresh")) == 1, "a key the archive does not hold runs"
+
+    listed = subprocess.run([sys.executable, "-m", "cronoq", "history", f"--archive={url}",
+                             f"--namespace={own.namespace}", "--key=report", "-o", "json"],
+                            capture_output=True, text=True, check=True)
+    assert [(r["name"], r["attempt"]) for r in json.loads(listed.stdout)] == [("report-1", 1)], \
+        "what the key ran: the original's one attempt"

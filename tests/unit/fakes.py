@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from cronoq import metrics
+from cronoq.archive import Database
 from cronoq.controller.archive import Archiver
 from cronoq.controller.clock import FakeClock
 from cronoq.controller.reconciler import Controller
@@ -163,6 +164,16 @@ class World:
 
     def status(self, name: str) -> dict[str, Any]:
         return self.writer.tasks[name].get("status") or {}
+
+
+async def direct(fn: Callable[..., Any], *args: Any) -> Any:
+    """An archive's database calls on the event loop's own thread: the fake clock then says when they end."""
+    return fn(*args)
+
+
+def archiver_on(url: str) -> Callable[[FakeClock], Archiver]:
+    """A World's archiver over a real database (SQLite in a test's folder)."""
+    return lambda clock: Archiver(Database(url), clock, run_blocking=direct)
 
 
 def counter(name: str, **labels: str) -> float:

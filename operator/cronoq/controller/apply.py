@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 KUEUE_QUEUE_SECONDS = 30.0
 """The ClusterQueue of a LocalQueue that holds Jobs is read again (one GET) at most this often."""
 
+GONE_ORIGINAL_SECONDS = 1.0
+"""A keyed task whose original's Task was gone when read is decided again this much later (the
+watch has told the store by then), with an archive kept."""
+
 QUOTA = re.compile(r"exceeded quota: ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
 
 
@@ -90,6 +94,9 @@ class Applier:
         if plan.read_original is not None:
             await self._read_original(record, plan.read_original)
             return None
+        if plan.read_archive:
+            self._ask_archive(record)
+            return None
         if plan.read_workload is not None:
             await self._read_workload(record, plan.read_workload)
             return None
@@ -131,11 +138,28 @@ class Applier:
             self.queue.add(TaskWork(namespace, record.name))
             return
         full = Task.model_validate(raw) if raw is not None else None
+        if self.archiver is not None and (full is None or full.metadata.uid != original.uid):
+            # Gone, or its name taken by another task, since the store saw it: once the watch says
+            # so, the next decision asks the archive, which holds its output.
+            self.queue.add_after(TaskWork(namespace, record.name), GONE_ORIGINAL_SECONDS)
+            return
         # Gone, or its name taken by another task: decide with what the store has of it.
         read = keys.Holder.of(full, original.first_seen) if full is not None and full.metadata.uid == original.uid \
             else holder(original)
         record.original, record.original_uid = read, original.uid
         self.queue.add(TaskWork(namespace, record.name))
+
+    def _ask_archive(self, record: TaskRecord) -> None:
+        """Ask the archive whether it holds a finished original of the task's key deleted from the
+        cluster; its answer (controller/reconciler.py `_archive_answered`) decides the task again.
+        Not awaited: the reconcile goes on to other work meanwhile, and the task waits for no slot
+        (a fresh task is weighed before its first decision): whether it runs is not known yet."""
+        key = record.key
+        if self.archiver is None or key is None:  # not planned then
+            return
+        record.asking = True
+        self.slots.unwant((record.namespace, record.pool), (record.namespace, record.name))
+        self.archiver.ask((record.namespace, record.pool, key))
 
     async def _read_workload(self, record: TaskRecord, job: str) -> None:
         """Read why Kueue stopped the task's Job (its Workload's eviction), keep it with the Job's

@@ -11,6 +11,10 @@ finished task in the archive's database (cronoq/archive.py), off the dispatch pa
   finished task): true once the task's row is in the archive — known written, or found there, or
   written now from the Task as read over the API. False while the archive cannot answer: the
   deletion waits (bounded, with an Event: expiry.py).
+- `ask(namespace, pool, key)`: a keyed task nothing in the cluster holds back asks whether the
+  archive holds a finished original of its key (deleted from the cluster since). Asks are answered
+  in batches by one coroutine (`on_answer`), from the database and from the rows still queued; one
+  the archive cannot answer within ASK_WAIT is answered "unanswered" (the task then runs).
 - At start (once the schema is migrated), `catch_up`: what a previous leader may have left
   unwritten. Running tasks' ended attempts are written again from their status (a row already
   there is left alone), and the finished tasks the archive has no row of are read and written.
@@ -23,15 +27,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, TypeVar
 
 from cronoq import metrics
-from cronoq.api import Task, TaskStatus
+from cronoq.api import Task, TaskPhase, TaskStatus
 from cronoq.archive import Database, redact
 from cronoq.controller.clock import Clock, wait_set
 from cronoq.controller.store import Key, Store
-from cronoq.engine import history
+from cronoq.engine import history, keys
 from cronoq.engine.history import Identity, Rows
 
 log = logging.getLogger(__name__)
@@ -46,9 +51,25 @@ RETRY_SECONDS = (1.0, 60.0)
 """The delay between failing writes: from the first, doubling, up to the second."""
 PRUNE_SECONDS = 600.0
 """How often rows older than the archive's retention are deleted."""
+ASK_WAIT = 10.0
+"""Seconds an ask waits for the archive to be ready (migrated) before it is answered unanswered."""
 
 T = TypeVar("T")
 Reader = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+KeyId = tuple[str, str, str]
+"""(namespace, pool, key)."""
+Answer = Callable[[KeyId, "dict[str, Any] | None", bool], None]
+"""What an ask is answered with: the key, the archived original's task row (None: none), and
+whether the archive answered at all."""
+
+
+def archived_holder(row: dict[str, Any]) -> keys.Holder:
+    """An archived task row as deduplication reads a holder of its key."""
+    finished = row["finished_at"]
+    return keys.Holder(name=row["name"], created_at=row["created_at"] or finished, phase=TaskPhase(row["phase"]),
+                       attempt=int(row["attempts"] or 0), finished_at=finished, output=row["output"],
+                       output_available=bool(row["output_available"]) and row["output"] is not None,
+                       duplicate_of=row["duplicate_of"], message=row["message"])
 
 
 def rows_of_raw(raw: dict[str, Any]) -> tuple[str, Rows]:
@@ -87,6 +108,11 @@ class Archiver:
         self.migrated = False
         self.down_since: float | None = None
         """When the archive last stopped answering (monotonic), None while it answers."""
+        self._asks: dict[KeyId, float] = {}
+        """Keys asked and not answered yet → when first asked (monotonic)."""
+        self._asked = asyncio.Event()
+        self.on_answer: Answer | None = None
+        """Told each answer (the controller hands it to the tasks that asked)."""
 
     # ------------------------------------------------------------------ fed by the applier
 
@@ -103,6 +129,11 @@ class Archiver:
         metrics.ARCHIVE_QUEUE.set(self._queued_rows)
         if len(self._queue) == 1 or self._queued_rows >= BATCH:  # the writer waits for a first row, or a full batch
             self._wake.set()
+
+    def ask(self, keyed: KeyId) -> None:
+        """Ask, off the dispatch path, for the archived original of a key; `on_answer` is told."""
+        self._asks.setdefault(keyed, self.clock.monotonic())
+        self._asked.set()
 
     def forget(self, key: Key) -> None:
         """The task left the store."""
@@ -150,11 +181,67 @@ class Archiver:
     async def run(self, store: Store | None = None, read: Reader | None = None) -> None:
         """Migrate, catch up what a previous leader left (when given the store and a reader), then
         write batches and prune old rows, until cancelled."""
-        await self.migrate()
-        tasks: list[Awaitable[object]] = [self._write_loop(), self._prune_loop()]
-        if store is not None and read is not None:
-            tasks.append(self.catch_up(store, read))
-        await asyncio.gather(*tasks)
+        async def migrated_then() -> None:
+            await self.migrate()
+            tasks: list[Awaitable[object]] = [self._write_loop(), self._prune_loop()]
+            if store is not None and read is not None:
+                tasks.append(self.catch_up(store, read))
+            await asyncio.gather(*tasks)
+
+        await asyncio.gather(migrated_then(), self._ask_loop())
+
+    async def _ask_loop(self) -> None:
+        while True:
+            if not self._asks:
+                self._asked.clear()
+                await self._asked.wait()
+            if not self.migrated:  # not ready: what has waited ASK_WAIT is answered unanswered
+                now = self.clock.monotonic()
+                late = [k for k, since in self._asks.items() if now - since >= ASK_WAIT]
+                if late:
+                    log.warning("the archive is not ready: %d keyed tasks go on without asking it", len(late))
+                for keyed in late:
+                    self._answer(keyed, None, False)
+                await self.clock.sleep(1.0)
+                continue
+            await self.answer_once()
+
+    async def answer_once(self) -> None:
+        """Answer up to BATCH asks: from the database in one call, and from the rows still queued."""
+        batch = list(self._asks)[:BATCH]
+        try:
+            found = await self._call(self.db.originals, batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the tasks go on without it
+            log.warning("the archive could not be asked about %d keys (%s): those tasks go on without it",
+                        len(batch), err)
+            for keyed in batch:
+                self._answer(keyed, None, False)
+            return
+        queued = self._queued_originals(set(batch))
+        for keyed in batch:
+            rows = [r for r in (found.get(keyed), queued.get(keyed)) if r is not None]
+            self._answer(keyed, max(rows, key=_finished_order) if rows else None, True)
+
+    def _queued_originals(self, wanted: set[KeyId]) -> dict[KeyId, dict[str, Any]]:
+        """The newest finished original of each wanted key among the rows not written yet."""
+        found: dict[KeyId, dict[str, Any]] = {}
+        for rows in self._queue:
+            row = rows.task
+            if row is None or row.key is None or row.duplicate_of is not None:
+                continue
+            keyed = (row.namespace, row.pool, row.key)
+            if keyed in wanted:
+                item = asdict(row)
+                if keyed not in found or _finished_order(item) > _finished_order(found[keyed]):
+                    found[keyed] = item
+        return found
+
+    def _answer(self, keyed: KeyId, row: dict[str, Any] | None, answered: bool) -> None:
+        self._asks.pop(keyed, None)
+        if self.on_answer is not None:
+            self.on_answer(keyed, row, answered)
 
     async def _write_loop(self) -> None:
         delay = RETRY_SECONDS[0]
@@ -309,6 +396,10 @@ class Archiver:
         self.db.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False)
+
+
+def _finished_order(row: dict[str, Any]) -> datetime:
+    return row["finished_at"] or datetime.min.replace(tzinfo=timezone.utc)
 
 
 def _count(rows: Rows) -> int:

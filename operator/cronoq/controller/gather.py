@@ -27,8 +27,10 @@ class JobSettings:
 
 
 def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch: int,
-           jobs: JobSettings, rate_limits: RateLimits | None = None) -> tuple[Subject, Observation]:
-    """The task as the decision sees it, and what it reads around it."""
+           jobs: JobSettings, rate_limits: RateLimits | None = None, *,
+           archive: bool = False) -> tuple[Subject, Observation]:
+    """The task as the decision sees it, and what it reads around it. `archive`: the operator
+    keeps one (a keyed task nothing in the cluster holds back asks it)."""
     namespace = record.namespace
     pool_key = (namespace, record.pool)
     found = store.pools.get(pool_key)
@@ -53,7 +55,7 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
     if rate_limits is not None and found is not None and found.spec.rate_limit is not None \
             and slots.free(pool_key, capacity(found.spec)) > 0:
         next_start_at = rate_limits.next_start_at(pool_key, found, now)
-    gating = _gating(store, record, task, pool) if attempt == 0 else Gating()
+    gating = _gating(store, record, task, pool, archive) if attempt == 0 else Gating()
     grant = slots.grants.get((namespace, record.name))
     return Live(task), Observation(
         now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None, pool=pool,
@@ -77,7 +79,7 @@ class Gating:
     """The dependency cycle it is on, if any."""
 
 
-def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | None) -> Gating:
+def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | None, archive: bool) -> Gating:
     """What gates a task's first attempt: its key's other holders, its dependencies' phases."""
     namespace = record.namespace
     holders = None
@@ -89,7 +91,8 @@ def _gating(store: Store, record: TaskRecord, task: Task, pool: TaskPoolSpec | N
         read = store.tasks.get((namespace, original.name)) if original is not None else None
         current = original if read is not None and read.uid == record.original_uid else None
         holders = keys.KeyHolders(me=holder(record), others=others,
-                                  retention=(pool or TaskPoolSpec()).key_retention, original=current)
+                                  retention=(pool or TaskPoolSpec()).key_retention, original=current,
+                                  archive=archive, archived=record.archived)
     if not task.spec.depends_on:
         return Gating(holders)
 

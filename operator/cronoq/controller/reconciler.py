@@ -11,12 +11,12 @@ import asyncio
 import logging
 import random
 from datetime import timedelta
-from typing import Callable
+from typing import Any, Callable
 
 from cronoq import metrics
 from cronoq.api import TaskPool
 from cronoq.controller.apply import Applier
-from cronoq.controller.archive import Archiver
+from cronoq.controller.archive import Archiver, KeyId, archived_holder
 from cronoq.controller.clock import Clock, LoopClock, Timer
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
@@ -30,7 +30,7 @@ from cronoq.controller.store import Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
-from cronoq.engine import admission
+from cronoq.engine import admission, keys
 from cronoq.engine.decide import Live, decide
 from cronoq.engine.jobs import TaskServiceAccount
 
@@ -82,6 +82,8 @@ class Controller:
                 return await archive.ready(namespace, name, uid, writer.read_task)
         self.expiry = Expiry(writer, self.term, self.clock, busy=lambda: self.queue.urgent, gate=gate,
                              hold=archive_wait)
+        if archiver is not None:
+            archiver.on_answer = self._archive_answered
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
         self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount())
@@ -160,6 +162,22 @@ class Controller:
                 self.rate_limits.refund(grant.pool, 1)
             self.queue.add(PoolWork(*grant.pool))
 
+    def _archive_answered(self, keyed: KeyId, row: dict[str, Any] | None, answered: bool) -> None:
+        """The archive's answer for a key, handed to the tasks of the key that asked, which are
+        decided again. An archived task still in the store is not a deleted original (the store
+        judges it)."""
+        namespace, _, _ = keyed
+        names = self.store.keyed.get(keyed, ())
+        if row is not None and any((r := self.store.tasks.get((namespace, n))) is not None and r.uid == row["task_uid"]
+                                   for n in names):
+            row = None
+        found = keys.Archived(archived_holder(row) if row is not None else None, answered)
+        for name in names:
+            record = self.store.tasks.get((namespace, name))
+            if record is not None and record.asking:
+                record.archived, record.asking = found, False
+                self.queue.add(TaskWork(namespace, name))
+
     def resynced(self, passes: int) -> list[tuple[str, str]]:
         """The tasks the `passes`-th resync looks at: all of them every WAITING_RESYNC_EVERY-th pass,
         else those that have started an attempt and not finished."""
@@ -216,7 +234,7 @@ class Controller:
             self.store.forget(key)
             return DONE
         subject, seen = gather(self.store, self.slots, record, self.clock.now(), self.term.epoch, self.job_settings,
-                               self.rate_limits)
+                               self.rate_limits, archive=self.archiver is not None)
         plan = decide(subject, seen, self.rng)
         refused = await self.applier.apply(record, subject.task if isinstance(subject, Live) else None, plan, seen.now)
         if refused is not None:

@@ -151,6 +151,11 @@ class TaskRecord:
     """A keyed task about to end as a duplicate: its finished original as read over the API (the
     output and message the store does not keep), with the original's uid in `original_uid`."""
     original_uid: str | None = None
+    archived: keys.Archived | None = None
+    """A keyed task nothing in the cluster holds back, with an archive kept: what the archive
+    answered for its key (a finished original deleted from the cluster since, or none)."""
+    asking: bool = False
+    """It has asked the archive (controller/archive.py `ask`) and waits for the answer."""
     inputs: str | None = None
     """A task with dependencies about to get a Job: their phases and outputs as read over the API
     (`pod_protocol.inputs`, at most 64 KiB), kept while it runs (its retries hand over the same);
@@ -234,7 +239,7 @@ class TaskRecord:
         self.packed, self.brief = other.packed, other.brief
         if self.finished is not None:  # it creates no more Jobs and is nobody's duplicate any more
             self.rejected, self.refused, self.original, self.original_uid = NOTHING, NOTHING, None, None
-            self.inputs = None
+            self.inputs, self.archived, self.asking = None, None, False
 
 
 @dataclass(slots=True)

@@ -103,8 +103,8 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
         seen = replace(seen, worker=roomiest(seen.worker_room))
     if not (task.status and task.status.attempt):
         gate = _gate(task, seen)
-        if isinstance(gate, str):
-            return Plan(read_original=gate)
+        if isinstance(gate, Plan):
+            return gate
         seen = replace(seen, gate=gate)
     plan = reconcile(task, settings, seen, rng)
     status = plan.status
@@ -139,20 +139,27 @@ def _retimed_for_outcome(task: Task, phase: TaskPhase, seen: Observation, plan: 
     return retime(seen.jobs, kept, plan.delete_jobs)
 
 
-def _gate(task: Task, seen: Observation) -> Gate | str:
-    """What the task's key, then its dependencies, then its start time say about its first attempt; the name of its
-    finished original when that one's full record must be read first."""
+def _gate(task: Task, seen: Observation) -> Gate | Plan:
+    """What the task's key, then its dependencies, then its start time say about its first attempt;
+    or the read to make first: its finished original's full record, or the archive's answer for a
+    key nothing in the cluster holds."""
     held, now = seen.holders, seen.now
     if task.spec.key and held is not None:
         first = keys.reported(held.me, held.others, held.retention, now)
         others = held.others
         if first is not None:
             if held.original is None or held.original.name != first.name:
-                return first.name
+                return Plan(read_original=first.name)
             others = tuple(held.original if h.name == first.name else h for h in others)
         verdict = keys.gate(held.me, others, held.retention, now)
         if verdict.verdict != "run":
             return verdict
+        if held.archive and keys.asks_archive(held.me):
+            if held.archived is None:
+                return Plan(read_archive=True)
+            verdict = keys.archived_gate(held.archived, held.retention, now)
+            if verdict.verdict != "run":
+                return verdict
     if task.spec.depends_on:
         after = dependencies.gate(task.metadata.name or "", task.spec.depends_on, seen.dependencies or {}, seen.cycle)
         if after.verdict != "run":

@@ -130,6 +130,10 @@ class Plan:
     read_original: str | None = None
     """A keyed task that ends as the duplicate of this finished task: read its full record (the
     output and message the store does not keep), then decide again. Nothing else is planned."""
+    read_archive: bool = False
+    """A keyed task that nothing in the cluster holds back, with an archive kept: ask the archive
+    for a finished original of its key deleted from the cluster (keys.Archived), then decide
+    again. Nothing else is planned."""
     read_workload: str | None = None
     """The task's Job of this name was stopped by Kueue: read why from its Workload (the store
     keeps it as the Job's `kueue_stop`), then decide again. Nothing else is planned."""

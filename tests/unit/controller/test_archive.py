@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from cronoq.archive import Database, Filter
 from cronoq.controller.archive import Archiver
@@ -17,16 +17,7 @@ from cronoq.controller.expiry import ARCHIVE_RETRY_SECONDS, Expiry
 from cronoq.controller.term import Term
 
 from tests.unit.builders import T0
-from tests.unit.fakes import NS, FakeWriter, World, counter, pod
-
-
-async def direct(fn: Callable[..., Any], *args: Any) -> Any:
-    """The database calls on the event loop's own thread: the fake clock then says when they end."""
-    return fn(*args)
-
-
-def archiver_on(url: str) -> Callable[[FakeClock], Archiver]:
-    return lambda clock: Archiver(Database(url), clock, run_blocking=direct)
+from tests.unit.fakes import NS, FakeWriter, World, archiver_on, counter, direct, pod
 
 
 def failed_pod(job: str, task: str, attempt: int) -> dict[str, Any]:
@@ -199,4 +190,75 @@ def test_a_deletion_held_by_a_down_archive_says_so_once_and_goes_after_the_bound
         assert writer.events[-1] == ("stuck", "DeletedUnarchived", "Warning")
         assert counter("cronoq_archive_deleted_unarchived_total") == unarchived + 1
         runner.cancel()
+    asyncio.run(scenario())
+
+
+def test_a_stalled_archive_holds_up_no_dispatch(tmp_path) -> None:
+    """Off the dispatch path: while the archive's write hangs in its thread, tasks are still admitted,
+    their Jobs created and their ends recorded; their rows wait in the queue, and land once it answers."""
+    import threading
+
+    class Stalled(Database):
+        def __init__(self, url: str) -> None:
+            super().__init__(url)
+            self.entered, self.release = threading.Event(), threading.Event()
+
+        def write(self, batch: Any, now: Any = None) -> tuple[int, int]:
+            self.entered.set()
+            assert self.release.wait(30), "released by the test"
+            return super().write(batch, now)
+
+    url = f"sqlite:///{tmp_path}/archive.db"
+    db = Stalled(url)
+
+    async def scenario() -> None:
+        world = World(concurrency=3, archiver=lambda clock: Archiver(db, clock))  # its own thread, as in the operator
+        archiver = world.controller.archiver
+        assert archiver is not None
+        await archiver.migrate()
+        await run_to_the_end(world, "first")
+        writing = asyncio.create_task(archiver.flush_once())
+        await asyncio.to_thread(db.entered.wait, 10)
+        for name in ("a", "b", "c"):
+            world.submit(name)
+        await world.settle()
+        for name in ("a", "b", "c"):
+            world.controller.intake.on_pod(None, pod(f"{name}-a1", name, 0))
+        await world.settle()
+        assert [world.status(n)["phase"] for n in ("a", "b", "c")] == ["Succeeded"] * 3
+        assert not writing.done() and archiver._queued_rows == 4 + 6, "first's 4 in the hanging batch, then 3 × 2"
+        db.release.set()
+        assert await writing
+        while archiver._queue:
+            assert await archiver.flush_once()
+        assert Database.open(url).counts() == (5, 4)
+        archiver.close()
+    asyncio.run(scenario())
+
+
+def test_what_the_archiver_keeps_goes_with_the_tasks_not_with_the_rows(tmp_path) -> None:
+    """The operator's memory does not grow with archived rows: once written, a row is the database's;
+    the archiver keeps one uid per finished task the store still holds, and forgets it with the task."""
+    url = f"sqlite:///{tmp_path}/archive.db"
+
+    async def scenario() -> None:
+        world = World(concurrency=40, archiver=archiver_on(url))
+        archiver = world.controller.archiver
+        assert archiver is not None
+        await archiver.migrate()
+        names = [f"t{i}" for i in range(40)]
+        for name in names:
+            world.submit(name)
+        await world.settle()
+        for name in names:
+            world.controller.intake.on_pod(None, pod(f"{name}-a1", name, 0))
+        await world.settle()
+        while archiver._queue:
+            assert await archiver.flush_once()
+        assert len(archiver.archived) == 40 and archiver._queued_rows == 0
+        for name in names:  # their retention ends (or someone deletes them)
+            world.controller.intake.on_task("DELETED", world.writer.tasks.pop(name))
+        await world.settle()
+        assert archiver.archived == {} and not archiver._queue and not archiver._asks
+        assert Database.open(url).counts() == (40, 40), "the rows stay in the database"
     asyncio.run(scenario())

@@ -117,6 +117,35 @@ def test_history_filters_and_order(db) -> None:
     assert row["finished_at"] == at(15) and row["started_at"] == at(14) and row["task_message"] == "done"
 
 
+def test_pages_by_place_walk_every_row_once_both_ways(db) -> None:
+    """Keyset paging (the dashboard's): from a row's place to the next page and back, ties in
+    finishedAt broken by uid and attempt, each row on one page."""
+    db.write([Rows(tuple(attempt(f"u{i}", n, finished=float(i // 3)) for n in (1, 2)), None) for i in range(9)], at(40))
+    every = [(r["task_uid"], r["attempt"]) for r in db.query(Filter(limit=100))]
+    assert len(every) == 18 and every[:3] == [("u8", 2), ("u8", 1), ("u7", 2)]
+
+    def place(row: dict) -> tuple:
+        return row["finished_at"], row["task_uid"], row["attempt"]
+    pages, page = [], db.query(Filter(limit=4))
+    while page:
+        pages.append(page)
+        page = db.query(Filter(limit=4, older_than=place(page[-1])))
+    assert [(r["task_uid"], r["attempt"]) for p in pages for r in p] == every
+    back = db.query(Filter(limit=4, newer_than=place(pages[2][0])))
+    assert back == pages[1], "the page before, in the listing's order"
+    assert db.query(Filter(limit=4, namespace="ns", outcome="Retryable", older_than=place(pages[0][-1]))) == pages[1]
+
+
+def test_a_keys_original_is_its_newest_finished_task_that_was_no_duplicate(db) -> None:
+    keyed = [replace(task(uid, "Succeeded", finished=f), key="k") for uid, f in (("old", 1), ("new", 5))]
+    dup = replace(task("dup", "Succeeded", finished=9), key="k", duplicate_of="task-new")
+    other = replace(task("o", finished=3), key="k", pool="q")
+    db.write([Rows((), t) for t in (*keyed, dup, other)], at(10))
+    found = db.originals([("ns", "p", "k"), ("ns", "q", "k"), ("ns", "p", "none"), ("ns", "p", "k")])
+    assert {k: v["task_uid"] for k, v in found.items()} == {("ns", "p", "k"): "new", ("ns", "q", "k"): "o"}
+    assert found[("ns", "p", "k")]["finished_at"] == at(5)
+
+
 def test_retention_deletes_old_rows_and_successes_sooner(db) -> None:
     old, recent = -40 * 86400, -86400
     db.write([Rows((attempt("a", 1, finished=old),), task("a", finished=old)),

@@ -96,10 +96,13 @@ def value(path: str) -> Any:
 
 def chart_flags() -> dict[str, list[str]]:
     """Each operator flag the Deployment gives from a value → that flag as the values' defaults
-    make it: `--x={{ .Values.a.b }}`, `--x` inside `if .Values.a.b`, `--x={{ . }}` in `range .Values.a`."""
+    make it: `--x={{ .Values.a.b }}` (none inside `if .Values.a.b` while it is empty), `--x` inside
+    `if .Values.a.b`, `--x={{ . }}` in `range .Values.a`."""
     given: dict[str, list[str]] = {}
     for name, path in re.findall(r"- (--[\w-]+)=\{\{ \.Values\.([\w.]+) \}\}", DEPLOYMENT):
         given[name] = [f"{name}={value(path)}"]
+    for path, name in re.findall(r"\{\{- if \.Values\.([\w.]+) \}\}\s*- (--[\w-]+)=\{\{ \.Values\.\1 \}\}", DEPLOYMENT):
+        given[name] = [f"{name}={value(path)}"] if value(path) else []
     for path, name in re.findall(r"\{\{- if \.Values\.([\w.]+) \}\}\s*- (--[\w-]+)\n", DEPLOYMENT):
         given[name] = [name] if value(path) else []
     for path, name in re.findall(r"\{\{- range \.Values\.([\w.]+) \}\}\s*- (--[\w-]+)=\{\{ \. \}\}", DEPLOYMENT):

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from cronoq.api import TaskPhase
 from cronoq.engine import reasons
-from cronoq.engine.keys import Holder, gate, original, reported
+from cronoq.engine.keys import Archived, Holder, archived_gate, asks_archive, gate, original, reported
 
 from tests.unit.builders import at
 
@@ -114,3 +114,37 @@ def test_exactly_one_task_of_a_key_runs(group: list[Holder]) -> None:
     for h in group:
         if h is not first:
             assert gate(h, [o for o in group if o is not h], HOUR, at(100)).duplicate_of == first.name
+
+
+# A finished original deleted from the cluster, as the archive keeps it (keys.archived_gate).
+
+def test_an_archived_original_within_its_retention_ends_the_task_with_its_outcome_and_output() -> None:
+    gone = Holder("orig", at(0), phase=TaskPhase.SUCCEEDED, attempt=2, finished_at=at(30), output="42",
+                  output_available=True, message="succeeded on attempt 2")
+    result = archived_gate(Archived(gone), HOUR, at(50))
+    assert (result.verdict, result.phase, result.output, result.duplicate_of) == ("end", TaskPhase.SUCCEEDED, "42",
+                                                                                   "orig")
+    assert result.reason == reasons.DUPLICATE and "archive" in result.message and "attempt 2" in result.message
+
+
+def test_an_archived_original_without_an_output_gives_none() -> None:
+    gone = Holder("orig", at(0), phase=TaskPhase.SUCCEEDED, attempt=1, finished_at=at(30), output=None)
+    result = archived_gate(Archived(gone), HOUR, at(50))
+    assert (result.verdict, result.output) == ("end", None)
+
+
+def test_the_archive_holds_the_key_back_only_within_its_retention_and_only_for_an_original() -> None:
+    gone = Holder("orig", at(0), phase=TaskPhase.FAILED, attempt=1, finished_at=at(100))
+    assert archived_gate(Archived(gone), HOUR, at(100 + 3599)).phase is TaskPhase.FAILED
+    assert archived_gate(Archived(gone), HOUR, at(100 + 3600)).verdict == "run"
+    duplicate = Holder("dup", at(0), phase=TaskPhase.SUCCEEDED, finished_at=at(100), duplicate_of="orig")
+    assert archived_gate(Archived(duplicate), HOUR, at(101)).verdict == "run"
+    assert archived_gate(Archived(None), HOUR, at(101)).verdict == "run"
+    assert archived_gate(Archived(None, answered=False), HOUR, at(101)).verdict == "run"
+
+
+def test_only_a_task_never_let_past_its_key_asks_the_archive() -> None:
+    assert asks_archive(Holder("new", at(0)))
+    assert asks_archive(Holder("w", at(0), phase=TaskPhase.BLOCKED, duplicate_of="gone"))
+    assert not asks_archive(Holder("q", at(0), phase=TaskPhase.QUEUED))
+    assert not asks_archive(Holder("b", at(0), phase=TaskPhase.BLOCKED))  # waiting for a dependency

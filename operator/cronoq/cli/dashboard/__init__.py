@@ -8,6 +8,7 @@ refusal, shown on the page.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,11 +21,15 @@ def add_verb(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("dashboard", parents=[common],
                        help="serve a dashboard of the queue on 127.0.0.1, with your own kubeconfig's rights",
                        description="Serve the dashboard (overview per pool, tasks with filters, a task's attempts, "
-                                   "logs, Events and dependencies, schedules, actions) on 127.0.0.1, live. Every "
+                                   "logs, Events and dependencies, schedules, actions, and the archive's history with --archive) "
+                                   "on 127.0.0.1, live. Every "
                                    "read and write is made with your kubeconfig, as kubectl would.")
     p.add_argument("--all-namespaces", "-A", action="store_true", help="every namespace you may list")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--archive", default=None, metavar="URL",
+                   help="the archive's database (the operator's --archive; default: $CRONOQ_ARCHIVE), read by the "
+                        "History page: executions of every task, deleted ones too")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,15 +38,25 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"dashboard: --port {args.port} is not a port (0 to 65535)")
 
+    archive = args.archive or os.environ.get("CRONOQ_ARCHIVE") or None
+    if archive is not None:
+        from cronoq.archive import ArchiveError, Database
+
+        try:
+            Database(archive)  # a URL of no known kind is refused now, not on the page
+        except ArchiveError as err:
+            raise UsageError(f"dashboard: --archive: {err}") from None
+
     def verb(args: argparse.Namespace, client: Client) -> int:
-        serve(client, args.all_namespaces, args.port)
+        serve(client, args.all_namespaces, args.port, archive)
         return EXIT_OK
 
     return runner.run(args, verb)
 
 
-def serve(client: Client, all_namespaces: bool, port: int) -> None:
-    """Serve until interrupted; print the launch URL once listening (with the port picked, if 0)."""
+def serve(client: Client, all_namespaces: bool, port: int, archive: str | None = None) -> None:
+    """Serve until interrupted; print the launch URL once listening (with the port picked, if 0).
+    `archive`: the archive's URL, for the history page."""
     import asyncio
     import logging
     import socket
@@ -59,7 +74,7 @@ def serve(client: Client, all_namespaces: bool, port: int) -> None:
     where = "every namespace" if all_namespaces else f"namespace {client.namespace}"
 
     async def main() -> None:
-        app = make_app(client, all_namespaces, port)
+        app = make_app(client, all_namespaces, port, archive=archive)
         runner = web.AppRunner(app, handle_signals=True)
         await runner.setup()
         await web.SockSite(runner, sock).start()

@@ -69,6 +69,8 @@ class State:
     access: str
     session: str
     cache: Cache | None = None
+    archive: str | None = None
+    """The archive's database URL (`--archive`), read by the history page; None: no history."""
 
     def launch_url(self, port: int) -> str:
         """The URL printed at start: opened in the user's browser, it lets that browser in."""
@@ -78,13 +80,15 @@ class State:
 STATE = web.AppKey("state", State)
 
 
-def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | None = None) -> web.Application:
-    """The application. `cache` is started here unless given (tests give a synced one)."""
+def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | None = None,
+             archive: str | None = None) -> web.Application:
+    """The application. `cache` is started here unless given (tests give a synced one); `archive`
+    is the archive's URL the history page reads."""
     app = web.Application(middlewares=[_only_own_host(port), _only_with_access(port)])
     hub = Hub()
     token = secrets.token_urlsafe(24)
     state = app[STATE] = State(client, all_namespaces, hub, token, _templates(token, all_namespaces, client.namespace),
-                               access=secrets.token_urlsafe(32), session=secrets.token_urlsafe(32))
+                               access=secrets.token_urlsafe(32), session=secrets.token_urlsafe(32), archive=archive)
 
     async def start(app: web.Application) -> None:
         loop = asyncio.get_running_loop()
@@ -111,6 +115,7 @@ def make_app(client: Client, all_namespaces: bool, port: int, cache: Cache | Non
     app.router.add_get("/tasks/{namespace}/{name}/logs/{attempt}", task_log)
     app.router.add_get("/tasks/{namespace}/{name}/kueue", task_kueue)
     app.router.add_get("/schedules", schedules_page)
+    app.router.add_get("/history", history_page)
     app.router.add_get("/events", event_stream)
     app.router.add_post("/actions/{action}", action)
     app.router.add_static("/static", HERE / "static", append_version=False)
@@ -302,6 +307,51 @@ async def schedules_page(request: web.Request) -> web.Response:
     now = datetime.now(timezone.utc)
     schedules = [(s, *views.next_fires(s, now), views.schedule_tasks(s, tasks)[:10]) for s in cache.schedules()]
     return _page(request, "schedules.html", schedules=schedules)
+
+
+async def history_page(request: web.Request) -> web.Response:
+    """Executions (ended attempts) from the archive, newest first, a page at a time: deleted tasks
+    too. Read from the archive's database at each load (it is not watched); a row links to its
+    task while the cluster still holds that task (same uid)."""
+    state = request.app[STATE]
+    now = datetime.now(timezone.utc)
+    scope = None if state.all_namespaces else state.client.namespace
+    context: dict[str, Any] = dict(wanted=views.HistoryFilter(), page=None, bad=None, elapsed=0.0, live=set(),
+                                   outcomes=views.OUTCOMES, final_phases=views.FINAL_PHASES, archive=state.archive)
+    try:
+        wanted = context["wanted"] = views.HistoryFilter.parse(request.query, now)
+    except views.BadFilter as err:
+        return _page(request, "history.html", **{**context, "bad": f"Bad filter: {err}"})
+    if state.archive is None:
+        return _page(request, "history.html", **context)
+    url, where = state.archive, wanted.archive_filter(now, scope)
+    started = time.perf_counter()
+    try:
+        rows = await asyncio.to_thread(_read_history, url, where)
+    except Exception as err:  # noqa: BLE001 - the database's own errors, shown on the page
+        return _page(request, "history.html", **{**context, "bad": f"The archive cannot be read: {err}"})
+    elapsed = time.perf_counter() - started
+    page = views.history_page(rows, wanted)
+    cache = _cache(request)
+    live = {(r["namespace"], r["name"]) for r in page.rows
+            if (t := cache.get("tasks", r["namespace"], r["name"])) is not None and t.metadata.uid == r["task_uid"]}
+    return _page(request, "history.html", **{**context, "page": page, "elapsed": elapsed, "live": live})
+
+
+def _read_history(url: str, where: Any) -> list[dict[str, Any]]:
+    """One page of the archive, over a connection of its own (opened and closed here: pages are
+    read seldom, and a connection is never shared between threads)."""
+    import os
+
+    from cronoq.archive import ArchiveError, Database
+
+    db = Database(url)
+    if db.dialect == "sqlite" and not os.path.exists(db.path):
+        raise ArchiveError(f"no archive at {db.path}")
+    try:
+        return db.query(where)
+    finally:
+        db.close()
 
 
 # ---------------------------------------------------------------------- live

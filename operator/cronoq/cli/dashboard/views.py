@@ -1,15 +1,18 @@
 """What the dashboard's pages show, computed from the cached objects without I/O (and so tested
 without a cluster): the task list's filters and paging, the overview per namespace and pool, an
-attempt timeline, and the dependency graph around one task."""
+attempt timeline, the dependency graph around one task, and the history page's filter (what it
+asks the archive: cronoq/archive.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from cronoq.api import TERMINAL_PHASES, Task, TaskPhase, TaskPool, TaskSchedule
+from cronoq.api import TERMINAL_PHASES, AttemptOutcome, DurationError, Task, TaskPhase, TaskPool, TaskSchedule
+from cronoq.api.durations import parse as parse_duration
+from cronoq.archive import Filter
 from cronoq.cli.render import passed_on
 
 PAGE_SIZE = 50
@@ -119,6 +122,120 @@ def task_page(tasks: Iterable[Task], wanted: TaskFilter) -> Page:
     number = min(wanted.page, pages)
     start = (number - 1) * wanted.size
     return Page(matching[start:start + wanted.size], len(matching), number, pages)
+
+
+OUTCOMES = [o.value for o in AttemptOutcome]
+FINAL_PHASES = sorted(p.value for p in TERMINAL_PHASES)
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """The history page's filters: executions (ended attempts) from the archive, newest first."""
+
+    namespace: str = ""
+    outcome: str = ""
+    phase: str = ""
+    pool: str = ""
+    key: str = ""
+    name: str = ""
+    since: str = ""
+    older: str = ""
+    """The page after this row (a cursor: `place`), older."""
+    newer: str = ""
+    """The page before this row, newer."""
+    page: int = 1
+    """The page's number, as shown (the cursors say where it is)."""
+    size: int = PAGE_SIZE
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str], now: datetime) -> HistoryFilter:
+        """The filter a query string asks for; `since` is a duration ago (1h, 7d) or an RFC 3339 time."""
+        outcome, phase = query.get("outcome", "").strip(), query.get("phase", "").strip()
+        if outcome and outcome not in OUTCOMES:
+            raise BadFilter(f"outcome: {outcome!r} is none of {', '.join(OUTCOMES)}")
+        if phase and phase not in FINAL_PHASES:
+            raise BadFilter(f"phase: {phase!r} is none of {', '.join(FINAL_PHASES)}")
+        wanted = cls(namespace=query.get("namespace", "").strip(), outcome=outcome, phase=phase,
+                     pool=query.get("pool", "").strip(), key=query.get("key", "").strip(),
+                     name=query.get("name", "").strip(), since=query.get("since", "").strip(),
+                     older=query.get("older", "").strip(), newer=query.get("newer", "").strip(),
+                     page=_number(query, "page", 1, 1, 10**9), size=_number(query, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE))
+        wanted.since_time(now)  # refused now, not when read
+        _cursor(wanted.older, "older")
+        _cursor(wanted.newer, "newer")
+        return wanted
+
+    def since_time(self, now: datetime) -> datetime | None:
+        if not self.since:
+            return None
+        try:
+            return now - parse_duration(self.since)
+        except (DurationError, ValueError):
+            pass
+        try:
+            at = datetime.fromisoformat(self.since.replace("Z", "+00:00"))
+        except ValueError:
+            raise BadFilter(f"since: {self.since!r} is neither a duration (1h, 7d) nor an RFC 3339 time") from None
+        return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+
+    def archive_filter(self, now: datetime, namespace: str | None) -> Filter:
+        """What to ask the archive: this page's rows and one more (is there a next page?), in
+        `namespace` (the dashboard's own; None: every one, or the filter's)."""
+        return Filter(namespace=namespace or self.namespace or None, outcome=self.outcome or None,
+                      phase=self.phase or None, pool=self.pool or None, key=self.key or None,
+                      name=self.name or None, since=self.since_time(now), limit=self.size + 1,
+                      older_than=_cursor(self.older, "older"), newer_than=_cursor(self.newer, "newer"))
+
+    def query(self, **changes: Any) -> str:
+        """This filter as a query string, with `changes` (e.g. another page: its cursor and number)."""
+        from urllib.parse import urlencode
+
+        values = {"namespace": self.namespace, "outcome": self.outcome, "phase": self.phase, "pool": self.pool,
+                  "key": self.key, "name": self.name, "since": self.since, "older": self.older, "newer": self.newer,
+                  "page": self.page, "size": self.size, **changes}
+        defaults = {"page": 1, "size": PAGE_SIZE}
+        return urlencode({k: v for k, v in values.items() if v not in ("", None) and defaults.get(k) != v})
+
+
+def place(row: Mapping[str, Any]) -> str:
+    """A row's place in the listing, as the pages' links carry it: `finishedAt,uid,attempt`."""
+    return f"{row['finished_at'].isoformat()},{row['task_uid']},{row['attempt']}"
+
+
+def _cursor(text: str, name: str) -> tuple[datetime, str, int] | None:
+    if not text:
+        return None
+    try:
+        at, uid, number = text.rsplit(",", 2)
+        when = datetime.fromisoformat(at)
+        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)), uid, int(number)
+    except ValueError:
+        raise BadFilter(f"{name}: {text!r} is not a place in the history (time,uid,attempt)") from None
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    rows: list[dict[str, Any]]
+    number: int
+    older: str | None
+    """The place the next (older) page starts after; None: no older row."""
+    newer: str | None
+    """The place the page before (newer) ends before; None: this is the newest page."""
+
+
+def history_page(rows: list[dict[str, Any]], wanted: HistoryFilter) -> HistoryPage:
+    """The archive's answer to `archive_filter` (a page and one row more, on the far side from the
+    cursor) as a page: its rows, and where the pages beside it start. Keyset paging: any page costs
+    what the first does, however deep."""
+    size = wanted.size
+    if wanted.newer:  # the row more is the newest one, first
+        shown, newer_more, older_more = rows[-size:], len(rows) > size, True
+    else:
+        shown, newer_more, older_more = rows[:size], bool(wanted.older), len(rows) > size
+    number = max(wanted.page, 2) if newer_more else 1  # the newest page is the first, whatever the link said
+    timed = [r for r in shown if r.get("finished_at") is not None]
+    return HistoryPage(shown, number, place(timed[-1]) if older_more and timed else None,
+                       place(timed[0]) if newer_more and timed else None)
 
 
 @dataclass
