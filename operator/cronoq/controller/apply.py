@@ -152,13 +152,13 @@ class Applier:
     def _ask_archive(self, record: TaskRecord) -> None:
         """Ask the archive whether it holds a finished original of the task's key deleted from the
         cluster; its answer (controller/reconciler.py `_archive_answered`) decides the task again.
-        Not awaited: the reconcile goes on to other work meanwhile, and the task waits for no slot
-        (a fresh task is weighed before its first decision): whether it runs is not known yet."""
+        Not awaited: the reconcile goes on to other work meanwhile. The task waits for no slot then
+        (a keyed task is never weighed before a decision let it past its key, and one that was does
+        not ask: engine.keys.asks_archive)."""
         key = record.key
         if self.archiver is None or key is None:  # not planned then
             return
         record.asking = True
-        self.slots.unwant((record.namespace, record.pool), (record.namespace, record.name))
         self.archiver.ask((record.namespace, record.pool, key))
 
     async def _read_workload(self, record: TaskRecord, job: str) -> None:

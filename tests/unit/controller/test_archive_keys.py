@@ -74,7 +74,8 @@ def test_a_duplicate_of_a_deleted_original_ends_with_the_archived_outcome_and_ou
         await world.settle()
         record = world.controller.store.tasks[(NS, "dup")]
         assert record.asking and world.status("dup") == {}, "nothing decided before the archive answers"
-        assert not world.controller.slots.waits_in, "and it waits for no slot meanwhile"
+        assert not world.controller.slots.waits_in and not world.controller.slots.grants, \
+            "and it waits for no slot meanwhile, nor holds one"
         await archiver.answer_once()
         await world.settle()
         status = world.status("dup")
