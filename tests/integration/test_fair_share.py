@@ -144,14 +144,22 @@ def test_two_tenants_get_equal_shares_whatever_groups_and_priorities_the_gamer_w
     waiting = cq.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "tasks", "shared-g29")
     assert waiting["status"]["phase"] == "Queued"
     assert waiting["status"]["message"] == f"queued in pool shared, in the share of submitter {g_user} (weight 1)"
-    described = subprocess.run([sys.executable, "-m", "cronoq", "describe", "shared-g29", "-n", namespace,
-                                "--kubeconfig", kubeconfig], capture_output=True, text=True, timeout=120,
-                               env={**os.environ, "COLUMNS": "250"})
-    assert described.returncode == 0, described.stderr
-    print(described.stdout)  # the report's excerpt
-    said = " ".join(described.stdout.split())
-    assert (f"pool shared is full: 10 running of 10; submitter {g_user} has 5 running of its share of 5 "
-            "(weight 1 of 2 among the submitters with tasks running or queued)") in said, described.stdout
+    expected = (f"pool shared is full: 10 running of 10; submitter {g_user} has 5 running of its share of 5 "
+                "(weight 1 of 2 among the submitters with tasks running or queued)")
+    shown: list[str] = []
+
+    def describe() -> bool:
+        # describe reads the running count from the pool's status, which the operator writes a
+        # moment after the slots change (under load, seconds after): look until it has caught up.
+        described = subprocess.run([sys.executable, "-m", "cronoq", "describe", "shared-g29", "-n", namespace,
+                                    "--kubeconfig", kubeconfig], capture_output=True, text=True, timeout=120,
+                                   env={**os.environ, "COLUMNS": "250"})
+        assert described.returncode == 0, described.stderr
+        shown.append(described.stdout)
+        return expected in " ".join(described.stdout.split())
+
+    assert wait_until(describe, timeout=60, interval=2, what="describe naming the full pool and the share"), shown[-1]
+    print(shown[-1])  # the report's excerpt
 
 
 def test_weights_split_a_pool_two_to_one(cq, kubectl, submitter_policy, tmp_path):
