@@ -35,7 +35,7 @@ import kopf
 
 from cronoq.controller import runtime
 from cronoq.kube import watch
-from cronoq.kube.session import ApiSession, timeout
+from cronoq.apiserver.aio import ApiSession, timeout
 
 log = logging.getLogger(__name__)
 

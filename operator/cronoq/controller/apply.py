@@ -33,7 +33,8 @@ from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import cluster_queue_of, job_facts, kueue_hold, kueue_stop
 from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
-from cronoq.kube.writes import Conflict, Rejected
+from cronoq.apiserver.errors import Conflict
+from cronoq.kube.writes import Rejected
 from cronoq.api import Attempt
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,9 @@ from typing import Any, Callable, Coroutine
 
 from cronoq.controller.clock import Clock, LoopClock
 from cronoq.engine import election
-from cronoq.kube.leases import LeaseConflict, LeaseError, LeaseNotFound, Leases, StoredLease
-from cronoq.kube.session import ApiSession
+from cronoq.apiserver.errors import ApiError, Conflict, NotFound
+from cronoq.kube.leases import Leases, StoredLease
+from cronoq.apiserver.aio import ApiSession
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class Leadership:
                 return
             await self.leases.release(current, self._timeout)
             log.info("released the leader Lease %s/%s", self.namespace, self.name)
-        except LeaseError as err:
+        except ApiError as err:
             log.warning("could not release the leader Lease: %s", err.reason)
         except Exception as err:  # noqa: BLE001 - unreachable: the standby waits out the lease duration
             log.warning("could not release the leader Lease: %r", err)
@@ -128,9 +129,9 @@ class Leadership:
             self._held = None  # changed since we wrote it, or the PUT failed: read it first
         try:
             current: StoredLease | None = await self.leases.read(self._timeout)
-        except LeaseNotFound:
+        except NotFound:
             current = None
-        except LeaseError as err:
+        except ApiError as err:
             log.warning("reading the leader Lease failed: %s", err.reason)
             return False
         record = current.record if current is not None else None
@@ -149,7 +150,7 @@ class Leadership:
                 written = await self.leases.create(self.identity, duration, transitions, stamp, self._timeout)
             else:
                 written = await self.leases.replace(current, self.identity, duration, transitions, stamp, self._timeout)
-        except LeaseError as err:
+        except ApiError as err:
             _write_failed(err)
             return False
         self._held = written
@@ -166,7 +167,7 @@ class Leadership:
         now = self.clock.monotonic()
         try:
             self._held = await self.leases.renew(held, stamp, self._timeout)
-        except LeaseError as err:
+        except ApiError as err:
             _write_failed(err)
             return False
         self._observed = election.observe(self._observed, self._held.record, now)
@@ -174,10 +175,10 @@ class Leadership:
         return True
 
 
-def _write_failed(err: LeaseError) -> None:
+def _write_failed(err: ApiError) -> None:
     """A conflict or a Lease gone is the election's ordinary business (read it again next
     time); any other refusal is worth a line."""
-    if not isinstance(err, (LeaseConflict, LeaseNotFound)):
+    if not isinstance(err, (Conflict, NotFound)):
         log.warning("renewing the leader Lease failed: %s", err.reason)
 
 

@@ -10,8 +10,7 @@ whatever the outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
-
+from cronoq.apiserver import errors
 from cronoq.kube.writes import NotLeader
 
 
@@ -74,20 +73,15 @@ def outcome_of(err: Exception) -> Outcome:
     """What a reconcile that raised `err` comes to."""
     if isinstance(err, NotLeader):
         return DEPOSED
-    if getattr(err, "status", None) == 429:
-        return Throttled(retry_after(getattr(err, "headers", None)))
+    if isinstance(err, errors.Throttled):
+        return Throttled(retry_after(err))
     return Failed(err)
 
 
 THROTTLED_MAX = 30.0
 
 
-def retry_after(headers: Mapping[str, str] | None) -> float:
+def retry_after(err: errors.Throttled) -> float:
     """Seconds to wait after a 429: the Retry-After the API server gave (1 s when none or unreadable,
     at most THROTTLED_MAX)."""
-    value = (headers or {}).get("Retry-After") or (headers or {}).get("retry-after") or "1"
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 1.0
-    return min(max(seconds, 0.0), THROTTLED_MAX)
+    return min(1.0 if err.retry_after is None else err.retry_after, THROTTLED_MAX)

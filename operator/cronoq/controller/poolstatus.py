@@ -14,7 +14,8 @@ from cronoq.controller.term import Term
 from cronoq.controller.writer import Writer
 from cronoq.engine.admission import MARKS_FROM, marks
 from cronoq.engine.pools import kueue_problem, pool_status
-from cronoq.kube.writes import Conflict, NotLeader
+from cronoq.apiserver.errors import Conflict
+from cronoq.kube.writes import NotLeader
 
 log = logging.getLogger(__name__)
 

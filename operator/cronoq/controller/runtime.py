@@ -1,4 +1,4 @@
-"""The operator process around the Controller: its one HTTP stack to the API server (kube/session.py,
+"""The operator process around the Controller: its one HTTP stack to the API server (apiserver/aio.py,
 on the event loop: watches, writes and the leader Lease), the watches that fill the store (all
 listed before anything is decided), leader election, /metrics, the /healthz and /readyz probes,
 and a clean stop on SIGTERM (the leader Lease released, so a standby takes over at once)."""
@@ -27,8 +27,8 @@ from cronoq.controller.workqueue import PoolWork
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.guard import lease_guard_in_force
 from cronoq.kube.skew import SKEW
-from cronoq.kube.client import api_client
-from cronoq.kube.session import ApiSession
+from cronoq.apiserver.aio import ApiSession
+from cronoq.apiserver.config import connect
 from cronoq.kube.watch import Feed, Watch, sources
 from cronoq.kube import writes
 
@@ -60,7 +60,7 @@ class Runtime:
     async def start(self) -> None:
         """Serve probes and metrics, start watching, then lead (or campaign in the background
         until we do). Followers watch and keep their store warm, but decide and write nothing."""
-        http = self.http = ApiSession(api_client())
+        http = self.http = ApiSession(connect())  # in a pod its ServiceAccount, else the kubeconfig
         writer = self.writer = writes.Writer(http, instance=os.environ.get("POD_NAME", "") or os.uname().nodename)
         clock = LoopClock()
         archiver = None

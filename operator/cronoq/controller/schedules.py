@@ -32,7 +32,8 @@ from cronoq.controller.workqueue import WorkQueue
 from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, rejected,
                                     task_manifest)
 from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
-from cronoq.kube.writes import Conflict, NotLeader, Rejected, Writer
+from cronoq.apiserver.errors import Conflict
+from cronoq.kube.writes import NotLeader, Rejected, Writer
 
 log = logging.getLogger(__name__)
 

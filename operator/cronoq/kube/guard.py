@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-from kubernetes.client.exceptions import ApiException
 
-from cronoq.kube.session import ApiSession, timeout
+from cronoq.apiserver.aio import ApiSession, timeout
+from cronoq.apiserver.errors import ApiError, Forbidden, NotFound
 
 POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
@@ -23,8 +23,10 @@ async def lease_guard_in_force(http: ApiSession, name: str) -> bool | None:
     try:
         await http.request("GET", f"{POLICIES}/{name}", LIMITS)
         binding = await http.request("GET", f"{BINDINGS}/{name}", LIMITS)
-    except ApiException as err:
-        return False if err.status in (403, 404) else None
+    except (Forbidden, NotFound):
+        return False
+    except ApiError:
+        return None
     except (aiohttp.ClientError, asyncio.TimeoutError):
         return None
     spec = binding.get("spec") or {}

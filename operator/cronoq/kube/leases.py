@@ -4,13 +4,13 @@ They answer in `engine.election.LeaseRecord`s (what the election decides on), ca
 Lease's body as the API server returned it, since a replace sends that body back: its
 resourceVersion is the precondition, so a Lease someone else changed since is never overwritten.
 
-They go through the operator's one HTTP stack (kube/session.py) on the event loop, with no retries
+They go through the operator's one HTTP stack (apiserver/aio.py) on the event loop, with no retries
 of their own: a retried request would run past the caller's budget (the election's renew
 deadline); the election loop itself retries. (aiohttp sends an idempotent request once more only
 when the kept-alive connection it chose turns out closed by the server, within the same timeout.)
 Every call takes the request's timeout from the caller, who knows its deadline. Refusals are raised
-as LeaseConflict (409), LeaseNotFound (404) or LeaseError (any other status); a connection that
-fails or times out raises what aiohttp raised.
+as apiserver/errors.py's Conflict (409: changed since read, or created first by another replica),
+NotFound (404) or another ApiError; a connection that fails or times out raises what aiohttp raised.
 """
 from __future__ import annotations
 
@@ -19,26 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
+from cronoq.apiserver.aio import ApiSession, timeout
 from cronoq.engine.election import LeaseRecord
-from cronoq.kube.session import ApiSession, timeout
-
-
-class LeaseError(Exception):
-    """The API server refused a request about the Lease."""
-
-    def __init__(self, status: int | None, reason: str | None) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-class LeaseConflict(LeaseError):
-    """409: the Lease changed since we read it, or another replica created it first."""
-
-
-class LeaseNotFound(LeaseError):
-    """404: there is no such Lease (never created, or deleted since we read it)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +55,7 @@ class Leases:
 
     async def create(self, holder: str, duration: float, transitions: int, now: datetime,
                      seconds: float) -> StoredLease:
-        """Take a Lease nobody created yet (a replica that creates it first wins: LeaseConflict)."""
+        """Take a Lease nobody created yet (a replica that creates it first wins: Conflict)."""
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": _spec(holder, duration, transitions, now, acquired=micro_time(now))}
@@ -100,11 +82,7 @@ class Leases:
         return await self._call("PUT", f"{self._collection}/{self.name}", body, seconds)
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None, seconds: float) -> StoredLease:
-        try:
-            return StoredLease.of(await self.http.request(method, path, timeout(total=seconds), body))
-        except ApiException as err:
-            kind = {409: LeaseConflict, 404: LeaseNotFound}.get(err.status, LeaseError)
-            raise kind(err.status, err.reason) from None
+        return StoredLease.of(await self.http.request(method, path, timeout(total=seconds), body))
 
 
 def micro_time(when: datetime) -> str:

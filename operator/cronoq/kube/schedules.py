@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from cronoq.api import TERMINAL_PHASES
+from cronoq.apiserver.errors import Conflict, Forbidden, NotFound, Refused
 from cronoq.engine.schedule import EPOCH, FIRE_TIME, SCHEDULE, TRIGGER, Fired
-from cronoq.kube.writes import JSON_PATCH, Rejected, Writer, api_message, custom_objects
+from cronoq.kube.writes import JSON_PATCH, Rejected, Writer, custom_objects
 
 
 _TERMINAL = {p.value for p in TERMINAL_PHASES}
@@ -58,13 +57,11 @@ class ScheduleWriter:
         namespace, name = task["metadata"]["namespace"], task["metadata"]["name"]
         try:
             return await self.writer.request("POST", custom_objects(namespace), task), True
-        except ApiException as err:
-            if err.status == 409:
-                existing = await self.writer.request("GET", f"{custom_objects(namespace)}/{name}")
-                return existing or {"metadata": {"name": name}}, False
-            if err.status in (403, 422):
-                raise Rejected(err.status, api_message(err)) from None
-            raise
+        except Conflict:
+            existing = await self.writer.request("GET", f"{custom_objects(namespace)}/{name}")
+            return existing or {"metadata": {"name": name}}, False
+        except (Forbidden, Refused) as err:
+            raise Rejected.of(err) from None
 
     async def replace_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT the status with the stored resourceVersion as precondition (Conflict if it changed)."""
@@ -78,9 +75,8 @@ class ScheduleWriter:
         try:
             await self.writer.request("PATCH", f"{custom_objects(namespace)}/{name}", patch,
                                       content_type=JSON_PATCH)
-        except ApiException as err:
-            if err.status not in (404, 409, 422):  # gone, or its name holds another Task now
-                raise
+        except (NotFound, Conflict, Refused):  # gone, or its name holds another Task now
+            pass
 
     async def delete_task(self, namespace: str, name: str, uid: str) -> None:
         """Delete the Task `name` while it is the one with this `uid`."""
@@ -88,14 +84,11 @@ class ScheduleWriter:
         try:
             await self.writer.request("DELETE", f"{custom_objects(namespace)}/{name}",
                                       {"propagationPolicy": "Background", "preconditions": {"uid": uid}})
-        except ApiException as err:
-            if err.status not in (404, 409):
-                raise
+        except (NotFound, Conflict):
+            pass
 
     async def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return await self.writer.request("GET", f"{custom_objects(namespace, 'taskschedules')}/{name}")
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None

@@ -9,7 +9,7 @@ vCPUs, 3 rounds each, medians): 1.96x the operator's CPU per task in bursts of 1
 9.3 ms; the watch layer's py-spy samples about 6x), 1.96x its RSS at rest over 10,000 finished
 Tasks with their Jobs and pods (226 against 115 MiB), the same 4.02 writes per task.
 
-Each watch is a coroutine on the event loop, over the operator's one HTTP stack (kube/session.py,
+Each watch is a coroutine on the event loop, over the operator's one HTTP stack (apiserver/aio.py,
 aiohttp, shared with the writes and the leader Lease): no thread of its own, no hand-off to the
 loop. It reads the stream as raw JSON lines (orjson: parsing was the largest single cost of the
 operator's CPU with the standard library's decoder; no typed models) and hands what arrived
@@ -41,9 +41,9 @@ from typing import Any, Callable, Iterable
 
 import aiohttp
 import orjson
-from kubernetes.client.exceptions import ApiException
 
-from cronoq.kube.session import Answered, ApiSession, timeout
+from cronoq.apiserver.aio import Answered, ApiSession, timeout
+from cronoq.apiserver.errors import Gone, event_error
 from cronoq.kube.watch_timing import STALL_MARGIN, WATCH_SECONDS
 
 log = logging.getLogger(__name__)
@@ -77,15 +77,11 @@ def listing() -> asyncio.Lock:
     return lock
 
 
-class Gone(Exception):
-    """The resourceVersion we watch from is too old (410): list again."""
-
-
 class Expired(Gone):
     """The listing's `continue` token expired (410) after `handed` objects: list again from the start."""
 
     def __init__(self, handed: int) -> None:
-        super().__init__(handed)
+        super().__init__(f"the listing's continue token expired after {handed} objects")
         self.handed = handed
 
 
@@ -221,11 +217,9 @@ class Watch:
                     for line in lines:
                         event = orjson.loads(line)
                         kind, obj = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":
+                        if kind == "ERROR":  # 410 (the version is gone: list again) or another refusal
                             self._deliver(batch)
-                            if obj.get("code") == 410:
-                                raise Gone()
-                            raise RuntimeError(f"watch error: {obj.get('message')}")
+                            raise event_error(obj)
                         version = (obj.get("metadata") or {}).get("resourceVersion", version)
                         if kind == "BOOKMARK":
                             continue
@@ -240,14 +234,9 @@ class Watch:
     @asynccontextmanager
     async def _open(self, params: dict[str, str], limits: aiohttp.ClientTimeout) -> AsyncIterator[aiohttp.ClientResponse]:
         """One LIST or WATCH request. A 410 answered as the HTTP status (rather than as an ERROR
-        event in the stream) means the same: list again, never retry the same version forever."""
-        try:
-            async with self.http.open("GET", self.path, limits, params=params, answered=self.answered) as response:
-                yield response
-        except ApiException as err:
-            if err.status == 410:
-                raise Gone() from None
-            raise
+        event in the stream) is the same Gone: list again, never retry the same version forever."""
+        async with self.http.open("GET", self.path, limits, params=params, answered=self.answered) as response:
+            yield response
 
     def _deliver(self, events: list[tuple[str | None, dict[str, Any]]]) -> None:
         for kind, obj in events:

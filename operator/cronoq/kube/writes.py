@@ -1,13 +1,15 @@
 """Every write cronoq makes to the API server, in one place (so they can be counted and kept few).
 
-Writes are made on the event loop through the operator's one HTTP stack (kube/session.py: aiohttp,
-with the kubernetes client's configuration for host, TLS and token). Not through the kubernetes
+Writes are made on the event loop through the operator's one HTTP stack (apiserver/aio.py: aiohttp,
+with the kubeconfig's or the ServiceAccount's host, TLS and token). Not through the kubernetes
 client: its generated methods validate every argument with pydantic, walk the body to serialize it
 and build typed models of the answer (a fifth of a write's CPU), and being synchronous it needs a
 thread per request, whose hand-offs of the GIL cost more than the request itself (docs/development/benchmarks.md,
 "Figures behind the code"). Bodies and answers go through orjson, as watch events do. At most
 CONNECTIONS writes are in flight at once; the others wait their turn (the session's pool itself is
-unbounded, so watches and the leader Lease never wait behind writes).
+unbounded, so watches and the leader Lease never wait behind writes). What the API server refused
+arrives as apiserver/errors.py's types; the controller sees Conflict, and Rejected for an object
+refused as invalid or forbidden.
 """
 from __future__ import annotations
 
@@ -17,12 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from kubernetes.client.exceptions import ApiException
-
 from cronoq.api import GROUP, VERSION
+from cronoq.apiserver.aio import JSON, ApiSession, timeout
+from cronoq.apiserver.errors import ApiError, Conflict, Forbidden, NotFound, Refused
 from cronoq.engine.plan import Event
-from cronoq.kube.refusal import server_message
-from cronoq.kube.session import JSON, ApiSession, timeout
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,6 @@ class NotLeader(Exception):
     """This replica's leadership lapsed: it must not write anything."""
 
 
-class Conflict(Exception):
-    """The object changed since we read it: re-read and decide again."""
-
-
 class Rejected(Exception):
     """The API server refused the object as invalid (422) or forbidden (403)."""
 
@@ -56,11 +52,10 @@ class Rejected(Exception):
         self.status = status
         self.message = message
 
-
-def api_message(err: ApiException) -> str:
-    """The API server's own message of a refusal (its Status body), else the HTTP reason."""
-    message = server_message(err)
-    return str(err.reason) if message is None else message
+    @classmethod
+    def of(cls, err: Refused | Forbidden) -> Rejected:
+        """The refusal, in the API server's own words (its Status message, else the HTTP reason)."""
+        return cls(err.status, err.message)
 
 
 def custom_objects(namespace: str, plural: str = "tasks") -> str:
@@ -88,7 +83,7 @@ class Writer:
 
     async def request(self, method: str, path: str, body: dict[str, Any] | list[Any] | None = None,
                       content_type: str = JSON) -> dict[str, Any]:
-        """One request, its JSON answer as a dict; a non-2xx answer raises ApiException."""
+        """One request, its JSON answer as a dict; a non-2xx answer raises its apiserver error."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(CONNECTIONS)
         async with self._slots:
@@ -101,20 +96,16 @@ class Writer:
         namespace = job["metadata"]["namespace"]
         try:
             return await self.request("POST", _jobs(namespace), job)
-        except ApiException as err:
-            if err.status == 409:
-                return await self._read_job(namespace, job["metadata"]["name"])
-            if err.status in (403, 422):
-                raise Rejected(err.status, api_message(err)) from None
-            raise
+        except Conflict:
+            return await self._read_job(namespace, job["metadata"]["name"])
+        except (Forbidden, Refused) as err:
+            raise Rejected.of(err) from None
 
     async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return await self.request("GET", f"{_jobs(namespace)}/{name}")
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def replace_task_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         return await self.replace_status("tasks", raw, status)
@@ -131,20 +122,14 @@ class Writer:
                 "spec": raw.get("spec", {}), "status": status}
         try:
             return await self.request("PUT", f"{custom_objects(meta['namespace'], plural)}/{meta['name']}/status", body)
-        except ApiException as err:
-            if err.status == 409:
-                raise Conflict(api_message(err)) from None
-            if err.status in (403, 422):
-                raise Rejected(err.status, api_message(err)) from None
-            raise
+        except (Forbidden, Refused) as err:
+            raise Rejected.of(err) from None
 
     async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return await self.request("GET", f"{custom_objects(namespace)}/{name}")
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def read_workloads(self, namespace: str, job_uid: str) -> list[dict[str, Any]] | None:
         """Kueue's Workloads of the Job of this uid (Kueue labels each with its Job's uid); None when
@@ -152,10 +137,8 @@ class Writer:
         try:
             found = await self.request("GET", f"/apis/{KUEUE_WORKLOADS}/namespaces/{namespace}/workloads"
                                               f"?labelSelector=kueue.x-k8s.io/job-uid={job_uid}")
-        except ApiException as err:
-            if err.status in (403, 404):
-                return None
-            raise
+        except (Forbidden, NotFound):
+            return None
         items = found.get("items")
         return items if isinstance(items, list) else []
 
@@ -164,17 +147,14 @@ class Writer:
         server serves no Kueue API, or ("forbidden", None) when the operator may not read it."""
         try:
             return "found", await self.request("GET", f"/apis/{KUEUE_WORKLOADS}/namespaces/{namespace}/localqueues/{name}")
-        except ApiException as err:
-            if err.status == 403:
-                return "forbidden", None
-            if err.status != 404:
-                raise
+        except Forbidden:
+            return "forbidden", None
+        except NotFound:
+            pass
         try:
             await self.request("GET", f"/apis/{KUEUE_WORKLOADS}")
-        except ApiException as err:
-            if err.status == 404:
-                return "no-kueue", None
-            raise
+        except NotFound:
+            return "no-kueue", None
         return "missing", None
 
     async def delete_task(self, namespace: str, name: str, uid: str) -> None:
@@ -183,10 +163,9 @@ class Writer:
         self.check()
         try:
             await self.request("DELETE", f"{custom_objects(namespace)}/{name}",
-                         {"propagationPolicy": "Background", "preconditions": {"uid": uid}})
-        except ApiException as err:
-            if err.status not in (404, 409):  # gone already, or the name now holds another task
-                raise
+                               {"propagationPolicy": "Background", "preconditions": {"uid": uid}})
+        except (NotFound, Conflict):  # gone already, or the name now holds another task
+            pass
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         """Abort an attempt: the Job `name`, only while it is still the one with this `uid` (the one
@@ -197,9 +176,8 @@ class Writer:
         try:
             await self.request("DELETE", f"{_jobs(namespace)}/{name}",
                                {"propagationPolicy": "Foreground", "preconditions": {"uid": uid}})
-        except ApiException as err:
-            if err.status not in (404, 409):  # gone already, or the name now holds another Job
-                raise
+        except (NotFound, Conflict):  # gone already, or the name now holds another Job
+            pass
 
     async def retime_job(self, namespace: str, name: str, uid: str, seconds: int) -> dict[str, Any] | None:
         """Set a Job's ttlSecondsAfterFinished, only while it is the one with this `uid` (a JSON
@@ -211,10 +189,8 @@ class Writer:
                  {"op": "add", "path": "/spec/ttlSecondsAfterFinished", "value": seconds}]
         try:
             return await self.request("PATCH", f"{_jobs(namespace)}/{name}", patch, JSON_PATCH)
-        except ApiException as err:
-            if err.status in (404, 409, 422):  # 422: the uid test failed, another Job has the name
-                return None
-            raise
+        except (NotFound, Conflict, Refused):  # Refused: the uid test failed, another Job has the name
+            return None
 
     async def post_event(self, raw: dict[str, Any], event: Event, now: datetime) -> None:
         self.check()
@@ -231,6 +207,6 @@ class Writer:
         }
         try:
             await self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body)
-        except ApiException as err:  # an Event is worth a log line, never a failed reconcile
+        except ApiError as err:  # an Event is worth a log line, never a failed reconcile
             log.warning("could not post event %s on task %s/%s: %s", event.reason, meta["namespace"], meta["name"],
-                        api_message(err))
+                        err.message)

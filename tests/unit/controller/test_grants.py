@@ -14,7 +14,8 @@ import pytest
 from cronoq.controller import reconciler
 from cronoq.engine.decide import Live, Subject
 from cronoq.engine.plan import Observation, Plan
-from cronoq.kube.writes import Conflict, Rejected
+from cronoq.apiserver.errors import Conflict
+from cronoq.kube.writes import Rejected
 
 from tests.unit.fakes import NS, FakeWriter, World, pod, pool, task
 

@@ -5,7 +5,7 @@ error and left a replica that neither wrote (its guard refused) nor gave up (iss
 Every test runs on a fake clock, so seconds of renewals and lapsed deadlines take none. The Lease's
 own calls are always kube/leases.py's. Where the test is about timing (a slow link, a start that
 outlasts the renew deadline) they go to an API server in memory that answers on the fake clock;
-where it is about the operator's one HTTP stack (kube/session.py: a refused connection, writes
+where it is about the operator's one HTTP stack (apiserver/aio.py: a refused connection, writes
 holding every connection they may) they go over it to a real loopback server, and the fake clock
 moves only while the election loop sleeps between attempts.
 """
@@ -21,13 +21,13 @@ from typing import Any, Callable
 
 import aiohttp
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from cronoq.controller.clock import FakeClock, LoopClock
 from cronoq.controller.leader import Leadership
 from cronoq.engine.election import ElectionTiming
-from cronoq.kube.session import ApiSession
+from cronoq.apiserver.aio import ApiSession
+from cronoq.apiserver.config import Connection
+from cronoq.apiserver.errors import error_of
 from cronoq.kube.writes import Writer
 
 from tests.unit.builders import T0
@@ -76,7 +76,7 @@ class FakeLeaseApi(LeaseStore):
         if self.delay:
             await self.clock.sleep(self.delay)
         if not 200 <= code <= 299:
-            raise ApiException(status=code, reason=answer["reason"])
+            raise error_of(code, answer["reason"])
         return answer
 
     async def close(self) -> None:
@@ -97,7 +97,7 @@ def unreachable_api() -> ApiSession:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return ApiSession(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}")))
+    return ApiSession(Connection(host=f"http://127.0.0.1:{port}"))
 
 
 def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_renew_deadline() -> None:
@@ -201,7 +201,7 @@ class LoopbackLeases(http.server.ThreadingHTTPServer):
             assert self.arrived.wait_for(lambda: seen(self.requests), timeout), self.requests
 
     def api(self) -> ApiSession:
-        return ApiSession(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{self.server_address[1]}")))
+        return ApiSession(Connection(host=f"http://127.0.0.1:{self.server_address[1]}"))
 
 
 class _LeaseHandler(http.server.BaseHTTPRequestHandler):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from cronoq.controller.outcome import (DEPOSED, DONE, STILL_REFUSED, Failed, Outcome, Refused, Throttled, outcome_of,
                                        retry_after)
-from cronoq.kube.writes import Conflict, NotLeader, Rejected
+from cronoq.apiserver.errors import ApiError, Conflict, Throttled as ThrottledError, error_of
+from cronoq.kube.writes import NotLeader, Rejected
 from cronoq.controller.workqueue import PoolWork, TaskWork
 
 from tests.unit.fakes import NS, QUOTA_REFUSAL, World, counter
@@ -18,9 +18,9 @@ from tests.unit.fakes import NS, QUOTA_REFUSAL, World, counter
 KEY = TaskWork(NS, "a")
 
 
-def throttled(seconds: str | None = None) -> ApiException:
-    err = ApiException(status=429, reason="Too Many Requests")
-    err.headers = {"Retry-After": seconds} if seconds is not None else {}
+def throttled(seconds: str | None = None, header: str = "Retry-After") -> ThrottledError:
+    err = error_of(429, "Too Many Requests", "", {header: seconds} if seconds is not None else {})
+    assert isinstance(err, ThrottledError)
     return err
 
 
@@ -105,20 +105,19 @@ def test_deposed_stops_acting_and_the_queue_processes_no_key_after() -> None:
     (RuntimeError("connection reset"), None),
     (Rejected(422, "invalid"), None),
     (Conflict("modified"), None),
-    (ApiException(status=500, reason="Internal Server Error"), None),
+    (ApiError("Internal Server Error", status=500), None),
 ])
 def test_what_a_reconcile_raises_comes_to_one_outcome(err: Exception, outcome: Outcome | None) -> None:
     assert outcome_of(err) == (outcome if outcome is not None else Failed(err))
 
 
 def test_the_retry_after_of_a_throttled_request_is_the_servers_within_bounds() -> None:
-    assert retry_after({"Retry-After": "1"}) == 1.0
-    assert retry_after({"retry-after": "2"}) == 2.0
-    assert retry_after({}) == 1.0, "no Retry-After: a second"
-    assert retry_after(None) == 1.0
-    assert retry_after({"Retry-After": "3600"}) == 30.0, "capped"
-    assert retry_after({"Retry-After": "-5"}) == 0.0
-    assert retry_after({"Retry-After": "soon"}) == 1.0
+    assert retry_after(throttled("1")) == 1.0
+    assert retry_after(throttled("2", "retry-after")) == 2.0
+    assert retry_after(throttled()) == 1.0, "no Retry-After: a second"
+    assert retry_after(throttled("3600")) == 30.0, "capped"
+    assert retry_after(throttled("-5")) == 0.0
+    assert retry_after(throttled("soon")) == 1.0
 
 
 def test_a_throttled_status_write_is_a_throttled_outcome_and_the_grant_goes_back() -> None:

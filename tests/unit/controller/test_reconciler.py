@@ -8,7 +8,8 @@ import copy
 import json
 from typing import Any
 
-from cronoq.kube.writes import Conflict, Rejected
+from cronoq.apiserver.errors import Conflict
+from cronoq.kube.writes import Rejected
 from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey
 
 from tests.unit.builders import T0
@@ -236,12 +237,18 @@ def test_a_job_refused_by_a_quota_is_retried_with_growing_delays_and_the_task_na
 
 
 def test_a_throttled_request_comes_back_when_the_server_says_not_after_minutes() -> None:
+    from cronoq.apiserver.errors import Throttled, error_of
     from cronoq.controller.outcome import retry_after
 
-    assert retry_after({"Retry-After": "1"}) == 1.0
-    assert retry_after({}) == 1.0, "no Retry-After: a second"
-    assert retry_after({"Retry-After": "3600"}) == 30.0, "capped"
-    assert retry_after({"Retry-After": "soon"}) == 1.0
+    def throttled(headers: dict[str, str]) -> Throttled:
+        err = error_of(429, "Too Many Requests", "", headers)
+        assert isinstance(err, Throttled)
+        return err
+
+    assert retry_after(throttled({"Retry-After": "1"})) == 1.0
+    assert retry_after(throttled({})) == 1.0, "no Retry-After: a second"
+    assert retry_after(throttled({"Retry-After": "3600"})) == 30.0, "capped"
+    assert retry_after(throttled({"Retry-After": "soon"})) == 1.0
 
 
 def test_events_auto_posts_every_event_in_job_pools_and_only_warnings_in_workers_pools() -> None:

@@ -10,7 +10,8 @@ from cronoq import metrics
 from cronoq.controller.clock import FakeClock
 from cronoq.controller.schedules import Schedules
 from cronoq.engine.schedule import task_name
-from cronoq.kube.writes import Conflict, NotLeader
+from cronoq.apiserver.errors import Conflict
+from cronoq.kube.writes import NotLeader
 
 from tests.unit.builders import T0, at
 

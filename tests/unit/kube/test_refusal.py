@@ -11,7 +11,8 @@ from cronoq.cli.dashboard.cache import api_message as dashboard_message
 from cronoq.cli.runner import api_error as cli_message
 from cronoq.client.common import api_message as client_message
 from cronoq.kube.refusal import server_message
-from cronoq.kube.writes import api_message as write_message
+from cronoq.apiserver.errors import Forbidden
+from cronoq.kube.writes import Rejected
 
 QUOTA = 'exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
 
@@ -32,7 +33,9 @@ def test_the_message_of_the_status_or_none(body, message) -> None:
 
 def test_each_reader_falls_back_as_before() -> None:
     with_status, without = refused(json.dumps({"message": QUOTA})), refused("<html></html>")
-    assert [read(with_status) for read in (write_message, client_message, cli_message, dashboard_message)] == \
-        [QUOTA, QUOTA, QUOTA, f"{QUOTA} (403 Forbidden)"]
-    assert [read(without) for read in (write_message, client_message, cli_message, dashboard_message)] == \
-        ["Forbidden", "Forbidden", "403 Forbidden", "403 Forbidden"]
+    assert [read(with_status) for read in (client_message, cli_message, dashboard_message)] == \
+        [QUOTA, QUOTA, f"{QUOTA} (403 Forbidden)"]
+    assert [read(without) for read in (client_message, cli_message, dashboard_message)] == \
+        ["Forbidden", "403 Forbidden", "403 Forbidden"]
+    assert Rejected.of(Forbidden("Forbidden", body=json.dumps({"message": QUOTA}))).message == QUOTA
+    assert Rejected.of(Forbidden("Forbidden", body="<html></html>")).message == "Forbidden"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from kubernetes import client
 
 from cronoq.kube import watch as watching
-from cronoq.kube.session import ApiSession
+from cronoq.apiserver.aio import ApiSession
+from cronoq.apiserver.config import Connection
 from cronoq.kube.watch import PAGE, Expired, Gone, Stalled, Watch
 
 PATH = "/apis/batch/v1/namespaces/ns/jobs"
@@ -70,7 +70,7 @@ class Recorded:
         await self.runner.cleanup()
 
     def session(self) -> ApiSession:
-        return ApiSession(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{self.port}")))
+        return ApiSession(Connection(host=f"http://127.0.0.1:{self.port}"))
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         self.calls.append((request.path, dict(request.query)))
