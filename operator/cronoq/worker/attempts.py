@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from cronoq.apiserver.errors import Conflict, NotFound, Refused
 from cronoq.pod_protocol import API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.checkpoint import decode_checkpoint
@@ -208,16 +209,12 @@ class Attempts:
         """Each dependency's phase and output, from its Task (a missing one has no phase). Read by
         name, so only from the Task that ended before the attempt's task first started (`gated`):
         one of the same name made since hands over its phase, not its output."""
-        from kubernetes.client.rest import ApiException
-
         found: list[tuple[str, str | None, str | None]] = []
         for name in depends_on:
             try:
                 dep = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", name,
                                                                _request_timeout=10)
-            except ApiException as err:
-                if err.status != 404:
-                    raise
+            except NotFound:
                 found.append((name, None, None))
                 continue
             status = dep.get("status") or {}
@@ -278,8 +275,6 @@ class Attempts:
 
     def write_report(self, run: Running, result: Report) -> bool:
         """True once the report is on the attempt's Lease."""
-        from kubernetes.client.rest import ApiException
-
         context, text = run.context, result.encode().decode()
         # The report replaces the Lease's annotations: it keeps the newest checkpoint with it.
         saved = context._checkpoints.newest() if context._checkpoints is not None else None
@@ -300,23 +295,19 @@ class Attempts:
                     try:
                         self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
                         return True
-                    except ApiException as err:
-                        if err.status != 409:
-                            raise
+                    except Conflict:
                         run.lease._held = True  # a renewal made it meanwhile: add the report to it
                 patch = [{"op": "test", "path": "/spec/holderIdentity", "value": context.lease_id},
                          {"op": "add", "path": "/metadata/annotations", "value": annotations}]
                 self.coordination.patch_namespaced_lease(context.lease_name, self.namespace, patch,
                                                          _content_type="application/json-patch+json", _request_timeout=10)
                 return True
-            except ApiException as err:
-                if err.status in (404, 422):  # the task went, or another attempt holds the Lease: nobody listens
-                    log.info("the report of attempt %d of %s has no Lease to go to (%s)", context.attempt,
-                             context.name, err.status)
-                    return False
+            except (NotFound, Refused) as err:  # the task went, or another attempt holds the Lease: nobody listens
+                log.info("the report of attempt %d of %s has no Lease to go to (%s)", context.attempt,
+                         context.name, err.status)
+                return False
+            except Exception as err:  # noqa: BLE001 - throttled, or the network: try again
                 problem: Exception = err
-            except Exception as err:  # noqa: BLE001 - network: try again
-                problem = err
             if self.clock.now() >= deadline:
                 log.error("could not report attempt %d of %s: %s", context.attempt, context.name, problem)
                 return False

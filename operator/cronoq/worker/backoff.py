@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from cronoq.apiserver.errors import ApiError
 from cronoq.worker.errors import describe
 
 FIRST = 0.5
@@ -51,16 +52,9 @@ class Backoff:
 
 
 def retry_after(err: BaseException | None) -> float | None:
-    """The seconds of a Retry-After header on a refused request (429 or 5xx), if it gives any."""
-    status = getattr(err, "status", None)
-    headers = getattr(err, "headers", None) or {}
-    if not isinstance(status, int) or not (status == 429 or status >= 500):
-        return None
-    value = next((v for k, v in dict(headers).items() if str(k).lower() == "retry-after"), None)
-    try:
-        return max(float(value), 0.0) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: rare from the API server; the backoff stands
+    """The seconds of a Retry-After header on a refused request (429 or 5xx), if it gives any (an
+    HTTP date, rare from the API server, gives none: the backoff stands)."""
+    return err.retry_after if isinstance(err, ApiError) else None
 
 
 def brief(err: BaseException) -> str:

@@ -24,14 +24,9 @@ def pod_namespace() -> str | None:
 def context_namespace(kubeconfig: str | None, context: str | None = None) -> str | None:
     """The namespace of the kubeconfig's `context` (default its current one), None when it names none
     or the kubeconfig cannot be read."""
-    try:
-        from kubernetes import config
+    from cronoq.apiserver import config
 
-        contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
-        chosen = next((c for c in contexts if c.get("name") == context), current) if context else current
-        return (chosen.get("context") or {}).get("namespace")
-    except Exception:  # noqa: BLE001 - no kubeconfig, or not one: the caller's default
-        return None
+    return config.context_namespace(kubeconfig, context)
 
 
 def worker_namespace(kubeconfig: str | None) -> str:

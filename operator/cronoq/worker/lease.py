@@ -14,7 +14,7 @@ time left before the deadline: two refusals in a row at the ticks would otherwis
 
 `Schedule` holds those decisions with the clock passed in; `LeaseKeeper` runs them in a loop
 (on a background thread for the SDK, in the foreground for the sidecar); `KubeLease` is the
-renewal against the API server.
+renewal against the API server (through worker/api.py, over cronoq's one client).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from cronoq.apiserver.errors import ApiError, Conflict, NotFound, Refused
 from cronoq.pod_protocol import Annotation, Owner, lease_body
 from cronoq.worker.backoff import Backoff, retry_after
 from cronoq.worker.clock import SYSTEM, Clock
@@ -241,7 +242,7 @@ def renew_time(now: datetime | None = None) -> str:
 
 
 class KubeLease:
-    """Renews Lease `namespace/name` while it is held by `holder`, through the `kubernetes` client.
+    """Renews Lease `namespace/name` while it is held by `holder`.
 
     The attempt creates its own Lease on its first renewal (the operator writes none: one write
     per attempt less); a Lease that exists already is ours if it names our holder. Once renewed,
@@ -274,8 +275,6 @@ class KubeLease:
         return {Annotation.CHECKPOINT: self.carried} if self.carried is not None else {}
 
     def renew(self, timeout: float) -> Renewal:
-        from kubernetes.client.rest import ApiException
-
         patch = [{"op": "test", "path": "/spec/holderIdentity", "value": self.holder},
                  {"op": "add", "path": "/spec/renewTime", "value": renew_time()}]
         newest = self._checkpoint() if self._checkpoint is not None else None
@@ -286,14 +285,14 @@ class KubeLease:
             self._coordination().patch_namespaced_lease(
                 self.name, self.namespace, patch, _content_type="application/json-patch+json",
                 _request_timeout=timeout)
-        except ApiException as err:
-            if err.status == 404 and not self._held and self._owner is not None and self._owner.task_uid:
+        except NotFound:
+            if not self._held and self._owner is not None and self._owner.task_uid:
                 return self._create(timeout)
-            if err.status == 404:
-                return Renewal.gone(f"the Lease {self.namespace}/{self.name} is gone")
-            if err.status == 422:  # the holderIdentity test failed
-                return Renewal.gone(f"the Lease {self.namespace}/{self.name} is no longer held by {self.holder} "
-                                    f"(another attempt took over)")
+            return Renewal.gone(f"the Lease {self.namespace}/{self.name} is gone")
+        except Refused:  # the holderIdentity test failed
+            return Renewal.gone(f"the Lease {self.namespace}/{self.name} is no longer held by {self.holder} "
+                                f"(another attempt took over)")
+        except ApiError as err:
             return Renewal.failed(f"renewing the Lease {self.namespace}/{self.name}: {err.status} {err.reason}",
                                   retry_after(err))
         except Exception as err:  # network, TLS, credentials: retried at the next tick
@@ -305,8 +304,6 @@ class KubeLease:
 
     def _create(self, timeout: float) -> Renewal:
         """This attempt's Lease, held by its lease id and owned by its task."""
-        from kubernetes.client.rest import ApiException
-
         body = lease_body(self.namespace, self.name, self.holder, self._owner, self._ttl, self._worker, self._pool)
         now = renew_time()
         body["spec"].update(acquireTime=now, renewTime=now)
@@ -315,9 +312,9 @@ class KubeLease:
             body["metadata"]["annotations"] = {Annotation.CHECKPOINT: newest}
         try:
             self._coordination().create_namespaced_lease(self.namespace, body, _request_timeout=timeout)
-        except ApiException as err:
-            if err.status == 409:  # created meanwhile (an earlier try whose answer was lost): renew it
-                return Renewal.failed("the Lease was created meanwhile; renewing it at the next tick")
+        except Conflict:  # created meanwhile (an earlier try whose answer was lost): renew it
+            return Renewal.failed("the Lease was created meanwhile; renewing it at the next tick")
+        except ApiError as err:
             return Renewal.failed(f"creating the Lease {self.namespace}/{self.name}: {err.status} {err.reason}",
                                   retry_after(err))
         except Exception as err:
@@ -333,28 +330,18 @@ class KubeLease:
 
     def _coordination(self) -> Any:
         if self._api is None:
-            from kubernetes import client
-
-            self._api = client.CoordinationV1Api(api_client(self._kubeconfig))
+            self._api = worker_api(self._kubeconfig)
         return self._api
 
 
-def api_client(kubeconfig: str | None) -> Any:
-    """A kubernetes ApiClient without retries (callers retry on their own schedule). Credentials:
-    the kubeconfig at `kubeconfig` when given (KUBECONFIG), else the pod's ServiceAccount
-    (in-cluster), else the default kubeconfig."""
-    from kubernetes import client, config
+def worker_api(kubeconfig: str | None, clock: Callable[[], float] = time.monotonic) -> Any:
+    """A worker's requests (worker/api.py), which retry nothing (callers retry on their own
+    schedule). Credentials: the kubeconfig at `kubeconfig` when given (KUBECONFIG), else the pod's
+    ServiceAccount (in-cluster), else the default kubeconfig."""
+    from cronoq.apiserver.config import connect
+    from cronoq.worker.api import WorkerApi
 
-    configuration = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)
-    configuration.retries = 0
-    return client.ApiClient(configuration)
+    return WorkerApi(connect(kubeconfig), clock)
 
 
 def _cause(err: Exception) -> str:

@@ -22,7 +22,8 @@ from cronoq.pod_protocol import report
 from cronoq.worker.attempts import Attempts, Handler
 from cronoq.worker.backoff import Backoff, brief, retry_after
 from cronoq.worker.clock import SYSTEM, Clock
-from cronoq.worker.lease import Gate, KubeLease, LeaseKeeper, Renewal, api_client, renew_time
+from cronoq.apiserver.errors import ApiError, Conflict, Throttled
+from cronoq.worker.lease import Gate, KubeLease, LeaseKeeper, Renewal, renew_time, worker_api
 from cronoq.worker.watch import Listed, Watch
 
 log = logging.getLogger("cronoq.worker")
@@ -48,9 +49,7 @@ class Worker:
                  name: str, ttl: float, grace: float, kubeconfig: str | None = None, coordination: Any = None,
                  custom: Any = None, clock: Clock = SYSTEM, drain_clock: Clock | None = None) -> None:
         if coordination is None or custom is None:
-            from cronoq.worker.api import WorkerApi
-
-            api = WorkerApi(api_client(kubeconfig), clock.now)  # plain JSON over the client's pool (worker/api.py)
+            api = worker_api(kubeconfig, clock.now)
             coordination, custom = coordination or api, custom or api
         self.pool, self.namespace, self.name = pool, namespace, name
         self.concurrency, self.ttl, self.grace = concurrency, ttl, grace
@@ -158,8 +157,6 @@ class Worker:
     def _announce(self) -> bool:
         """Create the worker's Lease, backing off while the API server refuses or cannot be reached
         (a fleet started under throttling must not die of its first 429). False if told to stop."""
-        from kubernetes.client.rest import ApiException
-
         backoff = Backoff()
         while not self.stopping.is_set():
             body = worker_lease_body(self.namespace, self.name, self.pool, self.concurrency, self.ttl)
@@ -168,10 +165,12 @@ class Worker:
             try:
                 self.coordination.create_namespaced_lease(self.namespace, body, _request_timeout=10)
                 break
-            except ApiException as err:
-                if err.status == 409 and backoff.failures:  # an earlier try landed; renewals check it is ours
+            except Conflict:
+                if backoff.failures:  # an earlier try landed; renewals check it is ours
                     break
-                if err.status != 429 and err.status < 500:
+                raise
+            except ApiError as err:
+                if not isinstance(err, Throttled) and err.status < 500:
                     raise
                 problem: Exception = err
             except Exception as err:  # noqa: BLE001 - network: try again

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Generator
 
+from cronoq.apiserver.errors import ApiError
 from cronoq.pod_protocol import API_VERSION
 from cronoq.pod_protocol.handover import HandOver
 from cronoq.worker.backoff import Backoff, brief, retry_after
@@ -67,8 +68,6 @@ class Watch:
             raise Relist("handling an event failed")
 
     def events(self) -> Generator[Seen | Listed, None, None]:
-        from kubernetes.client.rest import ApiException
-
         selector = f"status.worker={self.worker}"
         backoff = Backoff()
         version: str | None = None
@@ -79,7 +78,7 @@ class Watch:
                     try:
                         listing = self.custom.list_namespaced_custom_object(
                             GROUP, VERSION, self.namespace, "tasks", field_selector=selector, _request_timeout=30)
-                    except ApiException as err:
+                    except ApiError as err:
                         if err.status != 400 or selector.startswith("spec.pool="):
                             raise
                         log.warning("the Task CRD has no selectable status.worker (install the CRDs of this release): "

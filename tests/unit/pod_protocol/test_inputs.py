@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from kubernetes.client.exceptions import ApiException
+from cronoq.apiserver.errors import error_of
 from rich.console import Console
 
 from cronoq.cli import render
@@ -226,7 +226,7 @@ class Tasks:
         assert plural == "tasks"
         self.reads.append(name)
         if name not in self.tasks:
-            raise ApiException(status=404, reason="Not Found")
+            raise error_of(404, "Not Found")
         return {"metadata": {"name": name}, "status": self.tasks[name]}
 
 

@@ -8,7 +8,7 @@ import sys
 import threading
 
 import pytest
-from kubernetes.client.rest import ApiException
+from cronoq.apiserver.errors import ApiError, error_of
 
 from cronoq.worker.backoff import GAP, Backoff, retry_after
 from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, KubeLease, LeaseKeeper, Renewal
@@ -23,10 +23,8 @@ from tests.unit.worker.fake_clock import WorkerClock
 OK, FAIL = Renewal.ok(), Renewal.failed("503 Service Unavailable")
 
 
-def refused(status: int, retry: str | None = None) -> ApiException:
-    err = ApiException(status=status, reason="throttled")
-    err.headers = {"Retry-After": retry} if retry is not None else {}
-    return err
+def refused(status: int, retry: str | None = None) -> ApiError:
+    return error_of(status, "throttled", "", {"Retry-After": retry} if retry is not None else {})
 
 
 def test_waits_grow_with_jitter_up_to_a_cap_and_start_over_after_a_success() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from kubernetes.client.rest import ApiException
+from cronoq.apiserver.errors import error_of
 
 from cronoq.pod_protocol import Annotation, Env, Owner
 from cronoq.pod_protocol.checkpoint import (
@@ -26,7 +26,7 @@ class FakeLeases:
 
     def patch_namespaced_lease(self, name, namespace, patch, **_):
         if not self.created:
-            raise ApiException(status=404, reason="Not Found")
+            raise error_of(404, "Not Found")
         self.patches.append(patch)
 
     def create_namespaced_lease(self, namespace, body, **_):

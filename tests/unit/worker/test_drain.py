@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes.client.rest import ApiException
+from cronoq.apiserver.errors import error_of
 
 from cronoq.pod_protocol import Annotation
 from cronoq.worker import Context
@@ -43,7 +43,7 @@ class Leases:
         with self._lock:
             name = body["metadata"]["name"]
             if name in self.store:
-                raise ApiException(status=409, reason="Conflict")
+                raise error_of(409, "Conflict")
             self.store[name] = copy.deepcopy(body)
             reported = Annotation.REPORT in (body["metadata"].get("annotations") or {})
             self.writes.append((self.clock.t, "report" if reported else "create", name))
@@ -55,7 +55,7 @@ class Leases:
         with self._lock:
             lease = self.store.get(name)
             if lease is None:
-                raise ApiException(status=404, reason="Not Found")
+                raise error_of(404, "Not Found")
             if isinstance(patch, dict):  # a merge patch: the capacity annotation
                 lease["metadata"].setdefault("annotations", {}).update(patch["metadata"]["annotations"])
                 self.writes.append((self.clock.t, "drain", name))
@@ -63,7 +63,7 @@ class Leases:
             reported = False
             for op in patch:
                 if op["op"] == "test" and lease["spec"]["holderIdentity"] != op["value"]:
-                    raise ApiException(status=422, reason="Unprocessable Entity")
+                    raise error_of(422, "Unprocessable Entity")
                 if op["path"] == "/metadata/annotations":
                     lease["metadata"]["annotations"] = {**(lease["metadata"].get("annotations") or {}), **op["value"]}
                     reported = True
