@@ -15,9 +15,10 @@ import time
 from datetime import timedelta
 
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes import client as k8s
 
 from cronoq.api import Task, TaskPool
+from cronoq.apiserver.config import Connection
+from cronoq.apiserver.sync import Api
 from cronoq.cli.dashboard.cache import Cache
 from cronoq.cli.dashboard.server import STATE, make_app
 from cronoq.client import Client
@@ -29,7 +30,7 @@ PHASES = ["Queued"] * 8 + ["Running", "Succeeded"]
 
 
 def filled(n: int) -> Cache:
-    cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+    cache = Cache(Client("ns", api=Api(Connection(host="http://127.0.0.1:9"))), all_namespaces=False)
     raw = make_task("x").spec(payload={"blob": "y" * 200}).raw()
     for i in range(n):
         obj = json.loads(json.dumps(raw))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import decimal
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -37,8 +37,8 @@ worker); at once after a 401."""
 
 SOCKS = ("socks5", "socks5h", "socks4", "socks4a")
 
-Timeout = float | tuple[float, float] | None
-"""Seconds for the whole request, or (connect, read), or None (no limit)."""
+Timeout = float | tuple[float | None, float | None] | None
+"""Seconds for the whole request, or (connect, read) (None: no limit), or None (no limit)."""
 
 
 def dumps(body: Any) -> bytes:
@@ -117,10 +117,12 @@ class Api:
         """One request, its answer read (or, with `stream`, open to be read: release it); a non-2xx
         answer raises its error."""
         url = self.host + path
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+        query = {k: ("true" if v else "false") if isinstance(v, bool) else v for k, v in (params or {}).items()
+                 if v is not None}
         if query:
             url += "?" + urlencode(query)
-        response = self.pool.request(method, url, body=None if body is None else dumps(body),
+        data = body if body is None or isinstance(body, bytes) else dumps(body)
+        response = self.pool.request(method, url, body=data,
                                      headers=self.headers(content_type, accept), timeout=_timeout(timeout),
                                      preload_content=not stream, **({} if self.retries is None else
                                                                     {"retries": self.retries}))
@@ -156,7 +158,7 @@ class Api:
             response.release_conn()
 
     def lines(self, path: str, params: Mapping[str, Any] | None = None, *, accept: str = JSON,
-              timeout: Timeout = None, chunk: int = 65536) -> Iterator[bytes]:
+              timeout: Timeout = None, chunk: int = 65536) -> Generator[bytes, None, None]:
         """The lines of a streamed answer (a watch's events, a container's log), without their
         newlines, as they arrive (read `chunk` bytes at most at a time)."""
         with self.streaming(path, params, accept=accept, timeout=timeout) as response:
@@ -169,7 +171,7 @@ class Api:
                 yield pending
 
     def watch(self, path: str, params: Mapping[str, Any] | None = None, *,
-              timeout: Timeout = None) -> Iterator[dict[str, Any]]:
+              timeout: Timeout = None) -> Generator[dict[str, Any], None, None]:
         """The events ({type, object}) of a watch of `path`, parsed, until the server ends it; an ERROR
         event raises its error (`Gone` for a resourceVersion too old)."""
         for line in self.lines(path, {**(params or {}), "watch": "true"}, timeout=timeout):

@@ -232,7 +232,7 @@ def events_table(events: list[Any]) -> Table:
     for h in ("AGE", "TYPE", "REASON", "MESSAGE"):
         table.add_column(h, no_wrap=h != "MESSAGE", overflow="fold")
     for e in events:
-        table.add_row(cell(age(e.last_timestamp or e.event_time or e.metadata.creation_timestamp)),
+        table.add_row(cell(age(e.when)),
                       cell(e.type or ""), cell(e.reason or ""), cell(e.message or ""))
     return table
 

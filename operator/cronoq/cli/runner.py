@@ -11,17 +11,15 @@ import argparse
 import sys
 from typing import Callable
 
-from kubernetes.client.rest import ApiException
-from kubernetes.config import ConfigException
-
 from cronoq.api import DurationError
 from cronoq.api.durations import parse as parse_duration
+from cronoq.apiserver.config import ConfigError
+from cronoq.apiserver.errors import ApiError, server_message
 from cronoq.cli import EXIT_FAILED, EXIT_USAGE, UsageError, render
 from cronoq.client import (
     Client, ClientError, InvalidTask, LogsUnavailable, NotRetryable, ObjectNotFound, TaskNotFound,
 )
 from cronoq.client.client import PAGE
-from cronoq.kube.refusal import server_message
 
 Verb = Callable[[argparse.Namespace, Client], int]
 """A verb: the parsed command line and a client of the namespace it names → an exit code."""
@@ -40,9 +38,9 @@ def run(args: argparse.Namespace, verb: Verb, check: Callable[[argparse.Namespac
         return fail(str(err), EXIT_USAGE)
     except (LogsUnavailable, ClientError) as err:
         return fail(str(err), EXIT_FAILED)
-    except ConfigException as err:
+    except ConfigError as err:
         return fail(f"no cluster to talk to: {err}", EXIT_FAILED)
-    except ApiException as err:
+    except ApiError as err:
         return fail(api_error(err), EXIT_USAGE if err.status in (400, 422) else EXIT_FAILED)
 
 
@@ -53,7 +51,7 @@ def fail(message: str, code: int) -> int:
     return code
 
 
-def api_error(err: ApiException) -> str:
+def api_error(err: ApiError) -> str:
     """What the API server said of a refused request (its status and reason when it said nothing)."""
     message = server_message(err)
     return f"{err.status} {err.reason}" if message is None else message

@@ -151,31 +151,10 @@ def backfill(args: argparse.Namespace, client: Client) -> int:
 
 
 def trigger(args: argparse.Namespace, client: Client) -> int:
-    name, created = fire_now(client, args.schedule)
+    name, created = client.trigger(args.schedule)
     print(f"task.cronoq.io/{name} created" if created
           else f"task.cronoq.io/{name} exists already (triggered within the same second)")
     return EXIT_OK
-
-
-def fire_now(client: Client, schedule_name: str) -> tuple[str, bool]:
-    """Create the schedule's Task for this second, as a fire would: the same template, owner and
-    labels, a name and key of its own (a second trigger within the same second is the same fire).
-    Returns (the Task's name, whether it was created now)."""
-    from kubernetes.client.rest import ApiException
-
-    from cronoq.api import GROUP, VERSION
-    from cronoq.engine.schedule import task_manifest
-
-    schedule = client.schedule(schedule_name)
-    task = task_manifest(schedule, datetime.now(timezone.utc).replace(microsecond=0), manual=True)
-    name = task["metadata"]["name"]
-    try:
-        client.custom.create_namespaced_custom_object(GROUP, VERSION, client.namespace, "tasks", task)
-    except ApiException as err:
-        if err.status == 409:
-            return name, False
-        raise
-    return name, True
 
 
 VERBS = {"list": schedule_list, "suspend": suspend, "resume": resume, "trigger": trigger, "backfill": backfill}

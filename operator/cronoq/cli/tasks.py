@@ -906,7 +906,7 @@ def logs(args: argparse.Namespace, client: Client) -> int:
     if args.attempt is not None and args.attempt < 1:
         raise UsageError("--attempt counts from 1")
     _, number, pod = client.attempt_pod(name, args.attempt)
-    print(f"==> task {name}, attempt {number}, pod {pod.metadata.name} <==", file=sys.stderr, flush=True)
+    print(f"==> task {name}, attempt {number}, pod {pod['metadata']['name']} <==", file=sys.stderr, flush=True)
     for line in client.logs(name, number, follow=args.follow, tail=args.tail, since=args.since_seconds,
                             timestamps=args.timestamps):
         print(line, flush=args.follow)

@@ -1,18 +1,18 @@
 """`Client`'s reads of what an attempt left behind: its pod and logs, the Task's Events, and what
-Kueue says of a Job it holds."""
+Kueue says of a Job it holds. A pod is the API server's JSON; an Event a `TaskEvent`, what `describe`
+and the dashboard show of it."""
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
-
-from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
 from cronoq.api import Task, TaskPhase
 from cronoq.api.durations import format as format_duration
-from cronoq.client.common import api_message
+from cronoq.apiserver.errors import ApiError, Forbidden, NotFound
+from cronoq.client.common import core_path, objects_path
 from cronoq.client.errors import (
     LogsUnavailable,
 )
@@ -27,12 +27,49 @@ KUEUE_VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
 """Kueue's visibility API, newest first: where it is served, a pending Workload's place."""
 
 
-class AttemptReads:
-    """A part of `Client` (it holds `custom`, `core`, `namespace` and the reads used here)."""
+def _time(value: Any) -> datetime | None:
+    """An RFC 3339 time of the API (a MicroTime too); None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) and value else None
+    except ValueError:
+        return None
 
-    def attempt_pod(self, name: str, attempt: int | None = None) -> tuple[Task, int, k8s.V1Pod]:
-        """(task, attempt number, pod) of an attempt (default: the newest). LogsUnavailable when
-        the attempt never started, or its Job and pods were already cleaned up."""
+
+@dataclass(frozen=True)
+class TaskEvent:
+    """An Event about a task, as `describe` and the dashboard show it."""
+
+    type: str | None
+    reason: str | None
+    message: str | None
+    count: int | None
+    last_timestamp: datetime | None
+    event_time: datetime | None
+    created: datetime | None
+    resource_version: str | None
+    reporting_instance: str | None
+
+    @property
+    def when(self) -> datetime | None:
+        """When it was last seen (an Event written with eventTime only has no lastTimestamp)."""
+        return self.last_timestamp or self.event_time or self.created
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> TaskEvent:
+        meta = raw.get("metadata") or {}
+        count = raw.get("count")
+        return cls(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"),
+                   count=count if isinstance(count, int) else None, last_timestamp=_time(raw.get("lastTimestamp")),
+                   event_time=_time(raw.get("eventTime")), created=_time(meta.get("creationTimestamp")),
+                   resource_version=meta.get("resourceVersion"), reporting_instance=raw.get("reportingInstance"))
+
+
+class AttemptReads:
+    """A part of `Client` (it holds `api`, `namespace`, `path` and the reads used here)."""
+
+    def attempt_pod(self, name: str, attempt: int | None = None) -> tuple[Task, int, dict[str, Any]]:
+        """(task, attempt number, pod as the API server has it) of an attempt (default: the newest).
+        LogsUnavailable when the attempt never started, or its Job and pods were already cleaned up."""
         task = self.get(name)
         newest = task.status.attempt if task.status else 0
         number = attempt or newest
@@ -48,22 +85,22 @@ class AttemptReads:
         selector = f"{naming.TASK}={name},{naming.ATTEMPT}={number}"
         if task.metadata.uid:
             selector += f",{naming.TASK_UID}={task.metadata.uid}"
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        pods = self.api.request("GET", core_path("pods", self.namespace), {"labelSelector": selector})["items"]
         if not pods:
             job = next((a.job for a in task.status.attempts if a.number == number), None) if task.status else None
             job = job or naming.job_name(name, number)
             raise LogsUnavailable(f"the Job of attempt {number} ({job}) and its pods are gone: {self._retention(task)}")
-        pods.sort(key=lambda p: p.metadata.creation_timestamp)
+        pods.sort(key=lambda p: _time(p["metadata"].get("creationTimestamp")) or datetime.min)
         return task, number, pods[-1]
 
-    def events(self, task: Task) -> list[k8s.CoreV1Event]:
+    def events(self, task: Task) -> list[TaskEvent]:
         """The task's Events, oldest first. By uid: a deleted task's Events, kept for an hour,
         would otherwise show under a new one of its name. Timestamps have whole seconds; the
         resourceVersion orders Events written in the same one."""
-        events = self.core.list_namespaced_event(task.metadata.namespace or self.namespace,
-                                                 field_selector=f"involvedObject.uid={task.metadata.uid}").items
-        return sorted(events, key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
-                                             int(e.metadata.resource_version or 0)))
+        listed = self.api.request("GET", core_path("events", task.metadata.namespace or self.namespace),
+                                  {"fieldSelector": f"involvedObject.uid={task.metadata.uid}"})["items"]
+        events = [TaskEvent.of(e) for e in listed]
+        return sorted(events, key=lambda e: (e.when or datetime.min, int(e.resource_version or 0)))
 
     def kueue_hold(self, task: Task) -> KueueHold | None:
         """What Kueue says of the task's open attempt while Kueue holds its Job (a pool with
@@ -76,29 +113,23 @@ class AttemptReads:
                 or attempt.number != status.attempt or not attempt.job:
             return None
         try:
-            raw = self.api_client.sanitize_for_serialization(self.batch.read_namespaced_job(attempt.job, namespace))
-        except ApiException as err:
-            if err.status in (403, 404):
-                return None
-            raise
+            raw = self.api.request("GET", core_path("jobs", namespace, attempt.job, api="/apis/batch/v1"))
+        except (Forbidden, NotFound):
+            return None
         job = job_facts(raw)
         if job is None or not job.held_by_kueue or job.kueue_queue is None:
             return None
         workloads: list[dict[str, Any]] | None
+        kueue = {"group": KUEUE_GROUP, "version": KUEUE_VERSION}
         try:
-            workloads = self.custom.list_namespaced_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job.uid}"
-            ).get("items") or []
-        except ApiException as err:
-            if err.status not in (403, 404):
-                raise
+            workloads = self.api.request("GET", objects_path("workloads", namespace, **kueue),
+                                         {"labelSelector": f"kueue.x-k8s.io/job-uid={job.uid}"}).get("items") or []
+        except (Forbidden, NotFound):
             workloads = None
+        queue: dict[str, Any] | None
         try:
-            queue = self.custom.get_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace, "localqueues",
-                                                             job.kueue_queue)
-        except ApiException as err:
-            if err.status not in (403, 404):
-                raise
+            queue = self.api.request("GET", objects_path("localqueues", namespace, job.kueue_queue, **kueue))
+        except (Forbidden, NotFound):
             queue = None
         return kueue_hold(job.kueue_queue, workloads, cluster_queue_of(queue),
                           self._pending_workloads(namespace, job.kueue_queue))
@@ -108,22 +139,14 @@ class AttemptReads:
         the API server does not serve it (an aggregated API Kueue installs with its visibility
         server) or the user may not read it."""
         for version in KUEUE_VISIBILITY_VERSIONS:
-            path = f"/apis/{KUEUE_VISIBILITY_GROUP}/{version}/namespaces/{namespace}/localqueues/{local_queue}" \
-                   "/pendingworkloads"
-            request = self.api_client.param_serialize(method="GET", resource_path=path, auth_settings=["BearerToken"],
-                                                      header_params={"Accept": "application/json"})
+            path = objects_path("localqueues", namespace, local_queue, group=KUEUE_VISIBILITY_GROUP,
+                                version=version) + "/pendingworkloads"
             try:
-                response = self.api_client.call_api(*request, _request_timeout=30)
-                response.read()
-            except ApiException as err:
-                if err.status in (403, 404, 503):
+                found = self.api.request("GET", path, timeout=30)
+            except ApiError as err:
+                if err.status in (403, 404, 503):  # not served (no APIService), or not the user's to read
                     continue
                 raise
-            if response.status in (403, 404, 503):  # not served (no APIService), or not the user's to read
-                continue
-            if not 200 <= response.status <= 299:
-                raise ApiException.from_response(http_resp=response, body=None, data=None)
-            found = json.loads(response.data or b"null")
             return found if isinstance(found, dict) else None
         return None
 
@@ -150,26 +173,20 @@ class AttemptReads:
         streams until the container ends; `tail` keeps the last lines, `since` those of the
         last seconds; `timestamps` prefixes each with its RFC 3339 time (as kubectl logs)."""
         _, _, pod = self.attempt_pod(name, attempt)
-        containers = [c.name for c in pod.spec.containers]
+        pod_name = pod["metadata"]["name"]
+        containers = [c["name"] for c in pod["spec"]["containers"]]
         container = naming.TASK_CONTAINER if naming.TASK_CONTAINER in containers else containers[0]
+        options = {"container": container, "follow": follow, "timestamps": timestamps, "tailLines": tail,
+                   "sinceSeconds": None if since is None else max(1, math.ceil(since))}
+        lines = self.api.lines(core_path("pods", self.namespace, pod_name) + "/log", options, accept="*/*", chunk=4096)
         try:
-            options: dict[str, Any] = {"timestamps": timestamps}
-            if tail is not None:
-                options["tail_lines"] = tail
-            if since is not None:
-                options["since_seconds"] = max(1, math.ceil(since))
-            resp = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace, container=container,
-                                                     follow=follow, _preload_content=False, **options)
-        except ApiException as err:
-            raise LogsUnavailable(f"pod {pod.metadata.name}: {api_message(err)}") from None
+            first = next(lines, None)  # the request is made: a refusal is said before any line
+        except ApiError as err:
+            raise LogsUnavailable(f"pod {pod_name}: {err.message}") from None
         try:
-            pending = b""
-            for chunk in resp.stream(4096):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode(errors="replace")
-            if pending:
-                yield pending.decode(errors="replace")
+            if first is not None:
+                yield first.decode(errors="replace")
+            for line in lines:
+                yield line.decode(errors="replace")
         finally:
-            resp.release_conn()
+            lines.close()

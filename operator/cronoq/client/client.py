@@ -1,6 +1,6 @@
 """`Client`: submit, follow, cancel and re-drive Tasks from Python (DESIGN §13).
 
-It speaks to the API server only (the official kubernetes client), never to the operator:
+It speaks to the API server only (cronoq's one client, `apiserver/sync.py`), never to the operator:
 everything it promises follows from what the operator writes on the Task. Waiting is a watch
 on the Task(s), never a sleep-and-poll loop; a watch that ends (server timeout, 410 Gone) is
 resumed from a fresh read.
@@ -12,22 +12,20 @@ tasks over one page at a time, so a caller that goes page by page holds one page
 from __future__ import annotations
 
 import heapq
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from itertools import chain, islice
-from typing import Any, Callable
+from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from cronoq.api import GROUP, SUBMITTER, TERMINAL_PHASES, VERSION, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskSpec
 from cronoq.api.durations import format as format_duration
+from cronoq.apiserver.errors import ApiError, Forbidden, Gone, NotFound
+from cronoq.apiserver.sync import MERGE_PATCH, Api
 from cronoq.client.attempts import AttemptReads
-from cronoq.client.common import selector_of
+from cronoq.client.common import objects_path, selector_of
 from cronoq.client.errors import (
     InvalidTask,
     NotRetryable,
@@ -37,7 +35,7 @@ from cronoq.client.objects import PoolsAndSchedules
 from cronoq.client.waiting import Waiting
 from cronoq.engine import keys
 from cronoq.pod_protocol.inputs import Input, encode_inputs, inputs_of, parse_inputs
-from cronoq.worker.discovery import context_namespace, pod_namespace
+from cronoq.worker.discovery import pod_namespace
 
 RETRY_OF = "cronoq.io/retry-of"
 """Label on a Task made by `retry`: the name of the task it re-drives."""
@@ -70,35 +68,41 @@ def invalid(err: ValidationError) -> InvalidTask:
 class Client(Waiting, AttemptReads, PoolsAndSchedules):
     """Tasks in one namespace. `namespace` defaults to the kubeconfig context's (in a pod: the
     pod's own); `kubeconfig` to $KUBECONFIG / ~/.kube/config, or in-cluster config; `context`
-    to the kubeconfig's current context."""
+    to the kubeconfig's current context. `api` is the connection to use instead (cronoq's one
+    client, `cronoq.apiserver.sync.Api`). What the API server refuses and the client does not turn
+    into one of its own errors is raised as `cronoq.apiserver.errors.ApiError` (status, reason,
+    message)."""
 
     def __init__(self, namespace: str | None = None, kubeconfig: str | None = None, *,
-                 context: str | None = None, api_client: k8s.ApiClient | None = None,
-                 page_size: int = PAGE) -> None:
-        if api_client is None:
-            configuration = k8s.Configuration()
+                 context: str | None = None, api: Api | None = None, page_size: int = PAGE) -> None:
+        if api is None:
+            from cronoq.apiserver import config
+
             kubeconfig = kubeconfig_path(kubeconfig)
             if kubeconfig is None:  # in a pod: its ServiceAccount and namespace
-                k8s_config.load_incluster_config(client_configuration=configuration)
-                context_ns = pod_namespace()
+                connection, context_ns = config.in_cluster(), pod_namespace()
             else:
-                context_ns = _load_kubeconfig(kubeconfig, configuration, context)
-            api_client = k8s.ApiClient(configuration)
+                connection = config.from_kubeconfig(kubeconfig, context)
+                context_ns = config.context_namespace(kubeconfig, context)
+            # the token asked of the credentials per request, as the kubernetes client did: a command
+            # must not fail on a token its exec plugin would have renewed
+            api = Api(connection, token_fresh=0)
             namespace = namespace or context_ns
         if page_size < 1:
             raise ValueError(f"page_size {page_size}: a page holds at least one task")
-        self.api_client = api_client
+        self.api = api
         self.namespace = namespace or "default"
         self.page_size = page_size
         """Tasks per list request (`limit`)."""
-        self.custom = k8s.CustomObjectsApi(api_client)
-        self.core = k8s.CoreV1Api(api_client)
-        self.batch = k8s.BatchV1Api(api_client)
         self._username: str | None = None
 
     def in_namespace(self, namespace: str) -> Client:
         """The same connection, another namespace (for tasks listed across namespaces)."""
-        return Client(namespace, api_client=self.api_client, page_size=self.page_size)
+        return Client(namespace, api=self.api, page_size=self.page_size)
+
+    def path(self, plural: str, name: str | None = None, *, all_namespaces: bool = False) -> str:
+        """Where this namespace's (or every namespace's) cronoq objects of one kind are, or the one named."""
+        return objects_path(plural, None if all_namespaces else self.namespace, name)
 
     # ------------------------------------------------------------------ reading
 
@@ -147,17 +151,9 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
 
     def _listing(self, field_selector: str | None, label_selector: str | None, *, all_namespaces: bool,
                  consistent: bool = False) -> Listing:
-        kwargs: dict[str, Any] = {}
-        if field_selector:
-            kwargs["field_selector"] = field_selector
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        if all_namespaces:
-            call: Callable[..., Any] = self.custom.list_cluster_custom_object
-            args: tuple[str, ...] = (GROUP, VERSION, "tasks")
-        else:
-            call, args = self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, "tasks")
-        return Listing(lambda **more: call(*args, **kwargs, **more), self.page_size, consistent)
+        params = {"fieldSelector": field_selector or None, "labelSelector": label_selector or None}
+        return Listing(self.api, self.path("tasks", all_namespaces=all_namespaces), params, self.page_size,
+                       consistent)
 
 
 
@@ -239,16 +235,17 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
             if existing is not None:
                 return existing, False
         self._stamp(body)
-        created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", body)
+        created = self.api.request("POST", self.path("tasks"), body=body)
         return Task.model_validate(created), True
 
     def whoami(self) -> str:
         """The username the API server knows this client as (a SelfSubjectReview, asked once): the
         submitter a pool that shares by submitter counts its tasks under."""
         if self._username is None:
-            review = k8s.AuthenticationV1Api(self.api_client).create_self_subject_review(
-                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
-            self._username = review.status.user_info.username or ""
+            review = self.api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                      body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+            user = (review.get("status") or {}).get("userInfo") or {}
+            self._username = str(user.get("username") or "")
         return self._username
 
     def _stamp(self, body: dict[str, Any]) -> None:
@@ -259,7 +256,7 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
             return
         try:
             username = self.whoami()
-        except ApiException:  # not served (before 1.28) or not allowed: the stamp, if any, writes it
+        except ApiError:  # not served (before 1.28) or not allowed: the stamp, if any, writes it
             username = ""
         if username:
             annotations[SUBMITTER] = username
@@ -283,10 +280,8 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
     def _pool_or_none(self, name: str) -> TaskPool | None:
         try:
             return self.pool(name)
-        except ApiException as err:
-            if err.status == 403:  # not allowed to read pools: the operator will judge
-                return None
-            raise
+        except Forbidden:  # not allowed to read pools: the operator will judge
+            return None
 
     def holder_of(self, key: str, pool: str = "default", *, now: datetime | None = None) -> Task | None:
         """The task that holds `key` in `pool`, as the operator judges it (`engine.keys.original`):
@@ -327,12 +322,10 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
             if task.phase in TERMINAL_PHASES or task.spec.cancel:
                 continue
             try:
-                self.custom.patch_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, "tasks", task.metadata.name, {"spec": {"cancel": True}})
-            except ApiException as err:
-                if err.status == 404:
-                    continue
-                raise
+                self.api.request("PATCH", self.path("tasks", task.metadata.name), body={"spec": {"cancel": True}},
+                                 content_type=MERGE_PATCH)
+            except NotFound:
+                continue
             cancelled.append(task.metadata.name or "")
         return cancelled
 
@@ -340,12 +333,9 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
         """Delete a task (its Jobs, pods and Lease go with it, through their owner references);
         False when it was gone already."""
         try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", name,
-                                                        propagation_policy="Background")
-        except ApiException as err:
-            if err.status == 404:
-                return False
-            raise
+            self.api.request("DELETE", self.path("tasks", name), {"propagationPolicy": "Background"})
+        except NotFound:
+            return False
         return True
 
     def retry(self, name: str, *, max_attempts: int | None = None) -> Task:
@@ -388,18 +378,16 @@ class Client(Waiting, AttemptReads, PoolsAndSchedules):
 
     def _get_raw(self, name: str) -> dict:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "tasks", name)
-        except ApiException as err:
-            if err.status == 404:
-                raise TaskNotFound(self.namespace, name) from None
-            raise
+            return self.api.request("GET", self.path("tasks", name))
+        except NotFound:
+            raise TaskNotFound(self.namespace, name) from None
 
 
 
 
 class Listing:
-    """One paged LIST of Tasks (`limit`/`continue`): its pages' items, as plain dicts, fetched one
-    at a time as they are asked for. `version` is the first page's resourceVersion, the snapshot
+    """One paged LIST of objects at `path` (`limit`/`continue`, with `params`' selectors): its pages'
+    items, as plain dicts, fetched one at a time as they are asked for. `version` is the first page's resourceVersion, the snapshot
     every page is read from (Kubernetes API concepts, "Retrieving large results sets in chunks").
 
     A `continue` token lives as long as the server keeps that snapshot (etcd's compaction, every 5
@@ -408,8 +396,9 @@ class Listing:
     changed meanwhile on pages already read is not seen again); a `consistent` one, which a
     watch then follows from `version`, starts again from the first page instead."""
 
-    def __init__(self, call: Callable[..., dict[str, Any]], page_size: int, consistent: bool = False) -> None:
-        self._call = call
+    def __init__(self, api: Api, path: str, params: Mapping[str, str | None], page_size: int,
+                 consistent: bool = False) -> None:
+        self._api, self._path, self._params = api, path, dict(params)
         self.page_size = page_size
         self.consistent = consistent
         self.version: str | None = None
@@ -420,13 +409,11 @@ class Listing:
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:
         token: str | None = None
         while True:
-            more: dict[str, Any] = {"limit": self.page_size}
-            if token:
-                more["_continue"] = token
             try:
-                answer = self._call(**more)
-            except ApiException as err:
-                fresh = expired_continue(err) if token else None
+                answer = self._api.request("GET", self._path, {**self._params, "limit": self.page_size,
+                                                               "continue": token})
+            except Gone as err:
+                fresh = err.fresh_continue if token else None
                 if fresh is None:
                     raise
                 if self.consistent:  # from the first page again, from one new snapshot
@@ -474,18 +461,6 @@ def storage_order(obj: dict[str, Any]) -> str:
     comes before `a/x`: `-` sorts before `/`)."""
     meta = obj["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
-
-
-def expired_continue(err: ApiException) -> str | None:
-    """The token to go on with that a 410 answer to a `continue` carries (None if it is another error)."""
-    if err.status != 410 or not err.body:
-        return None
-    try:
-        body = json.loads(err.body)
-    except (TypeError, ValueError):
-        return None
-    token = (body.get("metadata") or {}).get("continue") if isinstance(body, dict) else None
-    return token if isinstance(token, str) and token else None
 
 
 def check_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -548,8 +523,3 @@ def kubeconfig_path(given: str | None) -> str | None:
     return default if os.path.exists(default) or "KUBERNETES_SERVICE_HOST" not in os.environ else None
 
 
-def _load_kubeconfig(path: str | None, configuration: k8s.Configuration, context: str | None = None) -> str | None:
-    """Load the kubeconfig into `configuration` (its `context`, default the current one); return
-    that context's namespace."""
-    k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-    return context_namespace(path, context)

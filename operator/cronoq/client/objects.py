@@ -1,11 +1,12 @@
-"""`Client`'s TaskPools and TaskSchedules: read them, pause a pool, suspend a schedule, backfill one."""
+"""`Client`'s TaskPools and TaskSchedules: read them, pause a pool, suspend a schedule, backfill one,
+trigger one now."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
-from kubernetes.client.rest import ApiException
-
-from cronoq.api import GROUP, VERSION, TaskPool, TaskSchedule
+from cronoq.api import TaskPool, TaskSchedule
+from cronoq.apiserver.errors import Conflict, NotFound
+from cronoq.apiserver.sync import MERGE_PATCH
 from cronoq.client.common import rfc3339
 from cronoq.client.errors import (
     ObjectNotFound,
@@ -13,17 +14,14 @@ from cronoq.client.errors import (
 
 
 class PoolsAndSchedules:
-    """A part of `Client` (it holds `custom`, `core`, `namespace` and the reads used here)."""
+    """A part of `Client` (it holds `api`, `namespace`, `_path` and the reads used here)."""
 
     def pool(self, name: str) -> TaskPool | None:
         """The TaskPool named `name`, or None if it does not exist."""
         try:
-            return TaskPool.model_validate(
-                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskpools", name))
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+            return TaskPool.model_validate(self.api.request("GET", self.path("taskpools", name)))
+        except NotFound:
+            return None
 
     def pools(self, *, all_namespaces: bool = False) -> list[TaskPool]:
         """The TaskPools of the namespace (or of every one), by namespace and name."""
@@ -41,12 +39,9 @@ class PoolsAndSchedules:
     def schedule(self, name: str) -> TaskSchedule:
         """The TaskSchedule named `name`; ObjectNotFound if there is none."""
         try:
-            return TaskSchedule.model_validate(
-                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "taskschedules", name))
-        except ApiException as err:
-            if err.status == 404:
-                raise ObjectNotFound("TaskSchedule", self.namespace, name) from None
-            raise
+            return TaskSchedule.model_validate(self.api.request("GET", self.path("taskschedules", name)))
+        except NotFound:
+            raise ObjectNotFound("TaskSchedule", self.namespace, name) from None
 
     def suspend(self, schedule: str, suspended: bool = True) -> TaskSchedule:
         """Suspend a schedule (spec.suspend: no fires; the times that pass are not caught up on),
@@ -68,17 +63,26 @@ class PoolsAndSchedules:
                 "spec": {"backfills": [*ranges, wanted]}}
         return TaskSchedule.model_validate(self._patch("taskschedules", "TaskSchedule", schedule, body)), True
 
+    def trigger(self, schedule: str) -> tuple[str, bool]:
+        """Create the schedule's Task for this second, as a fire would: the same template, owner and
+        labels, a name and key of its own (a second trigger within the same second is the same fire).
+        Returns (the Task's name, whether it was created now). ObjectNotFound if there is none."""
+        from cronoq.engine.schedule import task_manifest
+
+        found = self.schedule(schedule)
+        task = task_manifest(found, datetime.now(timezone.utc).replace(microsecond=0), manual=True)
+        try:
+            self.api.request("POST", self.path("tasks"), body=task)
+        except Conflict:
+            return task["metadata"]["name"], False
+        return task["metadata"]["name"], True
+
     def _objects(self, plural: str, all_namespaces: bool) -> list[dict]:
-        if all_namespaces:
-            items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
-        else:
-            items = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, plural)["items"]
+        items = self.api.request("GET", self.path(plural, all_namespaces=all_namespaces))["items"]
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     def _patch(self, plural: str, kind: str, name: str, body: dict) -> dict:
         try:
-            return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name, body)
-        except ApiException as err:
-            if err.status == 404:
-                raise ObjectNotFound(kind, self.namespace, name) from None
-            raise
+            return self.api.request("PATCH", self.path(plural, name), body=body, content_type=MERGE_PATCH)
+        except NotFound:
+            raise ObjectNotFound(kind, self.namespace, name) from None

@@ -7,10 +7,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
-from kubernetes import watch as k8s_watch
-from kubernetes.client.rest import ApiException
-
-from cronoq.api import GROUP, TERMINAL_PHASES, VERSION, Task, TaskPhase
+from cronoq.api import TERMINAL_PHASES, Task, TaskPhase
+from cronoq.apiserver.errors import Gone
 from cronoq.client.common import TaskRef, name_of, selector_of
 from cronoq.client.errors import (
     OutputUnavailable,
@@ -27,7 +25,7 @@ SYNCED = "SYNCED"
 
 
 class Waiting:
-    """A part of `Client` (it holds `custom`, `core`, `namespace` and the reads used here)."""
+    """A part of `Client` (it holds `api`, `namespace`, `path` and the reads used here)."""
 
     def checkpoint(self, ref: TaskRef) -> SavedCheckpoint | None:
         """The newest checkpoint an attempt of the task saved, with the number of that attempt
@@ -126,9 +124,7 @@ class Waiting:
                 for kind, obj in self._watch(rv or "", deadline, selector, label_selector, all_namespaces=all_namespaces):
                     rv = obj["metadata"]["resourceVersion"]
                     yield kind, obj
-            except ApiException as err:
-                if err.status != 410:  # 410 Gone: our resourceVersion is too old; list again
-                    raise
+            except Gone:  # our resourceVersion is too old; list again
                 rv = None
 
     def _watch(self, rv: str, deadline: float | None, field_selector: str | None, label_selector: str | None = None,
@@ -137,26 +133,13 @@ class Waiting:
         remaining = WATCH_CHUNK if deadline is None else min(WATCH_CHUNK, deadline - time.monotonic())
         if remaining <= 0:
             return
-        w = k8s_watch.Watch()
-        kwargs: dict[str, Any] = {"resource_version": rv, "timeout_seconds": max(1, math.ceil(remaining)),
-                                  "allow_watch_bookmarks": False}
-        if field_selector:
-            kwargs["field_selector"] = field_selector
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        if all_namespaces:
-            list_fn, args = self.custom.list_cluster_custom_object, (GROUP, VERSION, "tasks")
-        else:
-            list_fn, args = self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, "tasks")
+        events = self.api.watch(self.path("tasks", all_namespaces=all_namespaces), {
+            "resourceVersion": rv, "timeoutSeconds": max(1, math.ceil(remaining)), "allowWatchBookmarks": False,
+            "fieldSelector": field_selector or None, "labelSelector": label_selector or None})
         try:
-            for event in w.stream(list_fn, *args, **kwargs):
-                kind, obj = event["type"], event["object"]
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise ApiException(status=410, reason="Gone")
-                    raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
-                yield kind, obj
+            for event in events:  # an ERROR event raises its error (Gone: the version is too old)
+                yield event["type"], event["object"]
                 if deadline is not None and time.monotonic() >= deadline:
                     return
         finally:
-            w.stop()
+            events.close()

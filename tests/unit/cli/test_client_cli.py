@@ -178,11 +178,11 @@ def hostile_task():
 
 
 def run_verb(verb: str, argv: list[str], capsys, monkeypatch) -> str:
-    from types import SimpleNamespace
-
     from cronoq.cli import parser, tasks
-    event = SimpleNamespace(last_timestamp=T0, event_time=None, metadata=SimpleNamespace(creation_timestamp=T0),
-                            type="Warning", reason="AttemptFailed", message=HOSTILE)
+    from cronoq.client.attempts import TaskEvent
+
+    event = TaskEvent.of({"metadata": {"creationTimestamp": T0.isoformat()}, "lastTimestamp": T0.isoformat(),
+                          "type": "Warning", "reason": "AttemptFailed", "message": HOSTILE})
     monkeypatch.setenv("COLUMNS", "1000")  # wide enough that no cell is folded onto a second line
     args = parser().parse_args([verb, *argv])
     assert getattr(tasks, verb)(args, OneTaskClient(hostile_task(), [event])) == 0

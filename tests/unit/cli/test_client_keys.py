@@ -32,7 +32,7 @@ class Tasks(Client):
     """A client whose listing is `tasks` and whose pool keeps keys `retention` long."""
 
     def __init__(self, tasks: list[Task], retention: str = "1h") -> None:
-        super().__init__("ns", api_client=object())
+        super().__init__("ns", api=object())  # type: ignore[arg-type]
         self.tasks, self.pools_read = tasks, 0
         self.retention = retention
 

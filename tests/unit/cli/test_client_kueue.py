@@ -1,14 +1,11 @@
 """`Client.kueue_hold` (what `cronoq describe` and the dashboard read of a task Kueue holds),
-against fakes of the kubernetes package's APIs it calls: the attempt's Job, its Workloads, its
+against a fake of the requests it makes (cronoq.apiserver's `Api.request`): the attempt's Job, its Workloads, its
 LocalQueue, and Kueue's visibility API where it is served (the place) or not (no place)."""
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
 from typing import Any
 
-from kubernetes import client as k8s
-
+from cronoq.apiserver.errors import error_of
 from cronoq.client import Client
 from cronoq.engine.attempts import waiting
 from tests.unit.builders import make_task
@@ -22,39 +19,31 @@ WORKLOAD = {"metadata": {"name": "job-held-a1-1"},
                                        "message": "couldn't assign flavors…"}]}}
 
 
-class Fakes(k8s.ApiClient):
+class Fakes:
     """The Job, Workloads and LocalQueue as the API server has them; `pending` the visibility API's
-    answer (None: not served, 404). `asked` notes each path."""
+    answer (None: not served, 404). `asked` notes each path of the visibility API asked."""
 
     def __init__(self, job: dict[str, Any], pending: dict[str, Any] | None) -> None:
-        super().__init__()
         self.job, self.pending, self.asked = job, pending, []
 
-    def call_api(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        self.asked.append(url.removeprefix(self.configuration.host))
-        served = "visibility.kueue.x-k8s.io/v1beta2" in url and self.pending is not None
-        return SimpleNamespace(status=200 if served else 404, data=json.dumps(self.pending).encode(),
-                               read=lambda: None)
-
-    def read_namespaced_job(self, name: str, namespace: str) -> dict[str, Any]:
-        assert (name, namespace) == ("held-a1", "ns")
-        return self.job
-
-    def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                      label_selector: str = "") -> dict[str, Any]:
-        assert (group, plural, label_selector) == ("kueue.x-k8s.io", "workloads", "kueue.x-k8s.io/job-uid=u1")
-        return {"items": [WORKLOAD]}
-
-    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                     name: str) -> dict[str, Any]:
-        assert (plural, name) == ("localqueues", "gpu")
-        return {"spec": {"clusterQueue": "team-a"}}
+    def request(self, method: str, path: str, params: dict[str, Any] | None = None, **_: Any) -> Any:
+        assert method == "GET"
+        if path == "/apis/batch/v1/namespaces/ns/jobs/held-a1":
+            return self.job
+        if path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads":
+            assert params == {"labelSelector": "kueue.x-k8s.io/job-uid=u1"}
+            return {"items": [WORKLOAD]}
+        if path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/localqueues/gpu":
+            return {"spec": {"clusterQueue": "team-a"}}
+        assert path.startswith("/apis/visibility.kueue.x-k8s.io/"), path
+        self.asked.append(path)
+        if "visibility.kueue.x-k8s.io/v1beta2" in path and self.pending is not None:
+            return self.pending
+        raise error_of(404, "Not Found")
 
 
 def client(fakes: Fakes) -> Client:
-    made = Client("ns", api_client=fakes)
-    made.batch = made.custom = fakes  # type: ignore[assignment]
-    return made
+    return Client("ns", api=fakes)  # type: ignore[arg-type]
 
 
 def running():

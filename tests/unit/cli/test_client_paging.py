@@ -1,5 +1,5 @@
 """Listings in pages (issue 56, item 4), against a fake of the one HTTP layer the client uses
-(the kubernetes package's CustomObjectsApi) that pages as the API server does: `limit` and
+(cronoq.apiserver's `Api.request`) that pages as the API server does: `limit` and
 `continue`, items in storage order (`namespace/name`), field selectors on the CRD's selectable
 fields, and a `continue` token that can expire (410 with a token to go on from a newer snapshot).
 
@@ -17,9 +17,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
+from cronoq.apiserver.errors import error_of
 from cronoq.cli import parser, render, tasks as cli_tasks
 from cronoq.cli.complete import _task_names
 from cronoq.client import Client
@@ -39,8 +38,8 @@ def task(name: str, phase: str | None = None, *, namespace: str = "ns", pool: st
 
 
 class FakeApi:
-    """The API server's LIST of Tasks, paged: what the client's CustomObjectsApi is asked, noted
-    in `calls` in order (a LIST, a PATCH, a GET)."""
+    """The API server's LIST of Tasks, paged: the requests the client makes, noted in `calls` in
+    order (a LIST, a PATCH, a GET)."""
 
     def __init__(self, objects: list[dict[str, Any]], pools: dict[str, dict[str, Any]] | None = None) -> None:
         self.objects = sorted(objects, key=storage_order)
@@ -64,10 +63,8 @@ class FakeApi:
               field_selector: str | None = None, label_selector: str | None = None) -> dict[str, Any]:
         self.calls.append(("LIST", {"limit": limit, "continue": _continue, "fieldSelector": field_selector}))
         if _continue in self.expire:
-            err = ApiException(status=410, reason="Gone")
-            err.body = json.dumps({"kind": "Status", "code": 410, "reason": "Expired",
-                                   "metadata": {"continue": "fresh:" + _continue}})
-            raise err
+            raise error_of(410, "Gone", json.dumps({"kind": "Status", "code": 410, "reason": "Expired",
+                                                    "metadata": {"continue": "fresh:" + _continue}}))
         items = self._matching(namespace, field_selector)
         start = int((_continue or "0").removeprefix("fresh:"))
         end = len(items) if limit is None else start + limit
@@ -77,27 +74,27 @@ class FakeApi:
         self.version += 1  # a later page of the same listing says the first page's version in a real server
         return {"items": [json.loads(json.dumps(o)) for o in items[start:end]], "metadata": meta}
 
-    def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                      **kwargs: Any) -> dict[str, Any]:
-        assert plural == "tasks"
-        return self._list(namespace, **kwargs)
-
-    def list_cluster_custom_object(self, group: str, version: str, plural: str, **kwargs: Any) -> dict[str, Any]:
-        return self._list(None, **kwargs)
-
-    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                     name: str) -> dict[str, Any]:
-        self.calls.append(("GET", name))
-        found = (self.pools.get(name) if plural == "taskpools"
-                 else next((o for o in self.objects if o["metadata"]["name"] == name), None))
-        if found is None:
-            raise ApiException(status=404, reason="Not Found")
-        return found
-
-    def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                       body: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("PATCH", name))
-        obj = next(o for o in self.objects if o["metadata"]["name"] == name)
+    def request(self, method: str, path: str, params: dict[str, Any] | None = None, body: Any = None,
+                **_: Any) -> dict[str, Any]:
+        """`/apis/cronoq.io/v1alpha1[/namespaces/NS]/PLURAL[/NAME]`, as the client asks for it."""
+        parts = path.removeprefix("/apis/cronoq.io/v1alpha1/").split("/")
+        namespace = parts[1] if parts[0] == "namespaces" else None
+        plural, *name = parts[2:] if namespace is not None else parts
+        params = params or {}
+        if method == "GET" and not name:
+            assert plural == "tasks"
+            return self._list(namespace, params.get("limit"), params.get("continue"), params.get("fieldSelector"),
+                              params.get("labelSelector"))
+        if method == "GET":
+            self.calls.append(("GET", name[0]))
+            found = (self.pools.get(name[0]) if plural == "taskpools"
+                     else next((o for o in self.objects if o["metadata"]["name"] == name[0]), None))
+            if found is None:
+                raise error_of(404, "Not Found")
+            return found
+        assert method == "PATCH", method
+        self.calls.append(("PATCH", name[0]))
+        obj = next(o for o in self.objects if o["metadata"]["name"] == name[0])
         obj["spec"].update(body["spec"])
         return obj
 
@@ -106,8 +103,7 @@ class FakeApi:
 
 
 def client_of(api: FakeApi, page_size: int = 2) -> Client:
-    c = Client("ns", api_client=k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9")), page_size=page_size)
-    c.custom = api  # type: ignore[assignment]
+    c = Client("ns", api=api, page_size=page_size)  # type: ignore[arg-type]
     c.in_namespace = lambda namespace: c  # type: ignore[method-assign]  # the tests' tasks are all in ns
     return c
 
@@ -203,12 +199,12 @@ def test_get_writes_the_list_an_item_at_a_time_in_the_same_text_as_the_whole_lis
 def test_get_prints_a_table_page_by_page_with_its_header_once(capsys) -> None:
     api = FakeApi([task(n, "Queued") for n in "abcde"])
     written: list[str] = []
-    listed = api.list_namespaced_custom_object
+    listed = api.request
 
     def noting(*args: Any, **kwargs: Any) -> dict[str, Any]:
         written.append(capsys.readouterr().out)  # what was written before this page was asked for
         return listed(*args, **kwargs)
-    api.list_namespaced_custom_object = noting  # type: ignore[method-assign]
+    api.request = noting  # type: ignore[method-assign]
     assert cli_tasks.get(args_of("get", "--chunk-size", "2"), client_of(api, 2)) == 0
     written.append(capsys.readouterr().out)
     assert [w.count("default") for w in written] == [0, 2, 2, 1]  # each page's rows out before the next is read

@@ -13,8 +13,9 @@ from urllib.parse import urlencode
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes import client as k8s
 
+from cronoq.apiserver.config import Connection
+from cronoq.apiserver.sync import Api
 from cronoq.api import Task
 from cronoq.archive import Database
 from cronoq.cli.dashboard import views
@@ -64,7 +65,7 @@ def fill(url: str) -> None:
 
 
 def cache_with_flaky() -> Cache:
-    cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+    cache = Cache(Client("ns", api=Api(Connection(host="http://127.0.0.1:9"))), all_namespaces=False)
     cache._objects["tasks"][("ns", "flaky")] = Task.model_validate(
         {"metadata": {"name": "flaky", "namespace": "ns", "uid": "u-flaky"}, "spec": {"image": "busybox"},
          "status": {"phase": "Succeeded"}})

@@ -6,7 +6,8 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes import client as k8s
+from cronoq.apiserver.config import Connection
+from cronoq.apiserver.sync import Api
 
 from cronoq.api import Task
 from cronoq.cli.dashboard.cache import Cache
@@ -20,7 +21,7 @@ HOST = {"Host": f"127.0.0.1:{PORT}"}
 def task_pages(tasks: dict[str, dict]) -> dict[str, str]:
     """Each Task (name → manifest without its name) put in the dashboard's cache, and its page."""
     async def main() -> dict[str, str]:
-        cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+        cache = Cache(Client("ns", api=Api(Connection(host="http://127.0.0.1:9"))), all_namespaces=False)
         for name, manifest in tasks.items():
             cache._objects["tasks"][("ns", name)] = Task.model_validate(
                 {**manifest, "metadata": {"name": name, "namespace": "ns", **manifest["metadata"]}})

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp.test_utils import TestClient, TestServer
-from kubernetes import client as k8s
+from cronoq.apiserver.config import Connection
+from cronoq.apiserver.sync import Api
 
 from cronoq.api import Task, TaskPool, TaskSchedule
 from cronoq.cli.dashboard.cache import Cache
@@ -19,7 +20,7 @@ PORT = 18765
 
 
 def _cache() -> Cache:
-    cache = Cache(Client("ns", api_client=k8s.ApiClient()), all_namespaces=False)
+    cache = Cache(Client("ns", api=Api(Connection(host="http://127.0.0.1:9"))), all_namespaces=False)
     for i, phase in enumerate(("Queued", "DeadLettered", "Running")):
         task = Task.model_validate({"metadata": {"name": f"t{i}", "namespace": "ns",
                                                  "creationTimestamp": f"2026-11-05T12:00:0{i}Z"},

@@ -4,7 +4,7 @@ of 10,000 tasks filters and pages in memory instead of asking the API server on 
 
 Every read is made with the user's own kubeconfig: a kind the user may not list is kept as the
 API server's refusal, which the pages show. Each kind is followed by a thread of its own (the
-kubernetes client blocks); `on_change(plural, keys)` is called from that thread.
+client's requests block); `on_change(plural, keys)` is called from that thread.
 """
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import watch as k8s_watch
-from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ValidationError
 from urllib3.exceptions import HTTPError
 
-from cronoq.api import GROUP, VERSION, Task, TaskPool, TaskSchedule
+from cronoq.api import Task, TaskPool, TaskSchedule
+from cronoq.apiserver.errors import ApiError, Gone, server_message
 from cronoq.client import Client
-from cronoq.kube.refusal import server_message
 
 log = logging.getLogger("cronoq.dashboard")
 
@@ -33,7 +31,7 @@ Key = tuple[str, str]
 """(namespace, name)"""
 
 
-def api_message(err: ApiException) -> str:
+def api_message(err: ApiError) -> str:
     """The API server's own words for a refusal (as kubectl prints them)."""
     message = server_message(err)
     return f"{err.status} {err.reason}" if message is None else f"{message} ({err.status} {err.reason})"
@@ -98,10 +96,9 @@ class Cache:
                 if rv is None:
                     rv = self._relist(plural)
                 rv = self._watch(plural, rv)
-            except ApiException as err:
-                if err.status == 410:  # our resourceVersion is too old: list again
-                    rv = None
-                    continue
+            except Gone:  # our resourceVersion is too old: list again
+                rv = None
+            except ApiError as err:
                 self._failed(plural, api_message(err))
                 rv = None
             except (HTTPError, OSError) as err:
@@ -116,10 +113,8 @@ class Cache:
             self.on_change(plural, set())
         self._stop.wait(2.0)
 
-    def _list_call(self, plural: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
-        if self.all_namespaces:
-            return self.client.custom.list_cluster_custom_object, (GROUP, VERSION, plural)
-        return self.client.custom.list_namespaced_custom_object, (GROUP, VERSION, self.client.namespace, plural)
+    def path(self, plural: str) -> str:
+        return self.client.path(plural, all_namespaces=self.all_namespaces)
 
     def _relist(self, plural: str) -> str:
         """List in pages (LIST_CHUNK objects each), each page put into the cache as it arrives, then
@@ -127,16 +122,12 @@ class Cache:
         the first, and what is parsed at once is one page. The watch goes on from the first page's
         resourceVersion, the snapshot every page is read from; a `continue` token that expires
         meanwhile (410) makes `_follow` list again from the first page."""
-        call, args = self._list_call(plural)
         seen: set[Key] = set()
         changed: set[Key] = set()
         version: str | None = None
         token = None
         while True:
-            kwargs: dict[str, Any] = {"limit": LIST_CHUNK}
-            if token:
-                kwargs["_continue"] = token
-            listing = call(*args, **kwargs)
+            listing = self.client.api.request("GET", self.path(plural), {"limit": LIST_CHUNK, "continue": token})
             if version is None:
                 version = listing["metadata"]["resourceVersion"]
             page = {_key(obj): self._parse(plural, obj) for obj in listing.get("items", [])}
@@ -164,14 +155,12 @@ class Cache:
         return version or ""
 
     def _watch(self, plural: str, rv: str) -> str:
-        call, args = self._list_call(plural)
-        w = k8s_watch.Watch()
+        """Follow the kind from `rv` for one watch (WATCH_SECONDS); an ERROR event raises its error."""
+        events = self.client.api.watch(self.path(plural), {"resourceVersion": rv, "timeoutSeconds": WATCH_SECONDS,
+                                                            "allowWatchBookmarks": True})
         try:
-            for event in w.stream(call, *args, resource_version=rv, timeout_seconds=WATCH_SECONDS,
-                                  allow_watch_bookmarks=True):
+            for event in events:
                 kind, obj = event["type"], event["object"]
-                if kind == "ERROR":
-                    raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
                 rv = obj["metadata"]["resourceVersion"]
                 if kind == "BOOKMARK":
                     continue
@@ -187,7 +176,7 @@ class Cache:
                 if self._stop.is_set():
                     break
         finally:
-            w.stop()
+            events.close()
         return rv
 
     @staticmethod

@@ -26,9 +26,9 @@ from typing import Any
 
 import jinja2
 from aiohttp import web
-from kubernetes.client.rest import ApiException
 
 from cronoq.api import TaskPhase
+from cronoq.apiserver.errors import ApiError
 from cronoq.cli import render
 from cronoq.cli.dashboard import views
 from cronoq.cli.dashboard.cache import Cache, Key, api_message
@@ -252,7 +252,7 @@ async def task_events(request: web.Request) -> web.Response:
     try:
         if task is not None:
             events = await asyncio.to_thread(state.client.events, task)
-    except ApiException as err:
+    except ApiError as err:
         error = api_message(err)
     html = request.app[STATE].env.get_template("events.html").render(events=events, error=error)
     return web.Response(text=html, content_type="text/html")
@@ -272,7 +272,7 @@ async def task_kueue(request: web.Request) -> web.Response:
         hold = await asyncio.to_thread(state.client.in_namespace(namespace).kueue_hold, task) if task else None
         if hold is not None:
             text = waiting.kueue_text(hold, position=True)
-    except ApiException as err:
+    except ApiError as err:
         text = f"what Kueue says could not be read: {api_message(err)}"
     return web.Response(text=html_escape(text), content_type="text/html")
 
@@ -293,7 +293,7 @@ async def task_log(request: web.Request) -> web.Response:
     error, lines = None, []
     try:
         lines = await asyncio.to_thread(read)
-    except ApiException as err:
+    except ApiError as err:
         error = api_message(err)
     except ClientError as err:
         error = str(err)
@@ -414,7 +414,7 @@ async def action(request: web.Request) -> web.Response:
     try:
         message = await asyncio.to_thread(_act, verb, where, name, _cache(request), str(form.get("pool", "")))
         ok = True
-    except ApiException as err:
+    except ApiError as err:
         message, ok = f"{verb} {namespace}/{name}: the API server refused: {api_message(err)}", False
     except ClientError as err:
         message, ok = f"{verb} {namespace}/{name}: {err}", False
@@ -424,8 +424,6 @@ async def action(request: web.Request) -> web.Response:
 
 
 def _act(verb: str, client: Client, name: str, cache: Cache, pool: str) -> str:
-    from cronoq.cli.schedules import fire_now
-
     ns = client.namespace
     if verb == "retry":
         new = client.retry(name)
@@ -439,7 +437,7 @@ def _act(verb: str, client: Client, name: str, cache: Cache, pool: str) -> str:
         client.suspend(name, verb == "suspend")
         return f"schedule {ns}/{name} {'suspended' if verb == 'suspend' else 'resumed'}"
     if verb == "trigger":
-        task, created = fire_now(client, name)
+        task, created = client.trigger(name)
         return f"schedule {ns}/{name} fired: task {task}" + ("" if created else " (already fired this second)")
     # retry-dead-letters: each dead-lettered task of the namespace (and pool), once
     tasks = [t for t in cache.namespace_tasks(ns) if t.phase is TaskPhase.DEAD_LETTERED

@@ -1,24 +1,22 @@
-"""The API server's message of a refusal, read once for the operator's writes, the client, the CLI
-and the dashboard; each keeps its own words for when there is none."""
+"""The API server's message of a refusal, read once by the seam (apiserver/errors.py) for the
+operator's writes, the client, the CLI and the dashboard; each keeps its own words for when there
+is none."""
 from __future__ import annotations
 
 import json
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
+from cronoq.apiserver.errors import Forbidden, server_message
 from cronoq.cli.dashboard.cache import api_message as dashboard_message
 from cronoq.cli.runner import api_error as cli_message
-from cronoq.client.common import api_message as client_message
-from cronoq.kube.refusal import server_message
-from cronoq.apiserver.errors import Forbidden
 from cronoq.kube.writes import Rejected
 
 QUOTA = 'exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
 
 
-def refused(body: str | bytes | None) -> ApiException:
-    return ApiException(status=403, reason="Forbidden", body=body)
+def refused(body: str | bytes | None) -> Forbidden:
+    return Forbidden("Forbidden", body=body)
 
 
 @pytest.mark.parametrize("body, message", [
@@ -32,10 +30,11 @@ def test_the_message_of_the_status_or_none(body, message) -> None:
 
 
 def test_each_reader_falls_back_as_before() -> None:
+    def write_message(err: Forbidden) -> str:
+        return Rejected.of(err).message
+
     with_status, without = refused(json.dumps({"message": QUOTA})), refused("<html></html>")
-    assert [read(with_status) for read in (client_message, cli_message, dashboard_message)] == \
+    assert [read(with_status) for read in (write_message, cli_message, dashboard_message)] == \
         [QUOTA, QUOTA, f"{QUOTA} (403 Forbidden)"]
-    assert [read(without) for read in (client_message, cli_message, dashboard_message)] == \
+    assert [read(without) for read in (write_message, cli_message, dashboard_message)] == \
         ["Forbidden", "403 Forbidden", "403 Forbidden"]
-    assert Rejected.of(Forbidden("Forbidden", body=json.dumps({"message": QUOTA}))).message == QUOTA
-    assert Rejected.of(Forbidden("Forbidden", body="<html></html>")).message == "Forbidden"
