@@ -27,6 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.kubeapi import OBSERVER_AGENT, Api, ApiError, jobs_path, tasks_path, workflows_path  # noqa: E402
+from cronoq.apiserver.errors import event_error  # noqa: E402
 
 TERMINAL = {"Succeeded", "Failed", "DeadLettered", "Cancelled", "Skipped"}
 WORKFLOW_TERMINAL = {"Succeeded", "Failed", "Error"}
@@ -109,7 +110,7 @@ def follow(api: Api, path: str, feed, connected: threading.Event, stop: threadin
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     feed(obj, time.monotonic())
                 elif event.get("type") == "ERROR":
-                    raise ApiError(obj.get("code", 500), json.dumps(obj))
+                    raise event_error(obj)
         except ApiError as err:
             if err.status == 410:  # too old: list again; milestones already seen stay first-seen
                 listing = api.request("GET", f"{path}?limit=0")
