@@ -89,6 +89,18 @@ def test_inputs_parse_to_inputs_or_a_value_error(text: str) -> None:
         assert all(isinstance(name, str) for name in inputs)
 
 
+def test_an_output_as_deep_as_any_json_the_sdk_reads_reaches_the_dependent_as_text() -> None:
+    """Found by the property below: an output nested 100 levels parsed, and two levels deeper in
+    the inputs' encoding the SDK refused the whole of CRONOQ_INPUTS as too deep."""
+    from cronoq.pod_protocol.inputs import encode_inputs, inputs_of
+
+    deep = "[" * 100 + "]" * 100
+    inputs = parse_inputs(encode_inputs(inputs_of([("dep", "Succeeded", deep)])))
+    assert inputs["dep"].output == deep, "handed over as the text it is"
+    shallow = "[" * 98 + "]" * 98
+    assert isinstance(parse_inputs(encode_inputs(inputs_of([("dep", "Succeeded", shallow)])))["dep"].output, list)
+
+
 @PROPERTIES
 @given(tenant_text)
 def test_an_output_of_any_text_reaches_the_dependent_within_the_bound(text: str) -> None:

@@ -8,7 +8,8 @@ encoding, defined here, so both sides read the same thing:
      "scan":  {"phase": "Failed", "output": null}}
 
 Each dependency of `dependsOn`, in its order, maps to its phase and its output: JSON-parsed when
-the output is JSON (nested at most 100 levels, `jsontext.JSON_DEPTH`), else the text as is; null when it produced none (it failed, was skipped or
+the output is JSON (nested at most 98 levels: the encoding's two levels above it and the output
+stay within `jsontext.JSON_DEPTH`), else the text as is; null when it produced none (it failed, was skipped or
 cancelled, or succeeded without output). A keyed duplicate's output is its original's (the
 duplicate's status carries it).
 
@@ -25,7 +26,7 @@ from datetime import datetime
 from typing import Any, Final, Mapping, Sequence
 
 from cronoq.pod_protocol import json_object
-from cronoq.pod_protocol.jsontext import json_value
+from cronoq.pod_protocol.jsontext import JSON_DEPTH, json_value, value_depth
 
 INPUTS_LIMIT: Final = 64 * 1024
 """Bytes of CRONOQ_INPUTS (UTF-8). Linux refuses to start a process with one environment string
@@ -46,15 +47,21 @@ class Input:
     """Its output did not fit under INPUTS_LIMIT: read it from the dependency's `status.output`."""
 
 
+OUTPUT_DEPTH: Final = JSON_DEPTH - 2
+"""How deep a parsed output may nest: the encoding puts each two levels down (`{name: {"output":
+…}}`), and what the operator encodes the SDK must parse within JSON_DEPTH."""
+
+
 def parsed_output(output: str | None) -> Any:
-    """An output as a dependent receives it: parsed when it is JSON (nested at most
-    `jsontext.JSON_DEPTH` levels), else the text, whatever the text."""
+    """An output as a dependent receives it: parsed when it is JSON nested at most OUTPUT_DEPTH
+    levels, else the text, whatever the text."""
     if output is None:
         return None
     try:
-        return json_value(output)
+        value = json_value(output)
     except ValueError:
         return output
+    return value if value_depth(value, OUTPUT_DEPTH) <= OUTPUT_DEPTH else output
 
 
 def gated(finished_at: str | datetime | None, first_attempt_at: str | datetime | None) -> bool:
