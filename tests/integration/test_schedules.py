@@ -221,7 +221,9 @@ def test_replace_cancels_the_unfinished_task_then_creates_the_new_one(cq):
 
     cq.wait_phase(first, "Cancelled")
     assert cq.get(first)["spec"]["cancel"] is True
-    assert cq.status(second).get("phase") in ("Queued", "Running", "Cancelled")
+    # the replacing fire is created before the operator has given it a phase: wait for one
+    phase = wait_until(lambda: cq.status(second).get("phase"), timeout=30, what="the second fire's phase")
+    assert phase in ("Queued", "Running", "Cancelled")
     assert sc.status("replace")["skippedFires"] == 0
 
 
