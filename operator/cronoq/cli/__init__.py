@@ -2,7 +2,7 @@
 
 The user's verbs are the shell's face of `cronoq.client`, one module per resource: the task verbs
 (submit, get/list, wait, cancel, retry, delete, describe, logs, tree, inputs) in
-`cronoq.cli.tasks`, `pool` in `cronoq.cli.pools`, `schedule` in `cronoq.cli.schedules`,
+`cronoq.cli.tasks` (a module per concern), `pool` in `cronoq.cli.pools`, `schedule` in `cronoq.cli.schedules`,
 `dashboard` in `cronoq.cli.dashboard`, `history` (the archive's executions, read from its database) in
 `cronoq.cli.history`. Each runs through `cronoq.cli.runner`, which makes the
 client and turns errors into one line and an exit code. The internal verbs

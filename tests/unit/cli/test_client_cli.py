@@ -185,7 +185,7 @@ def run_verb(verb: str, argv: list[str], capsys, monkeypatch) -> str:
                           "type": "Warning", "reason": "AttemptFailed", "message": HOSTILE})
     monkeypatch.setenv("COLUMNS", "1000")  # wide enough that no cell is folded onto a second line
     args = parser().parse_args([verb, *argv])
-    assert getattr(tasks, verb)(args, OneTaskClient(hostile_task(), [event])) == 0
+    assert tasks.VERBS[verb](args, OneTaskClient(hostile_task(), [event])) == 0
     return capsys.readouterr().out
 
 

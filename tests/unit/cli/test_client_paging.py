@@ -20,6 +20,7 @@ import pytest
 
 from cronoq.apiserver.errors import error_of
 from cronoq.cli import parser, render, tasks as cli_tasks
+from cronoq.cli.tasks import bulk, describe, listing, reading
 from cronoq.cli.complete import _task_names
 from cronoq.client import Client
 from cronoq.client.client import storage_order
@@ -188,11 +189,11 @@ def args_of(*argv: str) -> argparse.Namespace:
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_get_writes_the_list_an_item_at_a_time_in_the_same_text_as_the_whole_list(fmt: str, capsys) -> None:
     api = FakeApi([task(n, "Queued") for n in "abcde"])
-    assert cli_tasks.get(args_of("get", "-o", fmt), client_of(api)) == 0
+    assert listing.get(args_of("get", "-o", fmt), client_of(api)) == 0
     whole = render.dump([t.to_dict() for t in client_of(FakeApi([task(n, "Queued") for n in "abcde"])).list()],
                         fmt, single=False)
     assert capsys.readouterr().out == whole + "\n"
-    assert cli_tasks.get(args_of("get", "-o", fmt, "--phase", "Failed"), client_of(api)) == 0
+    assert listing.get(args_of("get", "-o", fmt, "--phase", "Failed"), client_of(api)) == 0
     assert capsys.readouterr().out == render.dump([], fmt, single=False) + "\n"
 
 
@@ -205,7 +206,7 @@ def test_get_prints_a_table_page_by_page_with_its_header_once(capsys) -> None:
         written.append(capsys.readouterr().out)  # what was written before this page was asked for
         return listed(*args, **kwargs)
     api.request = noting  # type: ignore[method-assign]
-    assert cli_tasks.get(args_of("get", "--chunk-size", "2"), client_of(api, 2)) == 0
+    assert listing.get(args_of("get", "--chunk-size", "2"), client_of(api, 2)) == 0
     written.append(capsys.readouterr().out)
     assert [w.count("default") for w in written] == [0, 2, 2, 1]  # each page's rows out before the next is read
     out = "".join(written)
@@ -224,7 +225,7 @@ def test_chunk_size_is_a_whole_number_of_at_least_one() -> None:
 
 def test_a_bulk_verb_acts_on_each_page_before_it_reads_the_next(capsys) -> None:
     api = FakeApi([task(n, "Queued") for n in "abcde"] + [task("f", "Succeeded")])
-    assert cli_tasks.cancel(args_of("cancel", "--all", "--chunk-size", "2"), client_of(api)) == 0
+    assert bulk.cancel(args_of("cancel", "--all", "--chunk-size", "2"), client_of(api)) == 0
     assert [(verb, what if verb != "LIST" else what["continue"]) for verb, what in api.calls if verb != "GET"] == [
         ("LIST", None), ("PATCH", "a"), ("PATCH", "b"), ("LIST", "2"), ("PATCH", "c"), ("PATCH", "d"),
         ("LIST", "4"), ("PATCH", "e")]
@@ -241,28 +242,28 @@ def test_describe_works_out_the_place_page_by_page_but_reads_no_queue_past_the_l
     api = FakeApi(queued, {"default": pool(5)})
     c = client_of(api)
     me = c.get("t3")
-    assert cli_tasks._why_queued(me, c).startswith("4th of 5 in pool default's queue (ahead: t0, t1, t2)")
+    assert describe._why_queued(me, c).startswith("4th of 5 in pool default's queue (ahead: t0, t1, t2)")
     assert {q["fieldSelector"] for q in api.lists()} == {"status.phase=Queued,spec.pool=default"}
     assert len(api.lists()) == 3  # pages of 2
 
-    api = FakeApi(queued, {"default": pool(cli_tasks.PLACE_LIMIT + 1)})
+    api = FakeApi(queued, {"default": pool(describe.PLACE_LIMIT + 1)})
     c = client_of(api)
-    said = cli_tasks._why_queued(me, c)
-    assert said.startswith(f"one of {cli_tasks.PLACE_LIMIT + 1:,} queued in pool default")
+    said = describe._why_queued(me, c)
+    assert said.startswith(f"one of {describe.PLACE_LIMIT + 1:,} queued in pool default")
     assert "--place" in said and api.lists() == []
-    assert cli_tasks._why_queued(me, c, place_anyway=True).startswith("4th of 5")
+    assert describe._why_queued(me, c, place_anyway=True).startswith("4th of 5")
 
 
 def test_describe_past_the_limit_reads_the_place_between_the_pools_queue_marks_and_lists_nothing() -> None:
     queued = [task(f"t{i}", "Queued", minute=i) for i in range(5)]
-    marked = pool(cli_tasks.PLACE_LIMIT + 1)
-    marked["status"]["queueMarks"] = {"takenAt": "2026-01-01T00:00:00Z", "waiting": cli_tasks.PLACE_LIMIT + 1, "marks": [
+    marked = pool(describe.PLACE_LIMIT + 1)
+    marked["status"]["queueMarks"] = {"takenAt": "2026-01-01T00:00:00Z", "waiting": describe.PLACE_LIMIT + 1, "marks": [
         {"place": 1, "name": "t0", "submittedAt": queued[0]["status"]["submittedAt"]},
         {"place": 1000, "name": "t4", "submittedAt": queued[4]["status"]["submittedAt"]},
-        {"place": cli_tasks.PLACE_LIMIT + 1, "name": "zz", "submittedAt": "2030-01-01T00:00:00Z"}]}
+        {"place": describe.PLACE_LIMIT + 1, "name": "zz", "submittedAt": "2030-01-01T00:00:00Z"}]}
     api = FakeApi(queued, {"default": marked})
     c = client_of(api)
-    said = cli_tasks._why_queued(c.get("t3"), c)
+    said = describe._why_queued(c.get("t3"), c)
     assert said.startswith("between the 2nd and the 999th of 2,001 in pool default's queue (as of 00:00:00Z")
     assert "--place" in said and api.lists() == []
 
@@ -271,7 +272,7 @@ def test_tree_reads_the_tasks_it_shows_and_no_others(capsys) -> None:
     api = FakeApi([task("root", dependsOn=[{"task": "left"}, {"task": "right"}]),
                    task("left", dependsOn=[{"task": "base"}]), task("right", dependsOn=[{"task": "base"}]),
                    task("base"), *[task(f"other{i}") for i in range(5)]])
-    assert cli_tasks.tree(args_of("tree", "root"), client_of(api)) == 0
+    assert reading.tree(args_of("tree", "root"), client_of(api)) == 0
     assert api.lists() == []
     assert sorted(what for verb, what in api.calls if verb == "GET") == ["base", "left", "right", "root"]
     assert "base" in capsys.readouterr().out

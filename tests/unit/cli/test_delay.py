@@ -8,7 +8,8 @@ import re
 import pytest
 
 from cronoq.cli import main
-from cronoq.cli.tasks import _not_before, _start_time
+from cronoq.cli.tasks.describe import _not_before
+from cronoq.cli.tasks.submit import _start_time
 
 
 @pytest.fixture(autouse=True)

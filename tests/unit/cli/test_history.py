@@ -92,17 +92,17 @@ def test_describe_of_a_deleted_task_shows_what_the_archive_kept(tmp_path, capsys
     url = archived(tmp_path)
     monkeypatch.setenv("COLUMNS", "1000")
     args = parser().parse_args(["describe", "gone", f"--archive={url}"])
-    assert tasks.describe(args, GoneClient()) == 0  # type: ignore[arg-type]
+    assert tasks.describe.describe(args, GoneClient()) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out
     assert "deleted from the cluster; this is what the archive kept (uid uid-gone)" in out
     assert "succeeded on attempt 2" in out and '{"rows": 3}' in out and "order-7" in out
     assert [line.split()[:2] for line in out.splitlines() if line.split()[:1] in (["1"], ["2"])] == [
         ["1", "First"], ["2", "Retry"]]
     with pytest.raises(TaskNotFound):  # neither in the cluster nor in the archive
-        tasks.describe(parser().parse_args(["describe", "never", f"--archive={url}"]), GoneClient())  # type: ignore[arg-type]
+        tasks.describe.describe(parser().parse_args(["describe", "never", f"--archive={url}"]), GoneClient())  # type: ignore[arg-type]
     monkeypatch.delenv("CRONOQ_ARCHIVE", raising=False)
     with pytest.raises(TaskNotFound):  # no archive given: as before
-        tasks.describe(parser().parse_args(["describe", "gone"]), GoneClient())  # type: ignore[arg-type]
+        tasks.describe.describe(parser().parse_args(["describe", "gone"]), GoneClient())  # type: ignore[arg-type]
 
 
 def test_the_operator_refuses_an_archive_url_it_cannot_use_before_it_starts(capsys) -> None:

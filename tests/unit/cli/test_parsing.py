@@ -12,7 +12,7 @@ import pytest
 
 from cronoq.cli import main, parser
 from cronoq.cli.render import jsonpath
-from cronoq.cli.tasks import select
+from cronoq.cli.tasks.selection import select
 from tests.unit.builders import T0, make_task
 
 CLI_DOC = Path(__file__).resolve().parents[3] / "docs" / "reference" / "cli.md"
@@ -237,7 +237,7 @@ def test_pool_and_schedule_take_the_common_flags_before_or_after_their_verb(argv
 
 
 def test_submit_deadline_flags_set_the_tasks_own_limits():
-    from cronoq.cli.tasks import _manifest_from_flags
+    from cronoq.cli.tasks.submit import _manifest_from_flags
     args = parser().parse_args(["submit", "t", "--image", "x", "--max-attempts", "5", "--start-deadline", "5m",
                                 "--deadline", "1h", "--max-retry-duration", "30m"])
     args.trailing = []  # what main() sets from the words after --
@@ -254,7 +254,7 @@ def test_submit_refuses_a_bad_deadline_offline(flag, capsys):
 
 
 def test_submit_retry_rules_become_the_tasks_rules_in_order(capsys):
-    from cronoq.cli.tasks import _manifest_from_flags
+    from cronoq.cli.tasks.submit import _manifest_from_flags
     args = parser().parse_args(["submit", "t", "--image", "x", "--max-attempts", "2",
                                 "--retry-rule", "Ignore:reasons=Evicted,NodeLost",
                                 "--retry-rule", "Fail:reasons=HTTPStatus:responseCodes=500,501"])

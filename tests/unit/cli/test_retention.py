@@ -18,7 +18,7 @@ BY_OUTCOME = TaskPoolSpec.model_validate({"ttlAfterFinished": "24h", "ttlAfterSu
 
 
 def test_submit_flags_set_the_tasks_retention():
-    from cronoq.cli.tasks import _manifest_from_flags
+    from cronoq.cli.tasks.submit import _manifest_from_flags
     args = parser().parse_args(["submit", "t", "--image", "x", "--ttl-after-success", "1h",
                                 "--ttl-after-failure", "168h", "--job-retention-after-failure", "72h",
                                 "--ttl-after-finished", "24h"])
