@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
+from cronoq.api import Task
 from cronoq.apiserver.errors import error_of
 from cronoq.cli import parser, render, tasks as cli_tasks
 from cronoq.cli.tasks import bulk, describe, listing, reading
@@ -237,21 +238,28 @@ def pool(queued: int) -> dict[str, Any]:
             "spec": {"concurrency": 1, "paused": True}, "status": {"queued": queued, "running": 0}}
 
 
+def why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
+    """describe's Waiting line, from the explanation it reads the pool and the queue for."""
+    said = describe._explained(task, client.pool(task.spec.pool), client, place_anyway, datetime.now(timezone.utc))
+    assert said.wait is not None
+    return said.waiting_text() or ""
+
+
 def test_describe_works_out_the_place_page_by_page_but_reads_no_queue_past_the_limit() -> None:
     queued = [task(f"t{i}", "Queued", minute=i) for i in range(5)]
     api = FakeApi(queued, {"default": pool(5)})
     c = client_of(api)
     me = c.get("t3")
-    assert describe._why_queued(me, c).startswith("4th of 5 in pool default's queue (ahead: t0, t1, t2)")
+    assert why_queued(me, c).startswith("4th of 5 in pool default's queue (ahead: t0, t1, t2)")
     assert {q["fieldSelector"] for q in api.lists()} == {"status.phase=Queued,spec.pool=default"}
     assert len(api.lists()) == 3  # pages of 2
 
     api = FakeApi(queued, {"default": pool(describe.PLACE_LIMIT + 1)})
     c = client_of(api)
-    said = describe._why_queued(me, c)
+    said = why_queued(me, c)
     assert said.startswith(f"one of {describe.PLACE_LIMIT + 1:,} queued in pool default")
     assert "--place" in said and api.lists() == []
-    assert describe._why_queued(me, c, place_anyway=True).startswith("4th of 5")
+    assert why_queued(me, c, place_anyway=True).startswith("4th of 5")
 
 
 def test_describe_past_the_limit_reads_the_place_between_the_pools_queue_marks_and_lists_nothing() -> None:
@@ -263,7 +271,7 @@ def test_describe_past_the_limit_reads_the_place_between_the_pools_queue_marks_a
         {"place": describe.PLACE_LIMIT + 1, "name": "zz", "submittedAt": "2030-01-01T00:00:00Z"}]}
     api = FakeApi(queued, {"default": marked})
     c = client_of(api)
-    said = describe._why_queued(c.get("t3"), c)
+    said = why_queued(c.get("t3"), c)
     assert said.startswith("between the 2nd and the 999th of 2,001 in pool default's queue (as of 00:00:00Z")
     assert "--place" in said and api.lists() == []
 

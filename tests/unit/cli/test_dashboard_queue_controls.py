@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from cronoq.apiserver.config import Connection
 from cronoq.apiserver.sync import Api
 
-from cronoq.api import Task
+from cronoq.api import Task, TaskPool
 from cronoq.cli.dashboard.cache import Cache
 from cronoq.cli.dashboard.server import STATE, make_app
 from cronoq.client import Client
@@ -18,13 +18,17 @@ PORT = 18766
 HOST = {"Host": f"127.0.0.1:{PORT}"}
 
 
-def task_pages(tasks: dict[str, dict]) -> dict[str, str]:
-    """Each Task (name → manifest without its name) put in the dashboard's cache, and its page."""
+def task_pages(tasks: dict[str, dict], pool: dict | None = None) -> dict[str, str]:
+    """Each Task (name → manifest without its name) put in the dashboard's cache, with TaskPool p
+    of this spec if given, and its page."""
     async def main() -> dict[str, str]:
         cache = Cache(Client("ns", api=Api(Connection(host="http://127.0.0.1:9"))), all_namespaces=False)
         for name, manifest in tasks.items():
             cache._objects["tasks"][("ns", name)] = Task.model_validate(
                 {**manifest, "metadata": {"name": name, "namespace": "ns", **manifest["metadata"]}})
+        if pool is not None:
+            cache._objects["taskpools"][("ns", "p")] = TaskPool.model_validate(
+                {"metadata": {"name": "p", "namespace": "ns"}, "spec": pool})
         for event in cache.synced.values():
             event.set()
         app = make_app(cache.client, False, PORT, cache=cache)
@@ -50,9 +54,14 @@ def test_the_task_page_shows_a_tasks_group_and_its_pools_next_start_while_rate_l
     due = "2026-12-06T12:00:01.500000Z"
     pages = task_pages({name: {"metadata": {"creationTimestamp": "2026-12-06T12:00:00Z"},
                                "spec": {"image": "busybox", "pool": "p", "group": "acme"}, "status": status}
-                        for name, status in (("held", {"phase": "Queued", "nextStartAt": due}),
-                                             ("running", {"phase": "Running"}))})
+                        for name, status in (("held", {"phase": "Queued", "nextStartAt": due, "conditions": [
+                                                 {"type": "Running", "status": "False", "reason": "RateLimited",
+                                                  "lastTransitionTime": "2026-12-06T12:00:00Z"}]}),
+                                             ("told", {"phase": "Queued", "nextStartAt": due}),
+                                             ("running", {"phase": "Running"}))},
+                       pool={"rateLimit": {"startsPerSecond": 2}})
     held, running = pages["held"], pages["running"]
     assert "<th>Group</th><td>acme</td>" in held and "<th>Group</th><td>acme</td>" in running
     assert "<th>Rate-limited</th><td>the pool's next start was due at 2026-12-06 12:00:01.500000+00:00" in held
     assert "Rate-limited" not in running
+    assert "Rate-limited" not in pages["told"], "only while the operator says it waits for the rate limit"

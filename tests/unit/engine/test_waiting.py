@@ -308,7 +308,7 @@ def test_describe_and_the_dashboard_show_the_same_limits() -> None:
     limits = waiting.limits(task, spec(startDeadline="1h"))
     assert [(limit.label, limit.at) for limit in limits] == [
         ("Start deadline", at(3600)), ("Deadline", at(7200))], "no retry budget before the first attempt"
-    assert waiting.limits_text(task, spec(startDeadline="1h")) == (
+    assert waiting.explain(task, pool(startDeadline="1h"), T0).limits_text() == (
         "start by 13:00:00Z (startDeadline 1h); deadline 14:00:00Z (2h from submission)")
 
 
@@ -322,4 +322,68 @@ def test_after_the_first_attempt_the_retry_budget_replaces_the_start_deadline() 
 
 def test_a_finished_task_has_no_limits() -> None:
     task = make_task("a").spec(deadline="2h").status({"phase": "Succeeded"}).obj()
-    assert waiting.limits(task, None) == [] and waiting.limits_text(task, None) == ""
+    assert waiting.limits(task, None) == [] and waiting.explain(task, None, T0).limits_text() == ""
+
+
+# --------------------------------------------------------------------------- the whole explanation
+
+DUE = "2026-12-03T12:00:01Z"
+LIMITED = {"concurrency": 1, "rateLimit": {"startsPerSecond": 2, "burst": 1}}
+
+
+@pytest.mark.parametrize("task, found, now, waits, rate_due, start, ahead, limits", [
+    (queued_task(), pool(running=1, concurrency=1), at(0), "PLACE; pool p is full: 1 running of 1", None, None,
+     False, ""),
+    (queued_task(), None, at(0), "TaskPool p does not exist: the task starts once it is created", None, None, False,
+     ""),
+    (queued_task(told=reasons.RATE_LIMITED, next_start_at=DUE), pool(**LIMITED), at(0.6),
+     "PLACE; rate-limited: next start in 0.4 s (pool p starts at most 2 attempts/s, burst 1)", at(1), None, False,
+     ""),
+    (queued_task(next_start_at=DUE), pool(**LIMITED), at(0.6), "PLACE; pool p runs 0 of 1: a slot is about to be "
+     "granted", None, None, False, ""),
+    (queued_task(told=reasons.RATE_LIMITED, next_start_at=DUE), pool(concurrency=1), at(0.6),
+     "PLACE; pool p runs 0 of 1: a slot is about to be granted", None, None, False, ""),
+    (queued_task(startDelay="10m", startDeadline="1h"), pool(concurrency=0), at(1200),
+     "PLACE; pool p has concurrency 0: it starts nothing", None, at(600), False,
+     "start by 13:10:00Z (startDeadline 1h)"),
+    (make_task("a").spec(pool="p", startDelay="10m").status({"phase": "Blocked"}).obj(), pool(), at(0), None,
+     None, at(600), True, ""),
+    (make_task("a").spec(pool="p", notBefore=at(600).isoformat(), deadline="2h").status(
+        {"phase": "Running", "attempt": 1}).obj(), pool(), at(0), None, None, at(600), False,
+     "deadline 14:00:00Z (2h from submission)"),
+    (make_task("a").spec(pool="p", deadline="2h", startDelay="10m").status({"phase": "Succeeded", "attempt": 1}).obj(),
+     pool(), at(0), None, None, at(600), False, ""),
+])
+def test_one_explanation_from_the_tasks_facts_its_pools_and_the_clock(
+        task: Task, found: TaskPool | None, now: Any, waits: str | None, rate_due: Any, start: Any, ahead: bool,
+        limits: str) -> None:
+    said = waiting.explain(task, found, now, place="PLACE", group_running=lambda: 0)
+    assert said.waiting_text() == waits
+    assert (said.wait is None) == (waits is None), "a wait only while queued"
+    assert said.rate_due == rate_due, "the pool's next start only while the operator says it waits for it"
+    assert (said.not_before, said.start_ahead) == (start, ahead)
+    assert said.limits_text() == limits
+    assert said.limits == tuple(waiting.limits(task, found.spec if found is not None else None))
+
+
+def test_every_reason_wait_gives_is_a_kind_of_wait_worded_for_the_task_and_for_describe() -> None:
+    limited = spec(rateLimit={"startsPerSecond": 2})
+    given = {waiting.wait("p", limited, **facts).reason for facts in (
+        dict(found=False), dict(no_worker=True), dict(next_start_at=T0), dict())}
+    assert given == set(waiting.KINDS)
+    for reason in given:
+        w = waiting.Wait("p", reason, Held.FREE, limited, T0 if reason == reasons.RATE_LIMITED else None)
+        assert waiting.message(w) and waiting.described(w, "PLACE", at(0.2))
+
+
+def test_a_new_kind_of_wait_is_one_entry_in_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How another kind of wait (a concurrency key held elsewhere, say) plugs in: its reason, its
+    message and its line for describe; the pool held back still comes first."""
+    kind = waiting.Kind(lambda w: f"queued in pool {w.pool}: waiting for its key",
+                        lambda w, now: "another task holds its key")
+    monkeypatch.setitem(waiting.KINDS, "WaitingForKey", kind)
+    w = waiting.Wait("p", "WaitingForKey", Held.FREE, spec())
+    assert waiting.message(w) == "queued in pool p: waiting for its key"
+    assert waiting.described(w, "PLACE", T0) == "PLACE; another task holds its key"
+    paused = waiting.Wait("p", "WaitingForKey", Held.PAUSED, spec(paused=True))
+    assert waiting.described(paused, "PLACE", T0).startswith("PLACE; pool p is paused")

@@ -237,7 +237,7 @@ async def task_page(request: web.Request) -> web.Response:
     retries = [t for t in cache.namespace_tasks(namespace) if t.metadata.labels.get(RETRY_OF) == name]
     return _page(request, "task.html", task=task, spec=json.dumps(spec, indent=2), bars=views.timeline(task, now),
                  graph=views.graph(task, cache.namespace_tasks(namespace)), retries=retries,
-                 limits=views.limits(task, pool := cache.get("taskpools", namespace, task.spec.pool)),
+                 said=views.explained(task, pool := cache.get("taskpools", namespace, task.spec.pool), now),
                  kueue=views.kueue_admits(task, pool))
 
 

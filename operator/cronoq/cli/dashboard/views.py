@@ -14,6 +14,7 @@ from cronoq.api import TERMINAL_PHASES, AttemptOutcome, DurationError, Task, Tas
 from cronoq.api.durations import parse as parse_duration
 from cronoq.archive import Filter
 from cronoq.cli.render import passed_on
+from cronoq.engine.attempts import waiting
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -401,12 +402,11 @@ def graph(task: Task, namespace_tasks: Iterable[Task], depth: int = 10) -> list[
     return elements
 
 
-def limits(task: Task, pool: TaskPool | None) -> list[tuple[str, datetime]]:
-    """An unfinished task's own time limits as times (its pool's when it sets none), for its page:
-    `engine.attempts.waiting.limits`, as `describe` says them."""
-    from cronoq.engine.attempts import waiting
-
-    return [(limit.label, limit.at) for limit in waiting.limits(task, pool.spec if pool is not None else None)]
+def explained(task: Task, pool: TaskPool | None, now: datetime) -> waiting.Explanation:
+    """Why the task waits and its limits, for its page: `engine.attempts.waiting.explain`, the
+    explanation `describe` prints (its delayed start, the pool's next start while it waits for the
+    rate limit, its own limits as times), without the place: the page lists no queue."""
+    return waiting.explain(task, pool, now)
 
 
 def kueue_admits(task: Task, pool: TaskPool | None) -> bool:

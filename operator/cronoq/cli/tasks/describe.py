@@ -9,7 +9,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
-from cronoq.api import Task, TaskPhase
+from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.cli import EXIT_OK, render, retention
 from cronoq.cli.runner import add_chunk_size, bare
 from cronoq.client import Client, TaskNotFound
@@ -43,6 +43,8 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         raise
     s = task.status
     out = render.console()
+    pool = client.pool(task.spec.pool)
+    said = _explained(task, pool, client, args.place, datetime.now(timezone.utc))
     pairs: list[tuple[str, Any]] = [
         ("Name", task.metadata.name), ("Namespace", task.metadata.namespace), ("Pool", task.spec.pool),
         ("Priority", task.spec.priority), ("Phase", render.phase_text(task.phase)),
@@ -70,17 +72,16 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     if s and s.ignored_attempts:
         pairs.append(("Ignored attempts", f"{s.ignored_attempts} (retry rules said Ignore: not counted against "
                                           "maxAttempts)"))
-    if (start := delay.not_before(task)) is not None:
-        pairs.append(("Not before", _not_before(start, s.attempt if s else 0)))
+    if said.not_before is not None:
+        pairs.append(("Not before", _not_before(said)))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
-    if task.phase is TaskPhase.QUEUED:
-        pairs.append(("Waiting", render.cell(_why_queued(task, client, args.place))))
-    pool = client.pool(task.spec.pool)
+    if (why := said.waiting_text()) is not None:
+        pairs.append(("Waiting", render.cell(why)))
     if task.phase is TaskPhase.RUNNING and pool is not None and pool.spec.admission is not None \
             and pool.spec.admission.kueue is not None and (hold := client.kueue_hold(task)) is not None:
         pairs.append(("Waiting", render.cell(waiting.kueue_text(hold, position=True))))
-    if limits := waiting.limits_text(task, pool.spec if pool is not None else None):
+    if limits := said.limits_text():
         pairs.append(("Deadlines", limits))
     pairs.append(("Retention", retention.task_line(task, pool.spec if pool is not None else None)))
     if s and s.message:
@@ -103,11 +104,12 @@ def describe(args: argparse.Namespace, client: Client) -> int:
     return EXIT_OK
 
 
-def _not_before(start: datetime, attempt: int) -> str:
+def _not_before(said: waiting.Explanation) -> str:
     """`describe`'s line for a delayed start: the time, and how far it is while it is ahead."""
-    text, now = delay.spelled(start), datetime.now(timezone.utc)
-    if attempt == 0 and start > now:
-        text += f" (in {render.age(now, start)})"
+    assert said.not_before is not None  # (asked for only when the task has one)
+    text = delay.spelled(said.not_before)
+    if said.start_ahead:
+        text += f" (in {render.age(said.now, said.not_before)})"
     return text
 
 
@@ -117,17 +119,19 @@ task's place between the marks of the pool's queue the operator keeps in its sta
 to work it out exactly (`--place`): that reads every queued task of the pool."""
 
 
-def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
-    """Why a queued task has no slot, and where it stands (`engine.attempts.waiting` words both):
-    read from its pool (a GET; when its status carries queue marks, past the operator's
-    --queue-marks-from, the place between them) and, while the pool's status counts at most PLACE_LIMIT queued tasks (or when asked),
-    the pool's queued tasks (a LIST by the selectable fields spec.pool and
-    status.phase, page by page; what is kept of each is its place in the order, not the Task);
-    the running tasks of the pool only when its groupConcurrency decides. No write."""
+def _explained(task: Task, pool: TaskPool | None, client: Client, place_anyway: bool,
+               now: datetime) -> waiting.Explanation:
+    """Why the task waits and its limits (`engine.attempts.waiting.explain` decides and words them)
+    from its pool (None: it does not exist) and, while it is queued, what its place and its
+    group's count are read from: the pool's status (when it carries queue marks, past the
+    operator's --queue-marks-from, the place between them) and, while the pool's status counts at
+    most PLACE_LIMIT queued tasks (or when asked), the pool's queued tasks (a LIST by the
+    selectable fields spec.pool and status.phase, page by page; what is kept of each is its place
+    in the order, not the Task); the running tasks of the pool only when its groupConcurrency
+    decides. No write."""
+    if task.phase is not TaskPhase.QUEUED or pool is None:
+        return waiting.explain(task, pool, now)
     name = task.spec.pool
-    pool = client.pool(name)
-    if pool is None:
-        return waiting.described(waiting.of_task(task, None), "", datetime.now(timezone.utc))
     fair = pool.spec.fair_share
     counted = pool.status.queued if pool.status else 0
     queue_marks = pool.status.queue_marks if pool.status else None
@@ -157,5 +161,4 @@ def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
         assert fair is not None  # (asked for only when the pool shares its slots)
         return waiting.share_of(fair, pool.spec.concurrency, group, by_group(), queued_groups)
 
-    return waiting.described(waiting.of_task(task, pool, lambda: by_group()[group], share), place,
-                             datetime.now(timezone.utc))
+    return waiting.explain(task, pool, now, place=place, group_running=lambda: by_group()[group], share=share)

@@ -5,7 +5,9 @@ the Task's message (the operator), `cronoq describe` and the dashboard alike.
   share; no worker has room; the rate limit's next token is due later) and returns a `Wait`: the
   reason the operator's Running condition gives (`Wait.reason`) and what of the pool's own state
   holds the slot back (`Wait.held`, when its counts are known). `of_task` gathers those facts
-  from a Task and its TaskPool as a client reads them.
+  from a Task and its TaskPool as a client reads them. Each kind of wait (by its reason) has one
+  entry in `KINDS`: the Task's message and `describe`'s words for it; a new kind of wait is a
+  reason, the fact `wait` decides it from, and one entry.
 - `place` puts a queued task in its pool's admission order, popping the operator's own
   `admission.Queue`; `between` bounds its place by the marks of that order the pool's status
   carries (past 2,000 waiting), reading no other task.
@@ -15,10 +17,12 @@ the Task's message (the operator), `cronoq describe` and the dashboard alike.
   needs and Kueue's own words. `kueue_message` is the Task's message (written once per change of
   Kueue's reason: `kueue_said`), `describe` and the dashboard show `kueue_text` with the place.
 
-Each surface renders the same values: the operator writes `message(wait)`, `describe` prints
-`described(wait, place, now)` and `limits_text(...)`, the dashboard lists `limits(...)`. Pure:
-the clock and every count are passed in; what must be read to count (the running tasks of a
-group) is asked for only when it decides.
+`explain` is the whole explanation of a task at a time (`Explanation`: its `Wait` while queued
+with its place, its delayed start, its limits). Each surface renders the same values: the
+operator writes `message(wait)`; `describe` prints an `Explanation`'s lines (`waiting_text`, the
+delayed start, `limits_text`); the dashboard shows its rows (the delayed start, `rate_due`, the
+limits as times). Pure: the clock and every count are passed in; what must be read to count (the
+running tasks of a group) is asked for only when it decides.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 
-from cronoq.api import FairShare, QueueMarks, Task, TaskPool, TaskPoolSpec, TaskStatus
+from cronoq.api import FairShare, QueueMarks, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskStatus
 from cronoq.api.durations import format as format_duration
 from cronoq.engine import admission, delay, reasons
 from cronoq.engine.admission import Candidate, Queue
@@ -168,14 +172,25 @@ def of_task(task: Task, pool: TaskPool | None, group_running: Callable[[], int] 
 def message(w: Wait) -> str:
     """The Task's message while it waits (the operator writes it once per reason): in a pool that
     shares its slots, whose share it waits in, which does not change while it waits."""
-    if w.reason == reasons.POOL_NOT_FOUND:
-        return wording.POOL_NOT_FOUND.format(pool=w.pool)
-    if w.reason == reasons.WAITING_FOR_WORKER:
-        return wording.WAITING_FOR_WORKER.format(pool=w.pool)
-    if w.reason == reasons.RATE_LIMITED and w.spec is not None and w.spec.rate_limit is not None \
-            and w.next_start_at is not None:
-        rate = w.spec.rate_limit
-        return wording.rate_limited(w.pool, rate.starts_per_second, rate.burst, w.next_start_at)
+    return KINDS[w.reason].message(w)
+
+
+def _pool_not_found(w: Wait) -> str:
+    return wording.POOL_NOT_FOUND.format(pool=w.pool)
+
+
+def _no_worker(w: Wait) -> str:
+    return wording.WAITING_FOR_WORKER.format(pool=w.pool)
+
+
+def _rate_limited(w: Wait) -> str:
+    rate = w.spec.rate_limit if w.spec is not None else None
+    if rate is None or w.next_start_at is None:
+        return _queued(w)
+    return wording.rate_limited(w.pool, rate.starts_per_second, rate.burst, w.next_start_at)
+
+
+def _queued(w: Wait) -> str:
     fair = w.spec.fair_share if w.spec is not None else None
     if fair is not None:
         return wording.QUEUED_IN_SHARE.format(pool=w.pool, share=named(w.group, fair), weight=fair.weight(w.group))
@@ -197,7 +212,7 @@ def countdown(w: Wait, now: datetime) -> str | None:
 
 def described(w: Wait, place: str, now: datetime) -> str:
     """`cronoq describe`'s line for a queued task: its place (as `place` words it), then what
-    holds it."""
+    holds it: its pool paused or stopped whatever the kind of wait, else the kind's own words."""
     name, spec = w.pool, w.spec
     if w.reason == reasons.POOL_NOT_FOUND or spec is None:
         return f"TaskPool {name} does not exist: the task starts once it is created"
@@ -206,15 +221,46 @@ def described(w: Wait, place: str, now: datetime) -> str:
                 f"`cronoq pool resume {name}` starts it again")
     if w.held is Held.STOPPED:
         return f"{place}; pool {name} has concurrency 0: it starts nothing"
-    if (limited := countdown(w, now)) is not None:
-        return f"{place}; {limited}"
+    return f"{place}; {KINDS[w.reason].detail(w, now) or _slot(w)}"
+
+
+def _slot(w: Wait) -> str:
+    """What of the pool's slots holds the task: full, its group at its cap, or nothing."""
+    name, spec = w.pool, w.spec
+    assert spec is not None  # (described says so first)
     share = f"; {share_text(w)}" if w.share is not None else ""
     if w.held is Held.FULL:
-        return f"{place}; pool {name} is full: {w.running} running of {spec.concurrency}{share}"
+        return f"pool {name} is full: {w.running} running of {spec.concurrency}{share}"
     if w.held is Held.GROUP_FULL:
-        return f"{place}; {named(w.group, spec.fair_share)} has {w.group_running} of {spec.group_concurrency} " \
+        return f"{named(w.group, spec.fair_share)} has {w.group_running} of {spec.group_concurrency} " \
                f"running (pool {name}'s groupConcurrency){share}"
-    return f"{place}; pool {name} runs {w.running} of {spec.concurrency}: a slot is about to be granted"
+    return f"pool {name} runs {w.running} of {spec.concurrency}: a slot is about to be granted"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of wait, by its reason (the Running condition's): the Task's message the operator
+    writes (`message`), and what `describe` says after the task's place (`detail`; None: what
+    holds its slot). A new kind of wait is a reason, the fact `wait` decides it from (a keyword
+    of `wait`, a field of `Wait` if it words one), and one entry in `KINDS`."""
+
+    message: Callable[[Wait], str]
+    detail: Callable[[Wait, datetime], str | None]
+
+
+def _no_detail(w: Wait, now: datetime) -> str | None:
+    return None
+
+
+KINDS: dict[str, Kind] = {
+    reasons.POOL_NOT_FOUND: Kind(_pool_not_found, _no_detail),
+    # A client cannot tell a worker's room from a slot (`of_task` never says WAITING_FOR_WORKER):
+    # describe words the pool's slots, as for a slot.
+    reasons.WAITING_FOR_WORKER: Kind(_no_worker, _no_detail),
+    reasons.RATE_LIMITED: Kind(_rate_limited, countdown),
+    reasons.WAITING_FOR_SLOT: Kind(_queued, _no_detail),
+}
+"""Every kind of wait for a slot, by reason."""
 
 
 def share_text(w: Wait) -> str:
@@ -404,6 +450,51 @@ def limits(task: Task, pool: TaskPoolSpec | None) -> list[Limit]:
     return found
 
 
-def limits_text(task: Task, pool: TaskPoolSpec | None) -> str:
-    """`describe`'s line of the limits: each one's text, joined by `; ` ("" when none)."""
-    return "; ".join(limit.text for limit in limits(task, pool))
+# --------------------------------------------------------------------------- the whole explanation
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """All a reader is told of why an unfinished task waits and of its limits, from one set of
+    facts and one clock: `describe` prints its lines, the dashboard shows its rows; the operator
+    writes `message` of the same `Wait`."""
+
+    now: datetime
+    wait: Wait | None = None
+    """While it is queued: why it has no slot."""
+    place: str = ""
+    """While it is queued: its place, as the reader could work it out (`place`, `between`, a count)."""
+    not_before: datetime | None = None
+    """Its delayed start (spec.notBefore, or spec.startDelay after its creation), past or not."""
+    started: bool = False
+    """An attempt has started: the delayed start is no longer ahead, whatever the clock says."""
+    limits: tuple[Limit, ...] = ()
+
+    @property
+    def start_ahead(self) -> bool:
+        """The delayed start is still to come (the surfaces say how far)."""
+        return not self.started and self.not_before is not None and self.not_before > self.now
+
+    @property
+    def rate_due(self) -> datetime | None:
+        """While it waits for its pool's rate limit: when the operator found the next start due."""
+        return self.wait.next_start_at if self.wait is not None and self.wait.reason == reasons.RATE_LIMITED else None
+
+    def waiting_text(self) -> str | None:
+        """`describe`'s line of why it waits (None unless it is queued)."""
+        return described(self.wait, self.place, self.now) if self.wait is not None else None
+
+    def limits_text(self) -> str:
+        """`describe`'s line of the limits: each one's text, joined by `; ` ("" when none)."""
+        return "; ".join(limit.text for limit in self.limits)
+
+
+def explain(task: Task, pool: TaskPool | None, now: datetime, *, place: str = "",
+            group_running: Callable[[], int] | None = None, share: Callable[[], Share] | None = None) -> Explanation:
+    """The explanation of `task` in `pool` (None: it does not exist) at `now`: while it is queued,
+    why (`of_task`, with its `place` as the reader worded it; `group_running` and `share` counted
+    only when they decide); its delayed start; its limits."""
+    queued = task.phase is TaskPhase.QUEUED
+    return Explanation(now, of_task(task, pool, group_running, share) if queued else None, place if queued else "",
+                       delay.not_before(task), bool(task.status and task.status.attempt),
+                       tuple(limits(task, pool.spec if pool is not None else None)))
