@@ -104,7 +104,7 @@ def retry(args: argparse.Namespace, client: Client) -> int:
             created.append(task)
             continue
         new = where.retry(name, max_attempts=args.max_attempts)
-        print(f"{ref(new, everywhere)} created (retry of {name})")
+        print(f"{selection.ref(new, everywhere)} created (retry of {name})")
         created.append(new)
     if not args.names:
         _count(len(created), "retried", args.dry_run)
