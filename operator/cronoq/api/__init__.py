@@ -11,7 +11,7 @@ from cronoq.api.pod import EnvVar, PodMetadata, PodSettings, Resources, Tolerati
 from cronoq.api.retry import Jitter, RetryOverride, RetryPolicy, RetryRule, RuleAction
 from cronoq.api.durations import DurationError
 from cronoq.api.pool import (
-    SUBMITTER, FairShare, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
+    SUBMITTER, FairShare, KeyLimit, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
 )
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
@@ -22,7 +22,7 @@ from cronoq.api.task import (
 __all__ = [
     "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Checkpoint", "Condition",
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
-    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts", "SUBMITTER", "FairShare",
+    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts", "SUBMITTER", "FairShare", "KeyLimit",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "QueueMark", "QueueMarks", "RateLimit", "Resources", "RetryOverride",
     "RetryPolicy", "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",

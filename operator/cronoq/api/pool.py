@@ -127,6 +127,27 @@ class FairShare(Model):
         return self.weights.get(group, self.default_weight)
 
 
+CONCURRENCY_KEY: Final = r"^[A-Za-z0-9]([-A-Za-z0-9_./:]*[A-Za-z0-9])?$"
+ConcurrencyKey = Annotated[str, Field(min_length=1, max_length=253, pattern=CONCURRENCY_KEY)]
+"""A task's concurrency key (`spec.concurrencyKeys`): `customer-42`, `deploy/service-x`."""
+KEY_LIMITS_MOST: Final = 64
+
+
+class KeyLimit(Model):
+    """How many running attempts may hold a concurrency key at once, across every pool of the
+    namespace."""
+
+    key: str = Field(min_length=1, max_length=253, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_./:]*[A-Za-z0-9])?|"
+                                                          r"[A-Za-z0-9][-A-Za-z0-9_./:]*\*)$")
+    """The key (`deploy/service-x`), or a prefix ending in `*` (`customer-*`) that gives each key
+    starting with it a limit of its own: `customer-*` with limit 3 lets 3 attempts hold
+    `customer-42` and 3 others `customer-7`. A key's own entry wins over a prefix's, a longer
+    prefix over a shorter one."""
+    limit: int = Field(ge=0, le=10_000)
+    """Most running attempts (across every pool of the namespace) holding the key at once (0 to
+    10000): 1 makes it a mutex; 0 holds every task naming it."""
+
+
 class TaskPoolSpec(Model):
     """How many attempts the pool runs at once and the defaults its tasks inherit."""
 
@@ -145,6 +166,13 @@ class TaskPoolSpec(Model):
     identity (`by: Submitter`) or from the tasks' `spec.group` (`by: Group`); priority then orders
     only the tasks of one group. Unset: groups (`spec.group`) of one priority take turns, and a
     higher priority goes ahead of every group's lower ones (the order before fair shares)."""
+    concurrency_key_limits: tuple[KeyLimit, ...] = Field(
+        (), max_length=KEY_LIMITS_MOST, json_schema_extra={
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]})
+    """Limits of concurrency keys (a task's `spec.concurrencyKeys`), at most 64, each key once:
+    they hold for the whole namespace, across every pool, not for this pool alone. Declare a key
+    in one pool of the namespace; if several pools declare the same key, the smallest limit holds.
+    A key no pool declares has no limit. Applies at the next grant."""
     delivery: Literal["Job", "Workers"] = "Job"
     """How the pool's attempts run: `Job` (default), each attempt a Job and its pod; `Workers`,
     each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),

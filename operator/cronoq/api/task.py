@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 from cronoq.api.delayed import ONE_START_TIME, StartDelay, check_not_before
 from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
-from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
+from cronoq.api.pool import LEASE_TTL_RANGE, ConcurrencyKey, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
 from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
 from cronoq.pod_protocol.handover import Wire
@@ -224,6 +224,14 @@ class TaskSpec(PodSettings):
     key: str | None = Field(None, min_length=1, max_length=256)
     """Idempotency key: a task whose key matches a task of the same pool and namespace runs
     nothing and reports that task's outcome (see the pool's keyRetention)."""
+    concurrency_keys: tuple[ConcurrencyKey, ...] = Field(
+        (), max_length=8, json_schema_extra={"x-kubernetes-list-type": "set"})
+    """Concurrency keys the task holds while an attempt runs, e.g. `customer-42` or
+    `deploy/service-x` (at most 8, each 1 to 253 letters, digits, `-`, `_`, `.`, `/`, `:`). A key
+    whose limit a TaskPool of the namespace declares (`concurrencyKeyLimits`) is held by at most
+    that many running attempts at once, across every pool of the namespace; a task that would pass
+    it waits Queued with reason WaitingForKey. Not the idempotency `key`: tasks sharing a
+    concurrency key are different tasks that take turns; tasks sharing a `key` are one task."""
     group: LabelValue | None = Field(None, min_length=1)
     """Fairness group, e.g. a tenant or customer id (a label value: up to 63 letters, digits, `-`,
     `_`, `.`). Among queued tasks of one priority, the pool grants its slots to groups in turn, so

@@ -57,13 +57,15 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
         next_start_at = rate_limits.next_start_at(pool_key, found, now)
     gating = _gating(store, record, task, pool, archive) if attempt == 0 else Gating()
     grant = slots.grants.get((namespace, record.name))
+    key_wait = slots.key_wait((namespace, record.name), tuple(task.spec.concurrency_keys)) \
+        if grant is None and task.spec.concurrency_keys else None
     return Live(task), Observation(
         now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None, pool=pool,
         first_seen=record.first_seen, sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
         awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
         admitted_at=grant.at if grant is not None else None, job_rejected=record.rejected.get(attempt),
         job_refused=record.refused.get(attempt), worker_alive_until=alive_until, worker_room=room,
-        next_start_at=next_start_at, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
+        next_start_at=next_start_at, key_wait=key_wait, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
         inputs=record.inputs if task.spec.depends_on else None)
 
 

@@ -252,6 +252,8 @@ class Controller:
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         self.slots.release_drained(pool_key)
+        for other in self.slots.unpark(namespace) - {pool_key}:  # a concurrency key has room again
+            self.queue.add(PoolWork(*other), urgent=True)
         if pool is None:  # no series, no queue kept for a pool name no TaskPool has
             return
         running = self.slots.running(pool_key)
@@ -269,6 +271,8 @@ class Controller:
                                    group_cap=pool.spec.group_concurrency, fair=pool.spec.fair_share)
         for key in granted:
             self.queue.add(TaskWork(*key), urgent=True)  # ahead of routine reconciles
+        for key in self.slots.take_newly_parked():  # to say which key it waits for
+            self.queue.add(TaskWork(*key))
         if tokens is not None:
             self.rate_limits.spend(pool_key, len(granted))
             self._next_token(pool_key, pool, capacity)

@@ -87,6 +87,8 @@ class Brief:
     submitter: str | None
     """Who created it (its cronoq.io/submitter annotation), if recorded."""
     key: str | None
+    concurrency_keys: tuple[str, ...]
+    """Its concurrency keys (spec.concurrencyKeys)."""
     depends_on: tuple[str, ...]
     cancel: bool
     not_before: datetime | None
@@ -102,6 +104,7 @@ class Brief:
                    pool=sys.intern(spec.pool), priority=spec.priority,
                    group=sys.intern(spec.group) if spec.group else None,
                    submitter=sys.intern(submitter) if (submitter := submitter_of(task)) else None, key=spec.key,
+                   concurrency_keys=tuple(sys.intern(k) for k in spec.concurrency_keys),
                    depends_on=tuple(sys.intern(d.task) for d in spec.depends_on), cancel=bool(spec.cancel),
                    not_before=delay.not_before(task), phase=status.phase if status else None,
                    has_status=status is not None)

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
-from cronoq.engine import admission, delay, reasons, retention, retryrules
+from cronoq.engine import admission, delay, keylimits, reasons, retention, retryrules
 from cronoq.engine.attempts import checkpoints, deadlines, task_deadlines, waiting, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
@@ -395,7 +395,12 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
                             no_worker=settings.workers and seen.worker is None, next_start_at=seen.next_start_at,
                             group=admission.fair_group(task.spec.group, admission.submitter_of(task), fair))
         reason, message = wait.reason, waiting.message(wait)
-        if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
+        if seen.key_wait is not None and reason == reasons.WAITING_FOR_SLOT:
+            reason, message = reasons.WAITING_FOR_KEY, keylimits.message(seen.key_wait)
+            if wording.said(status, TaskPhase.QUEUED, reason, draft.generation) \
+                    and keylimits.waits_for(status.message) == seen.key_wait.key:
+                return draft.plan(wants_slot=True)  # its key changing hands is no news
+        elif wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
             # Its start time just came: a slot granted now takes it to Running without a Queued write.

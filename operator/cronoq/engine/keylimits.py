@@ -1,0 +1,125 @@
+"""Concurrency keys (issue 54, item 2): a task names keys (`spec.concurrencyKeys`), the namespace's
+TaskPools declare how many running attempts may hold each (`concurrencyKeyLimits`), and a task is
+granted a slot only while every key it names has room, whichever pool it is in. A key with limit 1
+is a mutex.
+
+The limits of a namespace are the union of its pools' declarations: a key's own entry wins over a
+prefix's (`customer-*`), a longer prefix over a shorter one, and where pools declare the same entry
+the smallest limit holds (declaring a key again can only tighten it). A key no pool declares has
+no limit.
+
+What holds a key is what holds a slot (a running attempt, a grant not started yet, an aborted
+attempt whose container may still run), counted by the caller from what it observed: a new leader
+counts the running attempts its watches listed before it grants, so the limit holds across a
+failover. Pure: no clock is needed, and no I/O."""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cronoq.api import KeyLimit, TaskPoolSpec
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A namespace's key limits, from every pool that declares some."""
+
+    exact: Mapping[str, int]
+    prefixes: tuple[tuple[str, int], ...]
+    """(prefix, limit), the longest prefix first."""
+
+    @classmethod
+    def of(cls, declared: Iterable[KeyLimit]) -> Limits:
+        exact: dict[str, int] = {}
+        prefixes: dict[str, int] = {}
+        for entry in declared:
+            if entry.key.endswith("*"):
+                into, name = prefixes, entry.key[:-1]
+            else:
+                into, name = exact, entry.key
+            into[name] = min(entry.limit, into.get(name, entry.limit))
+        return cls(exact, tuple(sorted(prefixes.items(), key=lambda p: -len(p[0]))))
+
+    @classmethod
+    def of_pools(cls, pools: Iterable[TaskPoolSpec]) -> Limits:
+        return cls.of(entry for spec in pools for entry in spec.concurrency_key_limits)
+
+    def limit(self, key: str) -> int | None:
+        """How many running attempts may hold `key` at once (None: no limit)."""
+        found = self.exact.get(key)
+        if found is not None:
+            return found
+        return next((limit for prefix, limit in self.prefixes if key.startswith(prefix)), None)
+
+    def __bool__(self) -> bool:
+        return bool(self.exact or self.prefixes)
+
+
+def holds(keys_of_holders: Iterable[Iterable[str]]) -> Counter[str]:
+    """How many holders hold each key, from the keys each holder names."""
+    held: Counter[str] = Counter()
+    for keys in keys_of_holders:
+        held.update(set(keys))
+    return held
+
+
+def blocking(keys: Iterable[str], held: Mapping[str, int], limits: Limits) -> str | None:
+    """The first of `keys` (in the task's order) with no room for one more holder, or None when a
+    task naming them may start."""
+    for key in keys:
+        limit = limits.limit(key)
+        if limit is not None and held.get(key, 0) >= limit:
+            return key
+    return None
+
+
+@dataclass(frozen=True)
+class KeyWait:
+    """Why a task waits for a key: the key, its limit and the tasks that hold it now."""
+
+    key: str
+    limit: int
+    holders: tuple[str, ...]
+    """Names of the tasks holding it (their attempts run, or are about to), sorted."""
+
+    def holders_text(self, most: int = 3) -> str:
+        if not self.holders:
+            return "nobody (a slot is about to be granted)" if self.limit else "nobody: its limit is 0"
+        shown = ", ".join(self.holders[:most])
+        return shown + (f" and {len(self.holders) - most} more" if len(self.holders) > most else "")
+
+
+def message(wait: KeyWait) -> str:
+    """The Task's message (reason WaitingForKey): which key holds it, its limit, and who held it
+    when the task began to wait for it (`describe` says who holds it now)."""
+    return (f"waiting for concurrency key {wait.key}: {len(wait.holders)} of {wait.limit} running across pools, "
+            f"held by {wait.holders_text()}")
+
+
+def waits_for(message_text: str | None) -> str | None:
+    """The key a WaitingForKey message names (None: it names none), so that a task waiting for
+    the same key is not written again each time the key changes hands."""
+    prefix = "waiting for concurrency key "
+    if not message_text or not message_text.startswith(prefix):
+        return None
+    return message_text[len(prefix):].split(":", 1)[0]
+
+
+def described(wait: KeyWait) -> str:
+    """`cronoq describe`'s line: `concurrency key deploy/service-x has 1 of 1 running (limit across
+    every pool of the namespace): held by deploy-a`."""
+    return (f"concurrency key {wait.key} has {len(wait.holders)} of {wait.limit} running (its limit across every "
+            f"pool of the namespace): held by {wait.holders_text(most=5)}")
+
+
+def key_wait(keys: Iterable[str], holders: Mapping[str, Iterable[str]], limits: Limits) -> KeyWait | None:
+    """Why a task naming `keys` waits, from the tasks holding each key (`holders`: key → names),
+    or None when every key has room."""
+    held = {key: len(set(names)) for key, names in holders.items()}
+    key = blocking(keys, held, limits)
+    if key is None:
+        return None
+    limit = limits.limit(key)
+    assert limit is not None
+    return KeyWait(key, limit, tuple(sorted(set(holders.get(key, ())))))
