@@ -11,7 +11,8 @@ from cronoq.api import Task, TaskPoolSpec, TaskStatus
 from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store, TaskRecord
-from cronoq.engine import dependencies, keys
+from cronoq.engine import dependencies, keys, reasons
+from cronoq.engine.attempts.wording import told
 from cronoq.engine.admission import capacity
 from cronoq.engine.decide import Live, Subject, Unreadable
 from cronoq.engine.jobs import TaskServiceAccount
@@ -57,7 +58,8 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
         next_start_at = rate_limits.next_start_at(pool_key, found, now)
     gating = _gating(store, record, task, pool, archive) if attempt == 0 else Gating()
     grant = slots.grants.get((namespace, record.name))
-    key_wait = slots.key_wait((namespace, record.name), tuple(task.spec.concurrency_keys)) \
+    key_wait = slots.key_wait((namespace, record.name), tuple(task.spec.concurrency_keys),
+                              said=status is not None and told(status) == reasons.WAITING_FOR_KEY) \
         if grant is None and task.spec.concurrency_keys else None
     return Live(task), Observation(
         now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None, pool=pool,

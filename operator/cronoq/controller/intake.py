@@ -40,7 +40,8 @@ class Intake:
             if brief is not None and not delay.until(brief.not_before, self.clock()):
                 # (a delayed one is weighed from its time on)
                 in_line = delay.in_line(brief.not_before, record.first_seen)
-                candidate = Candidate.of(*key, brief.priority, in_line, brief.group, brief.submitter)
+                candidate = Candidate.of(*key, brief.priority, in_line, brief.group, brief.submitter,
+                                         brief.concurrency_keys)
                 self.slots.want((key[0], record.pool), candidate, record.first_seen)
                 self.queue.add(PoolWork(key[0], record.pool))
             self.queue.add(TaskWork(*key))

@@ -171,7 +171,7 @@ class Slots:
             cap = group_cap
             eligible = lambda group: using[group] < cap  # noqa: E731
         limits = self.limits(pool[0]) if free > 0 else keylimits.Limits({}, ())
-        key_holds = keylimits.holds(self.key_holders(pool[0]).values()) if limits else None
+        key_holds = self.key_holds(pool[0]) if limits else None
 
         def held(candidate: Candidate) -> bool:
             """Its key has no room: it leaves the queue, parked on that key."""
@@ -235,9 +235,14 @@ class Slots:
                 found.setdefault(held, set()).add(key[1])
         return found
 
-    def key_wait(self, key: Key, keys: tuple[str, ...]) -> keylimits.KeyWait | None:
-        """Why a task that was parked waits for a key now (None: it was not, or its keys have room)."""
-        if key not in self.key_waits or not keys:
+    def key_holds(self, namespace: str) -> Counter[str]:
+        """Concurrency key → how many of the namespace's tasks hold it."""
+        return Counter({key: len(names) for key, names in self.key_holders(namespace).items()})
+
+    def key_wait(self, key: Key, keys: tuple[str, ...], said: bool = False) -> keylimits.KeyWait | None:
+        """Why a task that was parked (or whose status `said` it waits for a key: a new leader's
+        first look) waits for a key now (None: it was not, or its keys have room)."""
+        if not (said or key in self.key_waits) or not keys:
             return None
         return keylimits.key_wait(keys, self.key_holders(key[0]), self.limits(key[0]))
 
@@ -271,7 +276,7 @@ class Slots:
         if not parked:
             return set()
         limits = self.limits(namespace)
-        held = keylimits.holds(self.key_holders(namespace).values())
+        held = self.key_holds(namespace)
         pools: set[Key] = set()
         for on in list(parked):
             limit = limits.limit(on)

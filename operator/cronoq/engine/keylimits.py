@@ -14,7 +14,6 @@ counts the running attempts its watches listed before it grants, so the limit ho
 failover. Pure: no clock is needed, and no I/O."""
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -54,14 +53,6 @@ class Limits:
 
     def __bool__(self) -> bool:
         return bool(self.exact or self.prefixes)
-
-
-def holds(keys_of_holders: Iterable[Iterable[str]]) -> Counter[str]:
-    """How many holders hold each key, from the keys each holder names."""
-    held: Counter[str] = Counter()
-    for keys in keys_of_holders:
-        held.update(set(keys))
-    return held
 
 
 def blocking(keys: Iterable[str], held: Mapping[str, int], limits: Limits) -> str | None:

@@ -1,0 +1,75 @@
+"""Concurrency keys' limits and who waits for them (engine/keylimits.py), and the queue setting aside
+a task whose key has no room without giving it a turn (engine/admission.py)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from cronoq.api import KeyLimit, TaskPoolSpec
+from cronoq.engine import keylimits
+from cronoq.engine.admission import Candidate, Queue
+from cronoq.engine.keylimits import KeyWait, Limits
+
+T0 = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
+
+
+def limits(*entries: tuple[str, int]) -> Limits:
+    return Limits.of(KeyLimit(key=k, limit=n) for k, n in entries)
+
+
+def test_a_keys_own_entry_wins_over_a_prefix_and_a_longer_prefix_over_a_shorter() -> None:
+    found = limits(("customer-*", 3), ("customer-4*", 2), ("customer-42", 1))
+    assert found.limit("customer-42") == 1
+    assert found.limit("customer-43") == 2
+    assert found.limit("customer-7") == 3
+    assert found.limit("deploy/x") is None, "a key no pool declares has no limit"
+
+
+def test_where_pools_declare_the_same_key_the_smallest_limit_holds() -> None:
+    pools = [TaskPoolSpec(concurrency_key_limits=(KeyLimit(key="deploy/x", limit=3),)),
+             TaskPoolSpec(concurrency_key_limits=(KeyLimit(key="deploy/x", limit=1), KeyLimit(key="c-*", limit=5))),
+             TaskPoolSpec(concurrency_key_limits=(KeyLimit(key="c-*", limit=4),))]
+    found = Limits.of_pools(pools)
+    assert (found.limit("deploy/x"), found.limit("c-9")) == (1, 4)
+    assert not Limits.of_pools([TaskPoolSpec()])
+
+
+def test_blocking_names_the_first_key_without_room() -> None:
+    found = limits(("a", 1), ("b", 2))
+    assert keylimits.blocking(["a", "b"], {"b": 2}, found) == "b"
+    assert keylimits.blocking(["a", "b"], {"a": 1, "b": 2}, found) == "a"
+    assert keylimits.blocking(["a", "b", "free"], {"b": 1, "free": 99}, found) is None
+    assert keylimits.blocking(["zero"], {}, limits(("zero", 0))) == "zero", "limit 0 holds every task naming it"
+
+
+def test_the_wait_names_the_key_its_limit_and_its_holders() -> None:
+    wait = keylimits.key_wait(["free", "deploy/x"], {"deploy/x": {"deploy-b", "deploy-a"}},
+                              limits(("deploy/x", 2)))
+    assert wait == KeyWait("deploy/x", 2, ("deploy-a", "deploy-b"))
+    said = keylimits.message(wait)
+    assert said == ("waiting for concurrency key deploy/x: 2 of 2 running across pools, "
+                    "held by deploy-a, deploy-b")
+    assert keylimits.waits_for(said) == "deploy/x"
+    assert keylimits.waits_for("queued in pool p") is None
+    assert keylimits.described(wait) == ("concurrency key deploy/x has 2 of 2 running (its limit across every pool "
+                                         "of the namespace): held by deploy-a, deploy-b")
+    assert keylimits.key_wait(["deploy/x"], {"deploy/x": {"a"}}, limits(("deploy/x", 2))) is None
+    many = KeyWait("k", 5, tuple(f"t{i}" for i in range(5)))
+    assert many.holders_text() == "t0, t1, t2 and 2 more"
+
+
+def test_the_queue_sets_aside_a_held_task_without_giving_its_group_a_turn() -> None:
+    queue = Queue()
+    for i, (name, group, keys) in enumerate([("a1", "a", ("m",)), ("a2", "a", ()), ("b1", "b", ()),
+                                             ("a3", "a", ("m",))]):
+        queue.put(Candidate.of("ns", name, 0, T0 + timedelta(seconds=i), group, None, keys))
+    held: list[str] = []
+
+    def hold(candidate: Candidate) -> bool:
+        if "m" in candidate.keys:
+            held.append(candidate.name)
+            return True
+        return False
+
+    order = [c.name for c in iter(lambda: queue.pop(held=hold), None)]
+    assert order == ["a2", "b1"], "a1 is set aside and group a still has its turn first"
+    assert held == ["a1", "a3"] and len(queue) == 0
