@@ -26,7 +26,7 @@ from cronoq.client import (
     Client, NotRetryable, OutputUnavailable, TaskFailed, TaskNotFound, WaitTimeout, status_of,
 )
 from cronoq.client.client import PAGE, RETRYABLE_PHASES, Pages, check_manifest
-from cronoq.engine import admission, delay
+from cronoq.engine import admission, delay, keylimits
 from cronoq.engine.admission import MARKS_FROM
 from cronoq.engine.attempts import waiting
 from cronoq.pod_protocol.inputs import plain
@@ -814,8 +814,12 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Not before", _not_before(start, s.attempt if s else 0)))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
+    if task.spec.concurrency_keys:
+        pairs.append(("Concurrency keys", render.cell(", ".join(task.spec.concurrency_keys))))
     if task.phase is TaskPhase.QUEUED:
         pairs.append(("Waiting", render.cell(_why_queued(task, client, args.place))))
+        if held := _key_wait_text(task, client):
+            pairs.append(("Waiting for", render.cell(held)))
     pool = client.pool(task.spec.pool)
     if task.phase is TaskPhase.RUNNING and pool is not None and pool.spec.admission is not None \
             and pool.spec.admission.kueue is not None and (hold := client.kueue_hold(task)) is not None:
@@ -899,6 +903,18 @@ def _why_queued(task: Task, client: Client, place_anyway: bool = False) -> str:
 
     return waiting.described(waiting.of_task(task, pool, lambda: by_group()[group], share), place,
                              datetime.now(timezone.utc))
+
+
+def _key_wait_text(task: Task, client: Client) -> str | None:
+    """Which concurrency key holds a queued task and who holds the key (`engine.keylimits` words it),
+    from the namespace's pools and running tasks (a LIST of each, only for a task naming keys);
+    None when it names none or each has room."""
+    if not task.spec.concurrency_keys:
+        return None
+    running = [(t.metadata.name or "", t.spec.concurrency_keys) for page in client.pages(phase="Running")
+               for t in page if t.spec.concurrency_keys]
+    found = keylimits.of_tasks(task.spec.concurrency_keys, running, (p.spec for p in client.pools()))
+    return keylimits.described(found) if found is not None else None
 
 
 def logs(args: argparse.Namespace, client: Client) -> int:

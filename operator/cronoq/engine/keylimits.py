@@ -114,3 +114,14 @@ def key_wait(keys: Iterable[str], holders: Mapping[str, Iterable[str]], limits: 
     limit = limits.limit(key)
     assert limit is not None
     return KeyWait(key, limit, tuple(sorted(set(holders.get(key, ())))))
+
+
+def of_tasks(keys: Iterable[str], running: Iterable[tuple[str, Iterable[str]]],
+             pools: Iterable[TaskPoolSpec]) -> KeyWait | None:
+    """`key_wait` from what a client reads: the namespace's running tasks (name, their keys) and
+    its pools (`cronoq describe`; the operator counts grants and stopping attempts too)."""
+    holders: dict[str, set[str]] = {}
+    for name, held in running:
+        for key in held:
+            holders.setdefault(key, set()).add(name)
+    return key_wait(keys, holders, Limits.of_pools(pools))

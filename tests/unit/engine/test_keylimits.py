@@ -73,3 +73,11 @@ def test_the_queue_sets_aside_a_held_task_without_giving_its_group_a_turn() -> N
     order = [c.name for c in iter(lambda: queue.pop(held=hold), None)]
     assert order == ["a2", "b1"], "a1 is set aside and group a still has its turn first"
     assert held == ["a1", "a3"] and len(queue) == 0
+
+
+def test_a_client_reads_the_wait_from_the_running_tasks_and_the_pools() -> None:
+    pools = [TaskPoolSpec(concurrency_key_limits=(KeyLimit(key="customer-*", limit=2),)), TaskPoolSpec()]
+    running = [("sync-1", ("customer-42",)), ("sync-2", ("customer-42", "other")), ("sync-3", ("customer-7",))]
+    wait = keylimits.of_tasks(["customer-42"], running, pools)
+    assert wait == KeyWait("customer-42", 2, ("sync-1", "sync-2"))
+    assert keylimits.of_tasks(["customer-7"], running, pools) is None, "customer-7 has 1 of its own 2"
