@@ -28,7 +28,7 @@ from datetime import datetime
 from cronoq.controller.store import Key, Store
 from cronoq.api import FairShare
 from cronoq.engine import keylimits
-from cronoq.engine.admission import Candidate, Queue, fair_group
+from cronoq.engine.admission import Candidate, Queue, capacity, fair_group
 from cronoq.engine.attempts import is_ready
 
 
@@ -269,20 +269,34 @@ class Slots:
         return found
 
     def unpark(self, namespace: str) -> set[Key]:
-        """Put the tasks parked on a key of the namespace that has room again back in their pools'
-        queues; return those pools (to grant again). O(parked keys of the namespace + what runs
-        there) when any is parked, else nothing."""
+        """Put tasks parked on a key of the namespace that has room again back in their pools'
+        queues, as many as it has room for: the best first (priority, then time in line) among those
+        whose pool has a free slot, then the rest, so the key goes to the best waiter that can run,
+        whichever pool frees it; return their pools (to grant again). The others stay parked until
+        the next grant in the namespace. O(parked tasks of the keys with room, log) + O(what runs in
+        the namespace) when any task is parked, else nothing."""
         parked = self.parked_on.get(namespace)
         if not parked:
             return set()
         limits = self.limits(namespace)
         held = self.key_holds(namespace)
         pools: set[Key] = set()
+        free: dict[Key, bool] = {}
+
+        def has_slot(pool: Key) -> bool:
+            if pool not in free:
+                found = self.store.pools.get(pool)
+                free[pool] = found is not None and self.free(pool, capacity(found.spec)) > 0
+            return free[pool]
+
         for on in list(parked):
             limit = limits.limit(on)
-            if limit is not None and held.get(on, 0) >= limit:
+            room = None if limit is None else limit - held.get(on, 0)
+            if room is not None and room <= 0:
                 continue
-            for key in list(parked.get(on, ())):
+            waiting = [(has_slot(self.parked[k][0]), self.parked[k][1].sort_key, k)
+                       for k in parked.get(on, ()) if k in self.parked]
+            for key in keylimits.next_holders(waiting, room):
                 found = self._unpark(key)
                 if found is not None:
                     pool, candidate = found

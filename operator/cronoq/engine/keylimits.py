@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from cronoq.api import KeyLimit, TaskPoolSpec
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,15 @@ def blocking(keys: Iterable[str], held: Mapping[str, int], limits: Limits) -> st
         if limit is not None and held.get(key, 0) >= limit:
             return key
     return None
+
+
+def next_holders(waiting: Iterable[tuple[bool, Any, K]], room: int | None) -> list[K]:
+    """Which tasks parked on a key that has `room` again (None: no limit now) go back to their
+    pools' queues: `waiting` is (its pool has a free slot, its place in line, the task); those
+    that can run at once first, each kind best placed first, `room` of them. So the key goes to
+    the best waiter that can take it, whichever pool freed it."""
+    ordered = sorted(waiting, key=lambda w: (not w[0], w[1]))
+    return [task for _, _, task in ordered[:room]]
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def test_a_mutex_across_two_pools_runs_one_holder_at_a_time_and_the_waiting_say_
         two_pools(world)
         submit(world, "a", "p", "deploy/x")
         submit(world, "b", "q", "deploy/x")
-        submit(world, "c", "q", "deploy/x")
+        submit(world, "c", "p", "deploy/x", priority=-1)
         submit(world, "free", "q", "other")
         await world.settle()
         assert sorted(started(world)) == ["a", "free"], "one holder of the mutex, whichever pool"
@@ -67,7 +67,7 @@ def test_a_mutex_across_two_pools_runs_one_holder_at_a_time_and_the_waiting_say_
             assert world.status(name)["message"] == \
                 "waiting for concurrency key deploy/x: 1 of 1 running across pools, held by a"
 
-        end(world, "a")  # the holder in pool p ends: the next one, in pool q, starts
+        end(world, "a")  # the holder in pool p ends: the best waiter, in pool q, starts (not p's own c)
         await world.settle()
         assert started(world)[-1] == "b" and running(world) == ["b", "free"]
         assert world.status("c")["message"] == \

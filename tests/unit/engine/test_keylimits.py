@@ -81,3 +81,12 @@ def test_a_client_reads_the_wait_from_the_running_tasks_and_the_pools() -> None:
     wait = keylimits.of_tasks(["customer-42"], running, pools)
     assert wait == KeyWait("customer-42", 2, ("sync-1", "sync-2"))
     assert keylimits.of_tasks(["customer-7"], running, pools) is None, "customer-7 has 1 of its own 2"
+
+
+def test_the_key_goes_back_to_the_best_waiters_that_can_run_first() -> None:
+    waiting = [(False, (-5, T0), "urgent-in-a-full-pool"), (True, (0, T0 + timedelta(seconds=2)), "later"),
+               (True, (0, T0), "older"), (True, (1, T0), "lower")]
+    assert keylimits.next_holders(waiting, 1) == ["older"]
+    assert keylimits.next_holders(waiting, 3) == ["older", "later", "lower"]
+    assert keylimits.next_holders(waiting, None) == ["older", "later", "lower", "urgent-in-a-full-pool"]
+    assert keylimits.next_holders(waiting, 0) == []
