@@ -146,6 +146,13 @@ class KeyLimit(Model):
     limit: int = Field(ge=0, le=10_000)
     """Most running attempts (across every pool of the namespace) holding the key at once (0 to
     10000): 1 makes it a mutex; 0 holds every task naming it."""
+    on_newer: Literal["Queue", "SupersedeQueued", "CancelRunning"] = "Queue"
+    """What a newer task naming the key does to the older unfinished ones (newer: submitted later,
+    in any pool of the namespace). `Queue` (default): nothing, they take turns. `SupersedeQueued`:
+    the older ones not running an attempt end Cancelled with reason Superseded, naming the newer
+    task; one running goes on. `CancelRunning`: the running ones too (their attempts are aborted),
+    so the newest alone goes on. For a prefix, each key is its own: a newer `customer-42` task
+    supersedes older `customer-42` ones only."""
 
 
 class TaskPoolSpec(Model):

@@ -95,6 +95,8 @@ class Brief:
     """When the task may start (engine.delay), None when it gives no time."""
     phase: TaskPhase | None
     has_status: bool
+    submitted_at: datetime | None = None
+    """Its status.submittedAt, once written (which of two tasks naming a concurrency key is newer)."""
 
     @classmethod
     def of(cls, task: Task) -> Brief:
@@ -107,7 +109,7 @@ class Brief:
                    concurrency_keys=tuple(sys.intern(k) for k in spec.concurrency_keys),
                    depends_on=tuple(sys.intern(d.task) for d in spec.depends_on), cancel=bool(spec.cancel),
                    not_before=delay.not_before(task), phase=status.phase if status else None,
-                   has_status=status is not None)
+                   has_status=status is not None, submitted_at=status.submitted_at if status else None)
 
 
 @dataclass(slots=True)
@@ -296,6 +298,8 @@ class Store:
     """(namespace, pool, key) → names of the tasks holding that idempotency key."""
     dependents: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, task) → names of the tasks whose dependsOn names it."""
+    by_concurrency_key: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, concurrency key) → names of the unfinished tasks naming it."""
     fresh: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → new tasks (no status yet) that nothing but a slot holds back (no key,
     no dependencies): admission weighs them even before their first reconcile."""
@@ -362,6 +366,8 @@ class Store:
         brief = record.weighed()
         if brief is not None and not (brief.has_status or brief.key or brief.depends_on or brief.cancel):
             self.fresh[pool].add(key)
+        for held in brief.concurrency_keys if brief is not None else ():
+            self.by_concurrency_key[(key[0], held)].add(key[1])
         if record.key:
             self.keyed[(key[0], record.pool, record.key)].add(key[1])
         for dep in record.depends_on:
@@ -381,6 +387,9 @@ class Store:
         if record.phase is TaskPhase.RUNNING and (worker := _serving(record)) is not None:
             _discard(self.by_worker, (key[0], worker), key[1])
         _discard(self.fresh, pool, key)
+        brief = record.weighed()
+        for held in brief.concurrency_keys if brief is not None else ():
+            _discard(self.by_concurrency_key, (key[0], held), key[1])
         if record.key:
             _discard(self.keyed, (key[0], record.pool, record.key), key[1])
         for dep in record.depends_on:

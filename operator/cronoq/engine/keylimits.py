@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from cronoq.api import KeyLimit, TaskPoolSpec
@@ -23,36 +24,54 @@ from cronoq.api import KeyLimit, TaskPoolSpec
 K = TypeVar("K")
 
 
+POLICY_STRENGTH = {"Queue": 0, "SupersedeQueued": 1, "CancelRunning": 2}
+
+
+def _stricter(a: KeyLimit, b: KeyLimit) -> KeyLimit:
+    """Of two pools' entries for one key: the smaller limit, then the stronger policy."""
+    return min(a, b, key=lambda e: (e.limit, -POLICY_STRENGTH[e.on_newer]))
+
+
 @dataclass(frozen=True)
 class Limits:
     """A namespace's key limits, from every pool that declares some."""
 
-    exact: Mapping[str, int]
-    prefixes: tuple[tuple[str, int], ...]
-    """(prefix, limit), the longest prefix first."""
+    exact: Mapping[str, KeyLimit]
+    prefixes: tuple[tuple[str, KeyLimit], ...]
+    """(prefix, its entry), the longest prefix first."""
 
     @classmethod
     def of(cls, declared: Iterable[KeyLimit]) -> Limits:
-        exact: dict[str, int] = {}
-        prefixes: dict[str, int] = {}
+        exact: dict[str, KeyLimit] = {}
+        prefixes: dict[str, KeyLimit] = {}
         for entry in declared:
             if entry.key.endswith("*"):
                 into, name = prefixes, entry.key[:-1]
             else:
                 into, name = exact, entry.key
-            into[name] = min(entry.limit, into.get(name, entry.limit))
+            into[name] = _stricter(entry, into[name]) if name in into else entry
         return cls(exact, tuple(sorted(prefixes.items(), key=lambda p: -len(p[0]))))
 
     @classmethod
     def of_pools(cls, pools: Iterable[TaskPoolSpec]) -> Limits:
         return cls.of(entry for spec in pools for entry in spec.concurrency_key_limits)
 
-    def limit(self, key: str) -> int | None:
-        """How many running attempts may hold `key` at once (None: no limit)."""
+    def rule(self, key: str) -> KeyLimit | None:
+        """The entry that governs `key` (None: no pool declares it)."""
         found = self.exact.get(key)
         if found is not None:
             return found
-        return next((limit for prefix, limit in self.prefixes if key.startswith(prefix)), None)
+        return next((entry for prefix, entry in self.prefixes if key.startswith(prefix)), None)
+
+    def limit(self, key: str) -> int | None:
+        """How many running attempts may hold `key` at once (None: no limit)."""
+        entry = self.rule(key)
+        return entry.limit if entry is not None else None
+
+    def supersedes(self, key: str) -> bool:
+        """A newer task naming `key` ends older ones (its policy is not Queue)."""
+        entry = self.rule(key)
+        return entry is not None and entry.on_newer != "Queue"
 
     def __bool__(self) -> bool:
         return bool(self.exact or self.prefixes)
@@ -137,3 +156,34 @@ def of_tasks(keys: Iterable[str], running: Iterable[tuple[str, Iterable[str]]],
         for key in held:
             holders.setdefault(key, set()).add(name)
     return key_wait(keys, holders, Limits.of_pools(pools))
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """A newer task naming one of a task's keys ends it (the key's `onNewer` policy)."""
+
+    by: str
+    """The newest unfinished task naming the key."""
+    key: str
+
+    def message(self) -> str:
+        return f"superseded by newer task {self.by} (concurrency key {self.key})"
+
+
+Arrival = tuple[datetime, str]
+"""When a task was submitted, and its name: which of two is newer (the name breaks a tie)."""
+
+
+def superseded(keys: Iterable[str], mine: Arrival, running: bool, peers: Mapping[str, Iterable[Arrival]],
+               limits: Limits) -> Superseded | None:
+    """Whether a newer task ends this one: for a key of it whose policy is SupersedeQueued (and this
+    task runs no attempt) or CancelRunning, the newest unfinished task naming the key (`peers`: key →
+    the arrivals of the unfinished tasks naming it, this one's included or not) if it is newer."""
+    for key in keys:
+        entry = limits.rule(key)
+        if entry is None or entry.on_newer == "Queue" or (running and entry.on_newer != "CancelRunning"):
+            continue
+        newest = max(peers.get(key, ()), default=None)
+        if newest is not None and newest > mine:
+            return Superseded(newest[1], key)
+    return None

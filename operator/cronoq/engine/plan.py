@@ -14,7 +14,7 @@ from cronoq.engine.dependencies import DependencyPhase
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.keys import KeyHolders
-from cronoq.engine.keylimits import KeyWait
+from cronoq.engine.keylimits import KeyWait, Superseded
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.retention import unfinished_job_retention
 from cronoq.engine.retryrules import Labelled, labelled
@@ -177,6 +177,8 @@ class Observation:
     `engine.decide` picks it from `worker_room`)."""
     worker_room: Mapping[str, int] | None = None
     """A Workers pool, no attempt open: its live workers → how many more attempts each may take."""
+    superseded: Superseded | None = None
+    """A newer task naming a concurrency key of this one ends it (the key's onNewer policy)."""
     key_wait: KeyWait | None = None
     """A concurrency key of the task has no room: which, its limit and who holds it (None: the task
     does not wait for a key)."""

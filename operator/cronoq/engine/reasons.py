@@ -63,6 +63,7 @@ DEPENDENCY_CYCLE = "DependencyCycle"
 WAITING_FOR_ORIGINAL = "WaitingForOriginal"
 WAITING_FOR_START_TIME = "WaitingForStartTime"  # spec.notBefore or spec.startDelay: not yet (engine/delay.py)
 DUPLICATE = "Duplicate"
+SUPERSEDED = "Superseded"  # ended Cancelled by a newer task naming a concurrency key whose onNewer policy says so
 
 # A TaskPool's Ready condition.
 ADMITTING = "Admitting"

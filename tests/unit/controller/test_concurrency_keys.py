@@ -170,3 +170,52 @@ def test_no_key_is_ever_held_by_more_running_attempts_than_its_limit(
             check()
         assert all(t["status"]["phase"] == "Succeeded" for t in world.writer.tasks.values())
     asyncio.run(scenario())
+
+
+# --- newest wins (issue 54, item 3) ------------------------------------------------------------------
+
+def newest_wins(world: World, policy: str) -> None:
+    world.controller.intake.on_pool(None, pool_named("p", 5, concurrencyKeyLimits=[
+        {"key": "sync/*", "limit": 1, "onNewer": policy}]))
+    world.controller.intake.on_pool(None, pool_named("q", 5))
+
+
+def test_supersede_queued_ends_the_older_waiting_tasks_naming_the_newer_and_lets_the_running_one_go_on() -> None:
+    async def scenario() -> None:
+        world = World()
+        newest_wins(world, "SupersedeQueued")
+        submit(world, "s1", "p", "sync/acct-1")
+        await world.settle()
+        submit(world, "s2", "q", "sync/acct-1")
+        submit(world, "other", "q", "sync/acct-2")
+        await world.settle()
+        await world.clock.advance(1)  # a0 is newer by its submission, not by its name
+        submit(world, "a0", "q", "sync/acct-1")
+        await world.settle()
+        assert running(world) == ["other", "s1"], "the running one goes on; another account's is not touched"
+        s2 = world.status("s2")
+        finished = next(c for c in s2["conditions"] if c["type"] == "Finished")
+        assert (s2["phase"], finished["reason"]) == ("Cancelled", "Superseded")
+        assert s2["message"] == "superseded by newer task a0 (concurrency key sync/acct-1)"
+        assert world.status("a0")["phase"] == "Queued"
+
+        end(world, "s1")
+        await world.settle()
+        assert running(world) == ["a0", "other"]
+    asyncio.run(scenario())
+
+
+def test_cancel_running_aborts_the_older_running_task_and_the_newest_runs_next() -> None:
+    async def scenario() -> None:
+        world = World()
+        newest_wins(world, "CancelRunning")
+        submit(world, "b1", "p", "sync/x")
+        await world.settle()
+        await world.clock.advance(1)
+        submit(world, "b2", "q", "sync/x")
+        await world.settle()
+        b1 = world.status("b1")
+        assert b1["phase"] == "Cancelled" and b1["message"] == "superseded by newer task b2 (concurrency key sync/x)"
+        assert ("delete-job", "b1-a1") in world.writer.calls
+        assert b1["attempts"][0]["reason"] == "Superseded"
+    asyncio.run(scenario())

@@ -90,3 +90,25 @@ def test_the_key_goes_back_to_the_best_waiters_that_can_run_first() -> None:
     assert keylimits.next_holders(waiting, 3) == ["older", "later", "lower"]
     assert keylimits.next_holders(waiting, None) == ["older", "later", "lower", "urgent-in-a-full-pool"]
     assert keylimits.next_holders(waiting, 0) == []
+
+
+def test_a_newer_task_supersedes_as_the_keys_policy_says() -> None:
+    found = Limits.of([KeyLimit(key="sync/*", limit=1, on_newer="SupersedeQueued"),
+                       KeyLimit(key="build", limit=1, on_newer="CancelRunning"), KeyLimit(key="plain", limit=1)])
+    old, new = (T0, "old"), (T0 + timedelta(seconds=1), "new")
+    peers = {"sync/a": [old, new], "build": [old, new], "plain": [old, new]}
+    assert keylimits.superseded(["sync/a"], old, False, peers, found) == keylimits.Superseded("new", "sync/a")
+    assert keylimits.superseded(["sync/a"], old, True, peers, found) is None, "SupersedeQueued: a running one goes on"
+    assert keylimits.superseded(["build"], old, True, peers, found) == keylimits.Superseded("new", "build")
+    assert keylimits.superseded(["plain"], old, False, peers, found) is None, "Queue: they take turns"
+    assert keylimits.superseded(["sync/a"], new, False, peers, found) is None, "the newest is never superseded"
+    tie = {"sync/a": [(T0, "a"), (T0, "b")]}
+    assert keylimits.superseded(["sync/a"], (T0, "a"), False, tie, found) == keylimits.Superseded("b", "sync/a")
+    assert keylimits.Superseded("new", "sync/a").message() == "superseded by newer task new (concurrency key sync/a)"
+
+
+def test_where_pools_declare_one_key_differently_the_smaller_limit_then_the_stronger_policy_decides() -> None:
+    found = Limits.of([KeyLimit(key="k", limit=2, on_newer="CancelRunning"), KeyLimit(key="k", limit=1),
+                       KeyLimit(key="j", limit=1), KeyLimit(key="j", limit=1, on_newer="SupersedeQueued")])
+    assert (found.limit("k"), found.supersedes("k")) == (1, False)
+    assert (found.limit("j"), found.supersedes("j")) == (1, True)

@@ -178,6 +178,8 @@ def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observati
         return draft.plan()
     if task.spec.cancel:  # cancellation wins over everything but an outcome already recorded
         return _cancel(draft, open_attempt)
+    if seen.superseded is not None:  # a newer task naming its concurrency key ends it
+        return _cancel(draft, open_attempt, reasons.SUPERSEDED, seen.superseded.message())
     kueue_wait = waiting_for_kueue(name, status, seen)
     limit = task_deadlines.passed(task, status, settings, seen.now, seen.first_seen, kueue_wait)
     if limit is not None and not (n == 0 and seen.gate.verdict == "end"):  # ending anyway, without running
@@ -207,15 +209,16 @@ def waiting_for_kueue(name: str, status: TaskStatus, seen: Observation, or_unsee
     return job.suspended and job.started_at is None and job.finished is None
 
 
-def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
+def _cancel(draft: _Draft, open_attempt: Attempt | None, reason: str = reasons.CANCELLED,
+            message: str = wording.CANCELLED) -> Plan:
     if open_attempt is not None:
         n, name = draft.n, draft.task.metadata.name or ""
-        verdict = Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+        verdict = Verdict(AttemptOutcome.CANCELLED, reason, message)
         # A worker sees the cancellation in the status and aborts its handler; a Job is deleted.
         abort = None if open_attempt.worker is not None else open_attempt.job or job_name(name, n)
         draft = draft.close(open_attempt, verdict, find(draft.seen.jobs, name, open_attempt), abort=abort,
                             told=Event(reasons.ATTEMPT_ENDED, wording.ATTEMPT_CANCELLED.format(n=n)))
-    return draft.finish(TaskPhase.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+    return draft.finish(TaskPhase.CANCELLED, reason, message)
 
 
 def _expire(draft: _Draft, open_attempt: Attempt | None, limit: task_deadlines.Passed) -> Plan | None:
