@@ -80,6 +80,8 @@ BAD = [
      ["spec.concurrencyKeyLimits[0].limit", "greater than or equal to 0"]),
     ("key limit for a star inside", pool(concurrencyKeyLimits=[{"key": "a*b", "limit": 1}]),
      ["spec.concurrencyKeyLimits[0].key", "should match"]),
+    ("key policy unknown", pool(concurrencyKeyLimits=[{"key": "a", "limit": 1, "onNewer": "Replace"}]),
+     ["spec.concurrencyKeyLimits[0].onNewer", "Unsupported value"]),
     ("key limit declared twice", pool(concurrencyKeyLimits=[{"key": "a", "limit": 1}, {"key": "a", "limit": 2}]),
      ["spec.concurrencyKeyLimits[1]", "Duplicate value"]),
     ("fair share by nothing", pool(fairShare={"weights": {"a": 2}}), ["spec.fairShare.by", "Required value"]),

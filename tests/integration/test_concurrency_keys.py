@@ -105,3 +105,38 @@ def test_a_new_leader_counts_the_running_holders_before_it_grants(pair):
     cq.patch_task("first", {"cancel": True})
     started = cq.wait_phase("second", "Running", timeout=90)
     assert started["epoch"] >= 2 and holding(cq) == ["second"]
+
+
+# --- newest wins (issue 54, item 3) ------------------------------------------------------------------
+
+def finished_reason(status: dict) -> str | None:
+    return next((c.get("reason") for c in status.get("conditions", []) if c.get("type") == "Finished"), None)
+
+
+def test_supersede_ends_the_older_queued_task_cancelled_naming_the_newer(cq):
+    cq.pool("syncs", concurrency=3, leaseTTL="0s", concurrencyKeyLimits=[
+        {"key": "sync/*", "limit": 1, "onNewer": "SupersedeQueued"},
+        {"key": "build/*", "limit": 1, "onNewer": "CancelRunning"}])
+    cq.pool("more", concurrency=3, leaseTTL="0s")
+    cq.task("sync-1", pool="syncs", concurrencyKeys=["sync/acct-1"], **LONG)
+    cq.wait_phase("sync-1", "Running")
+    cq.task("sync-2", pool="more", concurrencyKeys=["sync/acct-1"], **LONG)
+    cq.wait_status("sync-2", lambda s: s.get("message", "").startswith("waiting for concurrency key sync/acct-1"),
+                   what="sync-2 waiting for the key")
+    cq.task("sync-3", pool="more", concurrencyKeys=["sync/acct-1"], **LONG)
+
+    ended = cq.wait_phase("sync-2", "Cancelled")
+    assert finished_reason(ended) == "Superseded"
+    assert ended["message"] == "superseded by newer task sync-3 (concurrency key sync/acct-1)"
+    assert cq.status("sync-1")["phase"] == "Running", "SupersedeQueued leaves the running one alone"
+    assert cq.status("sync-3")["phase"] == "Queued"
+    assert not cq.jobs("sync-2"), "a superseded task never ran"
+
+    # CancelRunning: the newer one aborts the running older one, and runs.
+    cq.task("build-1", pool="syncs", concurrencyKeys=["build/web"], **LONG)
+    cq.wait_phase("build-1", "Running")
+    cq.task("build-2", pool="more", concurrencyKeys=["build/web"], **LONG)
+    aborted = cq.wait_phase("build-1", "Cancelled")
+    assert finished_reason(aborted) == "Superseded" and aborted["attempts"][0]["reason"] == "Superseded"
+    assert aborted["message"] == "superseded by newer task build-2 (concurrency key build/web)"
+    cq.wait_phase("build-2", "Running", timeout=90)
