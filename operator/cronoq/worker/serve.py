@@ -65,18 +65,22 @@ from cronoq.worker.metrics import serve_metrics
 __all__ = ["Handler", "Worker", "serve", "worker_name"]
 
 
-def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: int = 4,
+def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: int | None = None,
           namespace: str | None = None, name: str | None = None, ttl: float = 15.0, grace: float = 30.0,
           kubeconfig: str | None = None, metrics_port: int | None = None, metrics_addr: str = "0.0.0.0") -> int:
     """Serve `pool` until SIGTERM/SIGINT (returns 0 once drained) or until this worker's Lease
     is lost (every handler aborted, returns 3). `handler` is one function for every task, or a
-    mapping from the task's `cronoq.io/handler` label to functions. `ttl` is the worker Lease's
+    mapping from the task's `cronoq.io/handler` label to functions. `concurrency` (default
+    CRONOQ_WORKER_CONCURRENCY, else 4) is how many attempts it runs at once. `ttl` is the worker Lease's
     (seconds); `namespace` defaults to the pod's (or the kubeconfig's, else `default`).
     `metrics_port` (default CRONOQ_WORKER_METRICS_PORT, else none) serves the worker's Prometheus
     metrics on `metrics_addr:metrics_port/metrics` (worker/metrics.py, docs/reference/metrics.md)."""
-    port = metrics_port if metrics_port is not None else _port(os.environ.get(METRICS_PORT_ENV))
+    port = metrics_port if metrics_port is not None else _number(METRICS_PORT_ENV, os.environ.get(METRICS_PORT_ENV),
+                                                                   None, 1, 65535)
     if port is not None:
         serve_metrics(port, metrics_addr)  # before the worker is let in: its refusals count too
+    if concurrency is None:
+        concurrency = _number(CONCURRENCY_ENV, os.environ.get(CONCURRENCY_ENV), 4, 1, 10_000) or 4
     worker = Worker(pool, handler, concurrency=concurrency, namespace=namespace or worker_namespace(kubeconfig),
                     name=name or worker_name(pool), ttl=ttl, grace=grace,
                     kubeconfig=kubeconfig or os.environ.get("KUBECONFIG") or None)
@@ -85,14 +89,21 @@ def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: i
     return worker.run()
 
 
+
+CONCURRENCY_ENV = "CRONOQ_WORKER_CONCURRENCY"
+"""The default of `concurrency`: the chart's worker Deployment (workers.fleet.concurrency) sets it."""
 METRICS_PORT_ENV = "CRONOQ_WORKER_METRICS_PORT"
-"""Where the chart's worker Deployment says which port to serve metrics on (empty: none)."""
+"""The default of `metrics_port` (empty: none): the chart's worker Deployment sets it."""
 
 
-def _port(text: str | None) -> int | None:
+def _number(name: str, text: str | None, default: int | None, low: int, high: int) -> int | None:
+    """An integer setting from the environment, `default` when unset or empty."""
     if not text:
-        return None
-    port = int(text)
-    if not 0 < port < 65536:
-        raise ValueError(f"{METRICS_PORT_ENV} must be a port (1-65535), not {text!r}")
-    return port
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be a number from {low} to {high}, not {text!r}")
+    return value

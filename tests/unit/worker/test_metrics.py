@@ -19,7 +19,7 @@ from cronoq.worker import Context, Permanent, metrics
 from cronoq.worker.api import WorkerApi
 from cronoq.worker.attempts import Attempts
 from cronoq.worker.lease import LeaseKeeper, Schedule
-from cronoq.worker.serve import _port
+from cronoq.worker.serve import METRICS_PORT_ENV, _number
 
 from tests.support.operator import free_port
 from tests.support.waiting import wait_until
@@ -161,10 +161,10 @@ def test_late_means_less_than_half_the_ttl_left_when_sent() -> None:
 
 @pytest.mark.parametrize("text, port", [(None, None), ("", None), ("9102", 9102)])
 def test_the_port_comes_from_the_environment_when_given(text: str | None, port: int | None) -> None:
-    assert _port(text) == port
+    assert _number(METRICS_PORT_ENV, text, None, 1, 65535) == port
 
 
 @pytest.mark.parametrize("text", ["0", "70000", "http"])
 def test_a_port_that_is_no_port_is_refused(text: str) -> None:
-    with pytest.raises(ValueError):
-        _port(text)
+    with pytest.raises(ValueError, match=METRICS_PORT_ENV):
+        _number(METRICS_PORT_ENV, text, None, 1, 65535)
