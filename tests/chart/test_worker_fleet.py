@@ -7,11 +7,12 @@ KEDA's own schema), the HPA and the Deployment against Kubernetes' own."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
 
-from tests.chart.chart import find, only
+from tests.chart.chart import REPO, find, only
 from tests.support import keda
 from tests.support.waiting import wait_until
 
@@ -76,6 +77,38 @@ def test_the_hpa_alternative_asks_the_adapter_for_the_pools_metric(render):
 def test_a_fleet_that_cannot_work_is_refused_naming_the_value(template, sets, says):
     result = template(sets={**fleet(), **sets})
     assert result.returncode != 0 and says in result.stderr, result.stderr
+
+
+HOW_TO = REPO / "docs" / "how-to" / "scaling-workers.md"
+
+
+def how_to_block(starts: str) -> str:
+    (block,) = [m.group(1) for m in re.finditer(r"```yaml\n(.*?)```", HOW_TO.read_text(), re.S)
+                if m.group(1).startswith(starts)]
+    return block
+
+
+def test_the_how_tos_values_render_the_fleet_it_describes(render):
+    values = yaml.safe_load(how_to_block("workers:\n  grants:"))
+    objects = render(set_json={"workers": values["workers"]})
+    scaled = only(objects, "ScaledObject", "cronoq-thumbs-workers", "media")
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (1, 20)
+    assert scaled["spec"]["triggers"][0]["metadata"] == {
+        "serverAddress": "http://prometheus-operated.monitoring.svc:9090", "query": QUERY, "threshold": "4"}
+    assert only(objects, "PodMonitor", "cronoq-thumbs-workers", "media")["spec"]["podMetricsEndpoints"][0]["honorLabels"]
+    assert only(objects, "Deployment", "cronoq-thumbs-workers", "media")["spec"]["template"]["spec"][
+        "serviceAccountName"] == "thumbs-worker"
+    assert only(objects, "RoleBinding", namespace="media", name="cronoq-worker-serve-thumbs-worker")
+
+
+def test_the_how_tos_adapter_rule_asks_the_charts_query_for_the_hpas_pool(render):
+    (rule,) = yaml.safe_load(how_to_block("# prometheus-adapter's rules"))
+    hpa = only(render(sets=fleet(mode="hpa")), "HorizontalPodAutoscaler")
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]
+    assert rule["name"]["as"] == metric["name"]
+    # The adapter fills <<.LabelMatchers>> with the HPA's selector (and its namespace).
+    matchers = ",".join(f'{k}="{v}"' for k, v in sorted(metric["selector"]["matchLabels"].items()))
+    assert rule["metricsQuery"].replace("<<.LabelMatchers>>", matchers) == QUERY
 
 
 @pytest.fixture(scope="session")
