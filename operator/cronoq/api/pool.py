@@ -158,9 +158,18 @@ class KeyLimit(Model):
 class TaskPoolSpec(Model):
     """How many attempts the pool runs at once and the defaults its tasks inherit."""
 
-    model_config = ConfigDict(json_schema_extra=validations(rule(
-        "!has(self.admission) || !has(self.admission.kueue) || !has(self.delivery) || self.delivery == 'Job'",
-        "admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none", field_path=".admission")))
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("!has(self.admission) || !has(self.admission.kueue) || !has(self.delivery) || self.delivery == 'Job'",
+             "admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none", field_path=".admission"),
+        rule("!has(self.admission) || !has(self.admission.kueue) || !has(self.admission.kueue.multiKueue) || "
+             "!self.admission.kueue.multiKueue || (has(self.leaseTTL) && duration(self.leaseTTL) == duration('0s'))",
+             "leaseTTL: must be 0s with admission.kueue.multiKueue: the attempts run on worker clusters, where "
+             "no heartbeat reaches this cluster's Leases", field_path=".leaseTTL"),
+        rule("!has(self.admission) || !has(self.admission.kueue) || !has(self.admission.kueue.multiKueue) || "
+             "!self.admission.kueue.multiKueue || !has(self.template) || !has(self.template.http)",
+             "template.http: push tasks cannot run with admission.kueue.multiKueue: the response of a request "
+             "made on a worker cluster never reaches this one", field_path=".template.http"),
+    ))
 
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
@@ -267,6 +276,13 @@ class TaskPoolSpec(Model):
     def _kueue_admits_jobs(self) -> TaskPoolSpec:
         if self.admission is not None and self.admission.kueue is not None and self.delivery != "Job":
             raise ValueError("admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none")
+        if self.admission is not None and self.admission.kueue is not None and self.admission.kueue.multi_kueue:
+            if self.lease_ttl:
+                raise ValueError("leaseTTL: must be 0s with admission.kueue.multiKueue: the attempts run on worker "
+                                 "clusters, where no heartbeat reaches this cluster's Leases")
+            if self.template is not None and self.template.http is not None:
+                raise ValueError("template.http: push tasks cannot run with admission.kueue.multiKueue: the "
+                                 "response of a request made on a worker cluster never reaches this one")
         return self
 
     template: PoolTemplate | None = None

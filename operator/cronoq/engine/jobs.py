@@ -137,6 +137,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         # suspended again and would run again when readmitted: the operator deletes it first
         # (engine.attempts.deadlines), so an attempt number runs once.
         job_spec["suspend"] = True
+        if kueue.multi_kueue:
+            job_spec["managedBy"] = MULTIKUEUE
     if job_retention is not None:
         job_spec["ttlSecondsAfterFinished"] = ttl_seconds(job_retention)
     return {
@@ -154,6 +156,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
 
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+"""spec.managedBy of a Job MultiKueue runs on a worker cluster (this cluster's Job controller skips it)."""
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
