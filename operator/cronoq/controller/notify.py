@@ -156,7 +156,8 @@ class Notifier:
                 continue
             for record in self.store.tasks_in_pool(namespace, pool):
                 done = record.finished
-                if done is None or (done.finished_at is not None and now - done.finished_at > self.within):
+                if done is None or done.duplicate_of is not None or \
+                        (done.finished_at is not None and now - done.finished_at > self.within):
                     continue
                 for receiver in receivers:
                     if done.phase.value in receiver.outcomes and receiver.name not in done.notified:

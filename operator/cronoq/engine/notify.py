@@ -53,10 +53,11 @@ def task_event_id(task: Task) -> str | None:
 
 def owed(receivers: Iterable[Receiver], task: Task, now: datetime, within: timedelta = WITHIN) -> tuple[Receiver, ...]:
     """The receivers that want the task's outcome and have no notification of it recorded in its
-    status (delivered or given up) — none when it finished longer than `within` ago."""
+    status (delivered or given up) — none when it finished longer than `within` ago, or is a keyed
+    duplicate."""
     status, id = task.status, task_event_id(task)
-    if status is None or id is None or status.phase is None:
-        return ()
+    if status is None or id is None or status.phase is None or status.duplicate_of is not None:
+        return ()  # a keyed duplicate ran nothing: its original's ending was notified
     if status.finished_at is not None and now - status.finished_at > within:
         return ()
     done = {n.receiver for n in status.notifications if n.id == id}

@@ -59,6 +59,13 @@ def test_a_task_that_finished_long_ago_is_owed_nothing():
     assert notify.owed([receiver()], task, T0 + notify.WITHIN + timedelta(seconds=1)) == ()
 
 
+def test_a_keyed_duplicate_is_owed_nothing():
+    task = ended()
+    assert task.status is not None
+    duplicate = with_status(task, task.status.model_copy(update={"duplicate_of": "original"}))
+    assert notify.owed([receiver()], duplicate, at(11)) == ()
+
+
 def test_the_store_keeps_which_receivers_are_recorded_for_this_ending():
     done = {"receiver": "ops", "id": "uid-t/DeadLettered/3", "result": "Delivered", "attempts": 1,
             "at": at(12).isoformat()}
