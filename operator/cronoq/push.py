@@ -161,9 +161,9 @@ def forbidden_kind(address: str) -> str | None:
 class AddressNotAllowed(Exception):
     """The request would connect to a link-local or metadata address its pool does not allow."""
 
-    def __init__(self, host: str, address: str, kind: str) -> None:
+    def __init__(self, host: str, address: str, kind: str, who: str = "push tasks") -> None:
         named = f"{address} is" if host == address else f"{host} resolves to {address},"
-        super().__init__(f"{named} {kind}: push tasks may not call link-local or cloud metadata addresses "
+        super().__init__(f"{named} {kind}: {who} may not call link-local or cloud metadata addresses "
                          f"unless their TaskPool sets {SWITCH}: true")
 
 
@@ -171,8 +171,9 @@ class GuardedResolver(AbstractResolver):
     """Resolves each name once and refuses it when any of its addresses is forbidden. aiohttp
     connects to the addresses returned here, so what was checked is what is connected to."""
 
-    def __init__(self, inner: AbstractResolver | None = None) -> None:
+    def __init__(self, inner: AbstractResolver | None = None, who: str = "push tasks") -> None:
         self._inner = inner if inner is not None else DefaultResolver()
+        self._who = who
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
@@ -180,11 +181,23 @@ class GuardedResolver(AbstractResolver):
         for result in results:
             kind = forbidden_kind(result["host"])
             if kind is not None:
-                raise AddressNotAllowed(host, result["host"], kind)
+                raise AddressNotAllowed(host, result["host"], kind, self._who)
         return results
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def guarded(url: str, resolver: AbstractResolver | None = None, who: str = "push tasks") -> GuardedResolver:
+    """The resolver a request to `url` connects through when link-local and metadata addresses are
+    not allowed; raises AddressNotAllowed at once for a URL whose host is such an address literally
+    (a literal is never resolved, so the resolver would not see it). The operator's notification
+    sender uses it too (controller/notify.py): one check for both."""
+    host = urlsplit(url).hostname or ""
+    kind = forbidden_kind(host)
+    if kind is not None:
+        raise AddressNotAllowed(host, host, kind, who)
+    return GuardedResolver(resolver, who)
 
 
 def retry_after(value: str | None, *, now: datetime, date: str | None = None) -> float | None:
@@ -248,13 +261,10 @@ async def send(request: Request, *, clock: Callable[[], datetime] = lambda: date
             return Report(report.PERMANENT, f"the CA bundle cannot be loaded: {err}")
     where = f"{request.method} {request.url}"
     if not request.allow_link_local:
-        # A literal address is never resolved, so the guarded resolver never sees it.
-        host = urlsplit(request.url).hostname or ""
-        kind = forbidden_kind(host)
-        if kind is not None:
-            return Report(report.PERMANENT, f"{where}: {AddressNotAllowed(host, host, kind)}",
-                          reason=Reason.ADDRESS_NOT_ALLOWED)
-        resolver = GuardedResolver(resolver)
+        try:
+            resolver = guarded(request.url, resolver)
+        except AddressNotAllowed as err:
+            return Report(report.PERMANENT, f"{where}: {err}", reason=Reason.ADDRESS_NOT_ALLOWED)
     connector = aiohttp.TCPConnector(resolver=resolver) if resolver is not None else None
     try:
         # trust_env: HTTPS_PROXY, NO_PROXY from the pool's env (engine/jobs.py drops the task's),

@@ -66,6 +66,7 @@ def test_schema_closes_every_object_it_describes():
         # the worker fleet's container and pod settings (Kubernetes objects, passed through)
         ".workers.fleet.env[]", ".workers.fleet.resources", ".workers.fleet.podSecurityContext",
         ".workers.fleet.securityContext",
+        ".defaultPool.notifications[]",  # a TaskPool's receivers (the CRD's schema judges them)
     }, passthrough
 
 

@@ -20,6 +20,7 @@ from cronoq.api.retry import RetryPolicy
 from cronoq.api.admission import Admission
 from cronoq.api.durations import DurationBounds
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
+from cronoq.api.notify import RECEIVERS_MOST, Receiver
 
 LEASE_TTL_RANGE: Final = ("2s", "1h")
 LeaseTTL = Annotated[timedelta, DurationBounds(*LEASE_TTL_RANGE, off=True)]
@@ -272,6 +273,12 @@ class TaskPoolSpec(Model):
     through a name that resolves to them. Default false: such a request ends its attempt Permanent
     with reason AddressNotAllowed, as a metadata service hands out the node's cloud credentials.
     Only pool writers (the namespace's admins) can set it; a Task has no such field."""
+    notifications: tuple[Receiver, ...] = Field((), max_length=RECEIVERS_MOST, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    """Receivers told about the pool's tasks' outcomes (at most 8): an HTTP POST of a signed
+    CloudEvent (or a Slack message) when a task ends DeadLettered, Failed or Succeeded, as each
+    receiver's `outcomes` say; at least once, with an id stable across failovers
+    (docs/how-to/notifications.md). Empty (the default): none."""
     @model_validator(mode="after")
     def _kueue_admits_jobs(self) -> TaskPoolSpec:
         if self.admission is not None and self.admission.kueue is not None and self.delivery != "Job":

@@ -21,6 +21,7 @@ from cronoq.api import Task, TaskPool, TaskStatus
 from cronoq.controller.archive import Archiver, fed_rows
 from cronoq.controller.gather import holder
 from cronoq.controller.expiry import Expiry
+from cronoq.controller.notify import Notifier
 from cronoq.controller.outcome import Refused
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskRecord
@@ -68,6 +69,8 @@ class Applier:
                  archiver: Archiver | None = None) -> None:
         self.archiver = archiver
         """Handed what each landed status write adds to the archive (never awaited)."""
+        self.notifier: Notifier | None = None
+        """Handed each task a landed status write ended (never awaited), when pools may want to hear of it."""
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
         self.cluster_queues: dict[Key, tuple[str | None, datetime]] = {}
@@ -121,6 +124,9 @@ class Applier:
             record = landed
             if task is not None and self.archiver is not None:
                 self.archiver.feed(fed_rows(task, task.status, plan.status))
+            if self.notifier is not None and plan.status.phase is not None and plan.status.phase.terminal and \
+                    (task is None or task.phase != plan.status.phase):
+                self.notifier.offer(record.namespace, record.name, record.uid, record.pool)
             if task is not None:
                 if _told(plan.status) == reasons.RATE_LIMITED != _told(task.status):
                     metrics.RATE_LIMITED.labels(*pool_key).inc()

@@ -21,6 +21,7 @@ from cronoq.controller.clock import Clock, LoopClock, Timer
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
+from cronoq.controller.notify import Notifier
 from cronoq.controller.outcome import (DONE, STILL_REFUSED, Deposed, Done, Failed, Outcome, Refused, StillRefused,
                                       Throttled, outcome_of, succeeded)
 from cronoq.controller.poolstatus import PoolStatuses
@@ -74,6 +75,8 @@ class Controller:
         """Pool key → the timer of its rate limit's next token."""
         self.archiver = archiver
         """Writes ended attempts and finished tasks to the archive (--archive), when there is one."""
+        self.notifier: Notifier | None = None
+        """Sends the outcome notifications pools ask for (`notify_with`), when there is one."""
         gate = None
         if archiver is not None:
             archive = archiver
@@ -93,8 +96,14 @@ class Controller:
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock,
                                           marks_from=queue_marks_from)
 
+    def notify_with(self, notifier: Notifier) -> None:
+        """Have `notifier` send the outcome notifications of the tasks this controller ends."""
+        self.notifier = self.applier.notifier = notifier
+
     async def run(self) -> None:
         background = [self.archiver.run(self.store, self.writer.read_task)] if self.archiver is not None else []
+        if self.notifier is not None:
+            background.append(self.notifier.run())
         await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self.pool_statuses.run(),
                              self.expiry.run(), *background)
 
@@ -156,6 +165,8 @@ class Controller:
         self.expiry.forget(key)
         if self.archiver is not None:
             self.archiver.forget(key)
+        if self.notifier is not None:
+            self.notifier.forget(key)
         self.queue.drop(TaskWork(*key))
         if grant is not None:
             if grant.token:

@@ -20,6 +20,7 @@ from cronoq.archive import Database
 from cronoq.controller.archive import Archiver
 from cronoq.controller.clock import LoopClock
 from cronoq.controller.leader import Leadership
+from cronoq.controller.notify import Notifier
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
 from cronoq.controller.settings import Options
@@ -75,6 +76,9 @@ class Runtime:
                                      task_service_account=self.options.task_pods, archiver=archiver,
                                      archive_wait=self.options.archive_wait,
                                      queue_marks_from=self.options.queue_marks_from)
+        if self.options.notifications:
+            c = self.controller
+            c.notify_with(Notifier(writer, c.store, c.term, clock))
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)
         if self.options.probe_port:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Union
 
 from cronoq.api import Task, TaskPhase, TaskStatus
-from cronoq.engine import delay, dependencies, keys
+from cronoq.engine import delay, dependencies, keys, notify
 from cronoq.engine.attempts import is_ready, reconcile, refusal, settle
 from cronoq.engine.gate import Gate
 from cronoq.engine.jobs import build_job
@@ -53,6 +53,8 @@ class Finished:
     """The task's own ttlAfterFinished for the way it ended (None: its pool's)."""
     job_retention: timedelta | None = None
     """The task's own jobRetention for the way it ended (None: its pool's)."""
+    notified: tuple[str, ...] = ()
+    """The receivers whose notification of this ending the status records (delivered or given up)."""
 
     @classmethod
     def of(cls, task: Task) -> Finished:
@@ -65,7 +67,8 @@ class Finished:
                    key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
                    duplicate_of=status.duplicate_of, output_available=status.output_available,
                    ttl_after_finished=ttl_for(spec, status.phase),
-                   job_retention=job_retention_for(spec, status.phase))
+                   job_retention=job_retention_for(spec, status.phase),
+                   notified=notify.recorded_receivers(task))
 
 
 @dataclass(frozen=True, slots=True)
