@@ -98,10 +98,12 @@ def manager(api, kubeconfig, kubectl, crds, worker, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mk_operator(crds, kubeconfig, tmp_path_factory):
-    """An operator of this module's own, on its own `mk-*` namespaces and Lease."""
+    """An operator of this module's own, on its own `mk-*` namespaces and Lease; supervised as the
+    session's is (a term lost to a slow API server restarts it)."""
     from tests.support.operator import OperatorProcess
 
-    proc = OperatorProcess(kubeconfig, ("mk-*",), tmp_path_factory.mktemp("mk-operator") / "operator.log").start()
+    proc = OperatorProcess(kubeconfig, ("mk-*",), tmp_path_factory.mktemp("mk-operator") / "operator.log",
+                           supervised=True).start()
     yield proc
     proc.stop()
 
