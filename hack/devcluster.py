@@ -60,10 +60,11 @@ CONTROLLER_MANAGER, SCHEDULER, KWOK = 26257 + _OFFSET, 26259 + _OFFSET, 26250 + 
 PORTS = (ETCD_CLIENT, ETCD_PEER, APISERVER, CONTROLLER_MANAGER, SCHEDULER, KWOK)
 SERVICE_RANGE = "10.96.0.0/16"
 
-# Each build module and the binaries it provides (its go.mod `tool` lines). toxiproxy and
-# prometheus are no part of the cluster: the network fault tests put toxiproxy between an operator
-# and the API server; the chart's alerts are tested with promtool, and a real Prometheus scrapes an operator.
-COMPONENTS = (CONTROLPLANE, "etcd", "kwok", "helm", "toxiproxy", "prometheus")
+# Each build module and the binaries it provides (its go.mod `tool` lines). toxiproxy, prometheus and
+# jaeger are no part of the cluster: the network fault tests put toxiproxy between an operator
+# and the API server; the chart's alerts are tested with promtool, and a real Prometheus scrapes an operator;
+# Jaeger receives the operator's spans over OTLP in the tracing test.
+COMPONENTS = (CONTROLPLANE, "etcd", "kwok", "helm", "toxiproxy", "prometheus", "jaeger")
 
 
 class ClusterError(RuntimeError):
