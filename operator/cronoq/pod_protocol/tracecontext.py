@@ -54,6 +54,17 @@ def parse(text: str | None) -> SpanContext | None:
     return SpanContext(trace_id, span_id, sampled=bool(int(flags, 16) & 1))
 
 
+def asked(environ: Mapping[str, str]) -> bool:
+    """Whether an OTEL_* environment turns traces on (an OTLP endpoint, or an exporter other than
+    none, and the SDK not disabled): a pull worker then hands its handlers the attempt's context."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
 def _id(*parts: object, length: int) -> str:
     text = hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:length]
     return text if text.strip("0") else "1".rjust(length, "0")  # an all-zero id is invalid

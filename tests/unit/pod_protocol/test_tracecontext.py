@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from cronoq.pod_protocol.tracecontext import SpanContext, TaskTrace, parse
+from cronoq.pod_protocol.tracecontext import SpanContext, TaskTrace, asked, parse
 
 PRODUCER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -58,3 +58,12 @@ def test_a_producers_annotation_puts_the_task_in_its_trace() -> None:
 def test_any_uid_gives_a_valid_trace_id(uid: str) -> None:
     trace = TaskTrace.of(uid)
     assert parse(trace.attempt(1).traceparent) == SpanContext(trace.trace_id, trace.attempt_span(1))
+
+
+@pytest.mark.parametrize("environ, on", [
+    ({}, False), ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+    ({"OTEL_TRACES_EXPORTER": "console"}, True), ({"OTEL_TRACES_EXPORTER": "none"}, False),
+    ({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}, False),
+])
+def test_a_pull_worker_hands_its_handlers_the_context_when_its_environment_traces(environ, on) -> None:
+    assert asked(environ) is on
