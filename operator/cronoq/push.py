@@ -24,7 +24,9 @@ that address; the proxy resolves the target.
 
 Every report but the last three carries `responseCode`. The request carries
 `Idempotency-Key: <task uid>`, `X-Cronoq-Task: <namespace>/<name>` and
-`X-Cronoq-Attempt: <n>`, so the receiver can fence its side effects by (key, attempt).
+`X-Cronoq-Attempt: <n>`, so the receiver can fence its side effects by (key, attempt). With the
+operator's tracing on, `traceparent` carries the attempt's span (TRACEPARENT), unless the task
+names that header itself.
 
 The operator hands the request over as JSON in CRONOQ_HTTP (built by `engine/jobs.py`); header
 values from Secrets and the CA bundle arrive as their own environment variables, filled by the
@@ -53,7 +55,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 from cronoq import __version__
-from cronoq.pod_protocol import Env, PushRequest
+from cronoq.pod_protocol import Env, PushRequest, tracecontext
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.inputs import plain
 from cronoq.pod_protocol.report import REPORT_LIMIT, Reason, Report
@@ -131,6 +133,9 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
         headers.append(("User-Agent", f"cronoq-push/{__version__}"))
     headers += [("Idempotency-Key", context.id), ("X-Cronoq-Task", f"{context.namespace}/{context.name}"),
                 ("X-Cronoq-Attempt", str(context.attempt))]
+    parent = tracecontext.parse(environ.get(tracecontext.ENV))
+    if parent is not None and tracecontext.HEADER not in named:  # the receiver's spans join the task's trace
+        headers.append((tracecontext.HEADER, parent.traceparent))
 
     ca = None
     if spec.ca_env:

@@ -25,6 +25,8 @@ class JobSettings:
 
     sidecar_image: str | None = None
     service_account: TaskServiceAccount = TaskServiceAccount()
+    traced: bool = False
+    """Tracing is on: each attempt's container gets its span's TRACEPARENT."""
 
 
 def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch: int,
@@ -65,7 +67,7 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
     return Live(task), Observation(
         now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None, pool=pool,
         first_seen=record.first_seen, sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
-        awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
+        traced=jobs.traced, awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
         admitted_at=grant.at if grant is not None else None, job_rejected=record.rejected.get(attempt),
         job_refused=record.refused.get(attempt), worker_alive_until=alive_until, worker_room=room,
         next_start_at=next_start_at, key_wait=key_wait, superseded=superseded, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,

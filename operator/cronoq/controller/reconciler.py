@@ -25,6 +25,7 @@ from cronoq.controller.notify import Notifier
 from cronoq.controller.outcome import (DONE, STILL_REFUSED, Deposed, Done, Failed, Outcome, Refused, StillRefused,
                                       Throttled, outcome_of, succeeded)
 from cronoq.controller.poolstatus import PoolStatuses
+from cronoq.controller.tracing import Tracing
 from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Grant, Slots
 from cronoq.controller.store import Store, TaskRecord
@@ -59,7 +60,8 @@ class Controller:
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
                  warnings_only: bool = False, served_warnings_only: bool = False,
                  task_service_account: TaskServiceAccount | None = None, archiver: Archiver | None = None,
-                 archive_wait: timedelta = timedelta(minutes=10), queue_marks_from: int = admission.MARKS_FROM) -> None:
+                 archive_wait: timedelta = timedelta(minutes=10), queue_marks_from: int = admission.MARKS_FROM,
+                 tracing: Tracing | None = None) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -89,10 +91,12 @@ class Controller:
             archiver.on_answer = self._archive_answered
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
-        self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount())
+        self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount(),
+                                        traced=tracing is not None)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
                                clock=now, skew=skew, warnings_only=warnings_only,
-                               served_warnings_only=served_warnings_only, archiver=archiver)
+                               served_warnings_only=served_warnings_only, archiver=archiver,
+                               tracing=tracing)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock,
                                           marks_from=queue_marks_from)
 

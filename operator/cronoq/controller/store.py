@@ -26,6 +26,7 @@ from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob, KueueHold
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.observe import PodFacts, WorkerFacts
+from cronoq.pod_protocol import tracecontext
 
 Key = tuple[str, str]  # (namespace, name)
 Id = tuple[str, str]
@@ -49,8 +50,11 @@ def _slim(raw: dict[str, Any]) -> dict[str, Any]:
     """What is kept of a finished task's object: enough to name it in Events and deletes."""
     meta = raw["metadata"]
     keep = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp")
-    return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
-            "metadata": {k: meta[k] for k in keep if k in meta}}
+    slim = {k: meta[k] for k in keep if k in meta}
+    traced = (meta.get("annotations") or {}).get(tracecontext.ANNOTATION)
+    if traced:  # its dependents' task spans link to its span, in its producer's trace
+        slim["annotations"] = {tracecontext.ANNOTATION: traced}
+    return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"), "metadata": slim}
 
 
 def _refusable(raw: dict[str, Any]) -> dict[str, Any]:

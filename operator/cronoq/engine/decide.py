@@ -20,6 +20,7 @@ from cronoq.engine.jobs import build_job
 from cronoq.engine.plan import Deletion, Effective, Observation, Plan
 from cronoq.engine.pools import roomiest
 from cronoq.engine.retention import job_retention_for, job_retention_of, retime, task_expires_at, ttl_for
+from cronoq.pod_protocol.tracecontext import TaskTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,9 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
                     job_retention=settings.job_retention, push_image=seen.sidecar_image,
                     service_account=seen.service_account.in_namespace(task.metadata.namespace or ""),
                     inputs=seen.inputs if task.spec.depends_on else None,
-                    checkpoint=_checkpoint(status or task.status))
+                    checkpoint=_checkpoint(status or task.status),
+                    traceparent=TaskTrace.of(task.metadata.uid or "", task.metadata.annotations).attempt(
+                        order.number).traceparent if seen.traced else None)
     return replace(plan, job=job)
 
 

@@ -207,3 +207,5 @@ class Observation:
     """The operator's image: the heartbeat sidecar and the push runner of attempt pods."""
     service_account: TaskServiceAccount = TaskServiceAccount()
     """The operator's `--task-service-account`."""
+    traced: bool = False
+    """Tracing is on (controller/tracing.py): an attempt's Job carries its span's TRACEPARENT."""

@@ -19,6 +19,7 @@ import heapq
 import itertools
 import logging
 import threading
+import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 from cronoq.apiserver.errors import Conflict, NotFound, Refused
 from cronoq.pod_protocol import API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name
-from cronoq.pod_protocol import report
+from cronoq.pod_protocol import report, tracecontext
 from cronoq.pod_protocol.checkpoint import decode_checkpoint
 from cronoq.pod_protocol.durations import parse as parse_duration
 from cronoq.pod_protocol.handover import HandOver
@@ -82,9 +83,11 @@ class Attempts:
 
     def __init__(self, *, pool: str, worker: str, namespace: str, ttl: float,
                  handler: Handler | Mapping[str, Handler], concurrency: int, coordination: Any, custom: Any,
-                 clock: Clock, gate: Gate, drain_clock: Clock | None = None) -> None:
+                 clock: Clock, gate: Gate, drain_clock: Clock | None = None, traced: bool | None = None) -> None:
         self.pool, self.worker, self.namespace, self.ttl = pool, worker, namespace, ttl
         self.concurrency = concurrency
+        self.traced = tracecontext.asked(os.environ) if traced is None else traced
+        """The worker's OTEL_* environment turns traces on: handlers get the attempt's `traceparent`."""
         self.handler = handler
         self.coordination, self.custom = coordination, custom
         self.clock = clock
@@ -153,7 +156,8 @@ class Attempts:
         saved = CheckpointSlot()
         context = Context(id=task.uid, name=task.name, namespace=self.namespace, attempt=number,
                           payload=task.payload, lease_name=lease_name, lease_id=record.lease_id, lease_ttl=ttl,
-                          worker=self.worker, checkpoint_data=decode_checkpoint(task.checkpoint), _checkpoints=saved)
+                          worker=self.worker, checkpoint_data=decode_checkpoint(task.checkpoint), _checkpoints=saved,
+                          traceparent=task.traceparent if self.traced else None)
         lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(task.name, task.uid, number),
                           ttl=ttl, worker=self.worker, pool=self.pool, api=self.coordination, checkpoint=saved.newest)
         keeper = (LeaseKeeper(ttl, lambda timeout: self.renew(run, timeout), clock=self.clock.now, backoff=Backoff(),
