@@ -37,7 +37,7 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY operator/ operator/
 RUN python3 -m venv /opt/cronoq \
- && pip install '.[postgres]' --constraint constraints.txt \
+ && pip install '.[postgres,otel]' --constraint constraints.txt \
  && rm -rf /src
 
 # Bytecode was compiled at install time; at run time nothing is written outside /tmp.

@@ -71,11 +71,13 @@ image:
 
 ## go-tools: build (or find cached) the control plane, the oldest supported one (hack/controlplane-1.31,
 ## tests/versions), Kueue's controller manager (bench/peers/kueue: tests/integration/test_kueue.py), toxiproxy, Prometheus and promtool
-## (hack/prometheus: the chart's alert tests and the real-Prometheus test) and the real node's
+## (hack/prometheus: the chart's alert tests and the real-Prometheus test), Jaeger (hack/jaeger: the
+## tracing test) and the real node's
 ## kubelet and containerd (with Debian's runc and CNI plugins), and warm the Go cache of the PromQL
 ## checker, before pytest, so a cold build never runs inside a test's time limit
 go-tools:
 	$(CLUSTER) build
+	$(CLUSTER) build jaeger
 	CRONOQ_KUBE=1.31 $(CLUSTER) build
 	$(PYTHON) -m bench.peers kueue
 	$(PYTHON) hack/realnode.py build

@@ -101,13 +101,14 @@ def draw_soak(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-PEER_COLORS = {"baseline": BASELINE, "cronoq": CRONOQ, "kueue": "#ff7f0e", "argo": "#d62728"}
+PEER_COLORS = {"baseline": BASELINE, "cronoq": CRONOQ, "kueue": "#ff7f0e", "cronoq_kueue": "#9467bd",
+               "argo": "#d62728"}
 
 
 def draw_peers(results: dict[str, Any], path: Path) -> None:
     """The four systems side by side, one group of bars per run (burst N, paced): throughput, latency
     to succeeded, API-server and controller CPU per item, writes per item."""
-    from bench.fourway import SYSTEMS, table
+    from bench.fourway import NAMES, SYSTEMS, table
 
     figs = table(results)
     runs = list(dict.fromkeys((f.label, f.n) for f in figs))
@@ -126,7 +127,7 @@ def draw_peers(results: dict[str, Any], path: Path) -> None:
                     xs.append(x + (i - (len(SYSTEMS) - 1) / 2) * width)
                     ys.append(value(f))
             if xs:
-                ax.bar(xs, ys, width, color=PEER_COLORS[system], label=system if system != "baseline" else "bare Jobs",
+                ax.bar(xs, ys, width, color=PEER_COLORS[system], label=NAMES[system],
                        hatch="" if all(f.complete for f in figs if f.system == system) else "//")
         ax.set_xticks(range(len(runs)), [f"{label} N={n}" for label, n in runs], fontsize=8)
         ax.set_title(title, fontsize=10)

@@ -120,20 +120,6 @@ class BenchCluster:
             log("stopping the bench cluster")
             self.devcluster("down")
 
-    def use_apiserver(self, binary: Path) -> bool:
-        """Run the API server from `binary` (same flags): devcluster restarts it with its recorded argv,
-        whose first word is swapped. True when it was restarted, False when it already ran that binary."""
-        argv_file = self.directory / "run" / "kube-apiserver.argv"
-        argv = json.loads(argv_file.read_text())
-        if argv[0] == str(binary):
-            return False
-        argv_file.write_text(json.dumps([str(binary), *argv[1:]]))
-        done = self.devcluster("restart", "kube-apiserver")
-        if done.returncode != 0:
-            raise RuntimeError(f"devcluster restart kube-apiserver failed:\n{done.stderr[-3000:]}")
-        log(f"the API server now runs {binary}")
-        return True
-
     def component_cpu(self) -> dict[str, float]:
         """CPU seconds used so far by each control-plane process (the bench's share of the machine)."""
         from bench.procstat import cpu_seconds

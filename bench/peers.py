@@ -127,8 +127,9 @@ KUEUE_CPU_REQUEST = "10m"
 """Each Kueue Job's pod asks for this much CPU: the quota Kueue admits against."""
 
 
-def kueue_queues(queue: str, namespace: str, cpu_quota: str) -> list[tuple[str, dict[str, Any]]]:
-    """(path, body) of a ResourceFlavor, a ClusterQueue with `cpu_quota`, and a LocalQueue in `namespace`."""
+def kueue_queues(queue: str, namespace: str | None, cpu_quota: str) -> list[tuple[str, dict[str, Any]]]:
+    """(path, body) of a ResourceFlavor, a ClusterQueue with `cpu_quota`, and a LocalQueue in
+    `namespace` (none without one)."""
     group = "/apis/kueue.x-k8s.io/v1beta2"
     return [
         (f"{group}/resourceflavors", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -138,10 +139,14 @@ def kueue_queues(queue: str, namespace: str, cpu_quota: str) -> list[tuple[str, 
             "spec": {"namespaceSelector": {}, "resourceGroups": [{
                 "coveredResources": ["cpu"],
                 "flavors": [{"name": "bench", "resources": [{"name": "cpu", "nominalQuota": cpu_quota}]}]}]}}),
-        (f"{group}/namespaces/{namespace}/localqueues", {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": queue},
-            "spec": {"clusterQueue": queue}}),
-    ]
+    ] + ([local_queue(queue, namespace)] if namespace else [])
+
+
+def local_queue(queue: str, namespace: str) -> tuple[str, dict[str, Any]]:
+    """(path, body) of LocalQueue `queue` in `namespace`, feeding the ClusterQueue of the same name."""
+    return (f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": queue},
+        "spec": {"clusterQueue": queue}})
 
 
 def kueue_priority_class(name: str, value: int) -> tuple[str, dict[str, Any]]:
@@ -288,25 +293,3 @@ if __name__ == "__main__":  # `python -m bench.peers [kueue|argo]...`: build tho
     for peer in sys.argv[1:] or ("kueue", "argo"):
         print(build(peer), file=sys.stderr)
 
-
-# ---------------------------------------------------------------- a version the API server can tell
-
-
-def stamped_apiserver():
-    """The test control plane's kube-apiserver, built from the same pinned module (hack/controlplane)
-    but stamped with its release version, as devcluster stamps the kubelet. Unstamped, it reports
-    v0.0.0-master+$Format:%H$, which Kueue cannot parse as a version and exits on; the code run is
-    the same, only /version differs."""
-    dc = _devcluster()
-    dc.STAMPED.setdefault("controlplane", "k8s.io/kubernetes")
-
-    class StampedApiserver(dc.Component):  # type: ignore[misc, name-defined]
-        def tools(self) -> list[str]:
-            return [t for t in super().tools() if t.endswith("/kube-apiserver")]
-
-        @property
-        def cache_dir(self) -> Path:
-            plain = super().cache_dir
-            return plain.with_name(plain.name.replace("controlplane-", "kube-apiserver-stamped-"))
-
-    return StampedApiserver("controlplane")

@@ -49,7 +49,7 @@ from bench.procstat import load_average  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
 from bench.pull import pull  # noqa: E402
 from bench.throughput import Context, baseline, cronoq  # noqa: E402
-from bench.versus import Peers, argo, kueue, kueue_probe  # noqa: E402
+from bench.versus import Peers, argo, cronoq_through_kueue, kueue, kueue_probe  # noqa: E402
 
 OLDEST = "c2b48ea"
 """The oldest operator revision the bench runs (status.worker, `--events=auto`, `--trust-worker-leases`)."""
@@ -142,6 +142,8 @@ SCENARIOS = (
                                                                     operator_args=("--events=warnings",))),
              "the pull burst with --events=warnings"),
     Scenario("kueue", True, _row("kueue", lambda b, n: kueue(b.ctx, b.bins, n)), "N Kueue Jobs (Kueue v0.17.0)"),
+    Scenario("cronoq-kueue", True, _row("cronoq_kueue", lambda b, n: cronoq_through_kueue(b.ctx, b.bins, n)),
+             "N Tasks in a pool whose attempts Kueue admits (admission.kueue), the same quota as kueue"),
     Scenario("argo", True, _row("argo", lambda b, n: argo(b.ctx, b.bins, n)), "N Argo Workflows (v3.7.14)"),
     Scenario("paced", True, _paced, "each system again at half the slowest one's burst rate (--paced-sizes)"),
     Scenario("archive", True, _row("archive", lambda b, n: archive_ab(b.ctx, n)),
@@ -314,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                       operator_args=("--no-leader-election",), leader_lease=("cronoq-leader", LEASE),
                       task_shape=args.task_shape)
         b = Run(ctx, args, results)
-        b.bins = Peers.install(ctx, {"kueue" if "kueue-backlog" in args.only else "", *args.only} & {"kueue", "argo"})
+        b.bins = Peers.install(ctx, {"kueue" if args.only & {"kueue-backlog", "cronoq-kueue"} else "", *args.only} & {"kueue", "argo"})
         results["peers"] = b.bins.versions
         chosen = [s for s in SCENARIOS if s.name in args.only]
         for n in args.sizes:

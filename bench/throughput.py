@@ -91,13 +91,16 @@ def baseline(ctx: Context, n: int) -> dict[str, Any]:
 
 def cronoq(ctx: Context, n: int, rate: float | None = None, label: str = "burst", keep: bool = False,
            operator_args: tuple[str, ...] = (), after: Callable[[str], Any] | None = None,
-           **pool_spec: Any) -> dict[str, Any]:
+           before: Callable[[str], Any] | None = None, **pool_spec: Any) -> dict[str, Any]:
     """N Tasks in one pool of concurrency 10000, with the operator running; `rate`: paced;
     `operator_args` and `pool_spec` (e.g. `leaseTTL="0s"`) change the defaults. `after(namespace)`
     runs once every task has succeeded, before the operator's CPU is read (its answer is kept as
-    `after`): what the operator still does for the burst then is counted."""
+    `after`): what the operator still does for the burst then is counted. `before(namespace)` runs
+    before the pool is made (e.g. the LocalQueue a Kueue pool names)."""
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-tasks-{label}-{n}")
+    if before is not None:
+        before(ns)
     api.create(pools_path(ns), workload.pool(POOL, 10_000, **pool_spec))
     tasks = [shaped(ctx.task_shape, name, i) for i, name in enumerate(workload.names("t", n))]
     operator = ctx.replica(ns, extra=operator_args).start()

@@ -23,7 +23,7 @@ from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
 from bench.procstat import PeakRss, load_average
-from bench.throughput import Context, _fmt, _spent, throughput, wait_until
+from bench.throughput import Context, _fmt, _spent, cronoq, throughput, wait_until
 
 PROBE_CLASS, PROBE_PRIORITY = "bench-high", 1000
 PROBE_CONCURRENCY = 50
@@ -41,9 +41,6 @@ class Peers:
         out = cls(versions={})
         cluster = ctx.cluster
         if "kueue" in which:
-            apiserver = peers.stamped_apiserver()
-            apiserver.build()
-            cluster.use_apiserver(apiserver.cache_dir / "kube-apiserver")
             out.kueue = peers.build("kueue")
             out.versions["kueue"] = peers.version("kueue", peers.KUEUE_MODULE)
             crds = peers.module_dir("kueue", peers.KUEUE_MODULE) / "config" / "components" / "crd" / "bases"
@@ -124,6 +121,23 @@ def kueue(ctx: Context, bins: Peers, n: int, rate: float | None = None, label: s
     return result
 
 
+def cronoq_through_kueue(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
+    """N Tasks whose attempts Kueue admits (the pool's `admission.kueue`), behind a ClusterQueue with
+    room for all of them as in `kueue`: cronoq's promises on top of Kueue's queueing, measured as
+    the cronoq burst is. The operator's figures are cronoq's alone; Kueue's CPU is `kueue_cpu_seconds`."""
+    queue = f"bench-cronoq-{n}"
+    with _kueue_running(ctx, bins, None, queue, f"{n * 10}m") as controller:
+        cpu = controller.cpu()
+        result = cronoq(ctx, n, label="kueue", keep=True,
+                        before=lambda ns: ctx.cluster.api.ensure(*peers.local_queue(queue, ns)),
+                        template={"resources": {"requests": {"cpu": peers.KUEUE_CPU_REQUEST}}},
+                        admission={"kueue": {"localQueue": queue}})
+        result["kueue_cpu_seconds"] = controller.cpu() - cpu
+        result["version"] = bins.versions["kueue"]
+        ctx.cluster.delete_namespace(result["namespace"])  # while Kueue runs: its finalizers need it
+    return result
+
+
 def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
     """Kueue's priority: n Jobs behind a ClusterQueue with room for 50 at a time; three Jobs of a
     WorkloadPriorityClass of value 1000, submitted when the backlog is in and when 1/3 and 2/3 have
@@ -167,10 +181,11 @@ def _read_observation(ctx: Context, ns: str) -> dict[str, Any]:
 
 
 class _kueue_running:
-    """Queues made, Kueue started and ready (the ClusterQueue Active); on exit the namespace and the
-    ClusterQueue deleted while Kueue still runs (its finalizers need it), then Kueue stopped."""
+    """Queues made (the LocalQueue only in a namespace given), Kueue started and ready (the
+    ClusterQueue Active); on exit the namespace given and the ClusterQueue deleted while Kueue still
+    runs (its finalizers need it), then Kueue stopped."""
 
-    def __init__(self, ctx: Context, bins: Peers, ns: str, queue: str, quota: str) -> None:
+    def __init__(self, ctx: Context, bins: Peers, ns: str | None, queue: str, quota: str) -> None:
         self.ctx, self.bins, self.ns, self.queue, self.quota = ctx, bins, ns, queue, quota
 
     def __enter__(self) -> peers.PeerProcess:
@@ -187,7 +202,8 @@ class _kueue_running:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self.ctx.cluster.delete_namespace(self.ns)
+            if self.ns:
+                self.ctx.cluster.delete_namespace(self.ns)
             self.ctx.cluster.api.delete(f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{self.queue}")
             wait_until(lambda: self.ctx.cluster.api.get(
                 f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{self.queue}") is None, timeout=60)

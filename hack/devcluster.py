@@ -2,6 +2,7 @@
 """The local test control plane: real Kubernetes binaries built from Go modules, kwok nodes.
 
     python3 hack/devcluster.py build   # build (or reuse) the pinned binaries in ~/.cache/cronoq
+    python3 hack/devcluster.py build jaeger   # only the named build modules (TEST_ONLY ones too)
     python3 hack/devcluster.py up      # start etcd, apiserver, controller-manager, scheduler, kwok
     CRONOQ_REAL_NODE=1 python3 hack/devcluster.py up   # and a real node (hack/realnode.py)
     python3 hack/devcluster.py down    # stop everything it started, free the ports, wipe state
@@ -64,6 +65,10 @@ SERVICE_RANGE = "10.96.0.0/16"
 # prometheus are no part of the cluster: the network fault tests put toxiproxy between an operator
 # and the API server; the chart's alerts are tested with promtool, and a real Prometheus scrapes an operator.
 COMPONENTS = (CONTROLPLANE, "etcd", "kwok", "helm", "toxiproxy", "prometheus")
+TEST_ONLY = ("jaeger",)
+"""Built by `devcluster.py build jaeger` (`make go-tools`), never by `up`: Jaeger receives the
+operator's spans in the tracing test only, and its build is the longest of all (minutes of CPU),
+which `make demo` should not pay."""
 
 
 class ClusterError(RuntimeError):
@@ -604,7 +609,12 @@ def status() -> int:
 def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else "status"
     try:
-        if cmd == "build":
+        if cmd == "build" and len(argv) > 2:  # named build modules only, e.g. TEST_ONLY's
+            for component in map(Component, argv[2:]):
+                component.build()
+                for binary in component.binaries():
+                    print(f"{binary:24} {component.cache_dir / binary}")
+        elif cmd == "build":
             for name, path in build().items():
                 print(f"{name:24} {path}")
         elif cmd == "up":

@@ -24,7 +24,9 @@ that address; the proxy resolves the target.
 
 Every report but the last three carries `responseCode`. The request carries
 `Idempotency-Key: <task uid>`, `X-Cronoq-Task: <namespace>/<name>` and
-`X-Cronoq-Attempt: <n>`, so the receiver can fence its side effects by (key, attempt).
+`X-Cronoq-Attempt: <n>`, so the receiver can fence its side effects by (key, attempt). With the
+operator's tracing on, `traceparent` carries the attempt's span (TRACEPARENT), unless the task
+names that header itself.
 
 The operator hands the request over as JSON in CRONOQ_HTTP (built by `engine/jobs.py`); header
 values from Secrets and the CA bundle arrive as their own environment variables, filled by the
@@ -53,7 +55,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 from cronoq import __version__
-from cronoq.pod_protocol import Env, PushRequest
+from cronoq.pod_protocol import Env, PushRequest, tracecontext
 from cronoq.pod_protocol import report
 from cronoq.pod_protocol.inputs import plain
 from cronoq.pod_protocol.report import REPORT_LIMIT, Reason, Report
@@ -131,6 +133,9 @@ def request_from(environ: Mapping[str, str], context: Context) -> Request:
         headers.append(("User-Agent", f"cronoq-push/{__version__}"))
     headers += [("Idempotency-Key", context.id), ("X-Cronoq-Task", f"{context.namespace}/{context.name}"),
                 ("X-Cronoq-Attempt", str(context.attempt))]
+    parent = tracecontext.parse(environ.get(tracecontext.ENV))
+    if parent is not None and tracecontext.HEADER not in named:  # the receiver's spans join the task's trace
+        headers.append((tracecontext.HEADER, parent.traceparent))
 
     ca = None
     if spec.ca_env:
@@ -161,9 +166,9 @@ def forbidden_kind(address: str) -> str | None:
 class AddressNotAllowed(Exception):
     """The request would connect to a link-local or metadata address its pool does not allow."""
 
-    def __init__(self, host: str, address: str, kind: str) -> None:
+    def __init__(self, host: str, address: str, kind: str, who: str = "push tasks") -> None:
         named = f"{address} is" if host == address else f"{host} resolves to {address},"
-        super().__init__(f"{named} {kind}: push tasks may not call link-local or cloud metadata addresses "
+        super().__init__(f"{named} {kind}: {who} may not call link-local or cloud metadata addresses "
                          f"unless their TaskPool sets {SWITCH}: true")
 
 
@@ -171,8 +176,9 @@ class GuardedResolver(AbstractResolver):
     """Resolves each name once and refuses it when any of its addresses is forbidden. aiohttp
     connects to the addresses returned here, so what was checked is what is connected to."""
 
-    def __init__(self, inner: AbstractResolver | None = None) -> None:
+    def __init__(self, inner: AbstractResolver | None = None, who: str = "push tasks") -> None:
         self._inner = inner if inner is not None else DefaultResolver()
+        self._who = who
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
@@ -180,11 +186,23 @@ class GuardedResolver(AbstractResolver):
         for result in results:
             kind = forbidden_kind(result["host"])
             if kind is not None:
-                raise AddressNotAllowed(host, result["host"], kind)
+                raise AddressNotAllowed(host, result["host"], kind, self._who)
         return results
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def guarded(url: str, resolver: AbstractResolver | None = None, who: str = "push tasks") -> GuardedResolver:
+    """The resolver a request to `url` connects through when link-local and metadata addresses are
+    not allowed; raises AddressNotAllowed at once for a URL whose host is such an address literally
+    (a literal is never resolved, so the resolver would not see it). The operator's notification
+    sender uses it too (controller/notify.py): one check for both."""
+    host = urlsplit(url).hostname or ""
+    kind = forbidden_kind(host)
+    if kind is not None:
+        raise AddressNotAllowed(host, host, kind, who)
+    return GuardedResolver(resolver, who)
 
 
 def retry_after(value: str | None, *, now: datetime, date: str | None = None) -> float | None:
@@ -248,13 +266,10 @@ async def send(request: Request, *, clock: Callable[[], datetime] = lambda: date
             return Report(report.PERMANENT, f"the CA bundle cannot be loaded: {err}")
     where = f"{request.method} {request.url}"
     if not request.allow_link_local:
-        # A literal address is never resolved, so the guarded resolver never sees it.
-        host = urlsplit(request.url).hostname or ""
-        kind = forbidden_kind(host)
-        if kind is not None:
-            return Report(report.PERMANENT, f"{where}: {AddressNotAllowed(host, host, kind)}",
-                          reason=Reason.ADDRESS_NOT_ALLOWED)
-        resolver = GuardedResolver(resolver)
+        try:
+            resolver = guarded(request.url, resolver)
+        except AddressNotAllowed as err:
+            return Report(report.PERMANENT, f"{where}: {err}", reason=Reason.ADDRESS_NOT_ALLOWED)
     connector = aiohttp.TCPConnector(resolver=resolver) if resolver is not None else None
     try:
         # trust_env: HTTPS_PROXY, NO_PROXY from the pool's env (engine/jobs.py drops the task's),

@@ -130,8 +130,9 @@ def test_image_runs_cronoq_operator_as_the_user_the_chart_expects():
     assert users[-1] == "65532:65532"
     (entrypoint,) = [args for op, args in ops if op == "ENTRYPOINT"]
     assert json.loads(entrypoint) == ["cronoq", "operator"]
-    # With the postgres extra: the archive's Postgres driver (--archive postgresql://...).
-    assert any(op == "RUN" and "pip install '.[postgres]' --constraint constraints.txt" in args for op, args in ops)
+    # With the postgres extra: the archive's Postgres driver (--archive postgresql://...); with the
+    # otel extra: the OpenTelemetry SDK, imported only when OTEL_* turns tracing on.
+    assert any(op == "RUN" and "pip install '.[postgres,otel]' --constraint constraints.txt" in args for op, args in ops)
     # A venv: Debian's system Python refuses pip installs (PEP 668); the official image's does not.
     assert any(op == "RUN" and "python3 -m venv /opt/cronoq" in args for op, args in ops)
     assert any(op == "ENV" and "PATH=/opt/cronoq/bin:" in args for op, args in ops)

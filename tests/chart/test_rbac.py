@@ -188,3 +188,15 @@ def test_identity_kubeconfig_acts_as_the_service_account_with_a_real_token(kubec
     assert elsewhere.returncode != 0 and "Forbidden" in elsewhere.stderr, elsewhere.stderr
     forbidden = operator("get", "secrets", namespace=namespace, check=False)
     assert forbidden.returncode != 0 and "Forbidden" in forbidden.stderr, forbidden.stderr
+
+
+def test_notifications_let_the_operator_get_secrets_and_nothing_more_of_them(kubectl, install, namespace,
+                                                                              make_namespace):
+    watched = make_namespace("notified")
+    install(RELEASE, namespace, f"--set-json=watchNamespaces={json.dumps([watched])}", "--set=notifications.enabled=true")
+    user = f"system:serviceaccount:{namespace}:{RELEASE}"
+    # A receiver's signing key is read by name when a notification is sent (kube/writes.py read_secret_key).
+    assert denied(kubectl, user, [("get", "secrets", watched), *operator_does(watched)]) == []
+    assert allowed(kubectl, user, [("list", "secrets", watched), ("watch", "secrets", watched),
+                                   ("create", "secrets", watched), ("update", "secrets", watched),
+                                   ("get", "secrets", namespace), ("get", "secrets", None)]) == []

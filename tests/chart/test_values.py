@@ -63,6 +63,10 @@ def test_schema_closes_every_object_it_describes():
         ".affinity.podAntiAffinity", ".topologySpreadConstraints[]", ".metrics.serviceMonitor.relabelings[]",
         ".metrics.serviceMonitor.metricRelabelings[]", ".defaultPool.template",
         ".archive.volume",  # a pod volume source (the API server judges it)
+        # the worker fleet's container and pod settings (Kubernetes objects, passed through)
+        ".workers.fleet.env[]", ".workers.fleet.resources", ".workers.fleet.podSecurityContext",
+        ".workers.fleet.securityContext",
+        ".defaultPool.notifications[]",  # a TaskPool's receivers (the CRD's schema judges them)
     }, passthrough
 
 

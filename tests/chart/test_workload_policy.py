@@ -172,6 +172,28 @@ def test_pools_need_job_rights_and_secret_headers_need_the_secret(kubectl, names
     assert admitted.returncode == 0, admitted.stderr
 
 
+def test_a_pools_notification_signing_key_needs_the_secret(kubectl, namespace, policy):
+    writer, admin = "pool-admin@example.com", "admin@example.com"
+    bind(kubectl, namespace, writer, "cronoq-admin")
+    bind(kubectl, namespace, writer, job_creator_role(kubectl, namespace), kind="Role")  # Jobs, no Secrets
+    bind(kubectl, namespace, admin, "admin")
+    receivers = [{"name": "plain", "url": "https://hooks.example.invalid/a", "outcomes": ["Failed"]},
+                 {"name": "signed", "url": "https://hooks.example.invalid/b", "outcomes": ["DeadLettered"],
+                  "signingKey": {"name": "hook-hmac", "key": "hmac"}}]
+    pool = {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskPool", "metadata": {"name": "alerts"},
+            "spec": {"notifications": receivers}}
+    wait_until(lambda: refused(create_as(kubectl, writer, namespace, pool), REFUSED, "signingKey",
+                               "Secret the user may get", "secret hook-hmac"),
+               timeout=30, what="the workload policy to refuse a signing key its writer may not read")
+    pool["spec"]["notifications"] = receivers[:1]
+    admitted = create_as(kubectl, writer, namespace, pool)
+    assert admitted.returncode == 0, admitted.stderr
+    pool["metadata"]["name"] = "alerts-by-admin"
+    pool["spec"]["notifications"] = receivers
+    admitted = create_as(kubectl, admin, namespace, pool)
+    assert admitted.returncode == 0, admitted.stderr
+
+
 def test_the_operator_creates_only_jobs_a_task_controls(kubectl, namespace, policy):
     bind(kubectl, namespace, OPERATOR, job_creator_role(kubectl, namespace), kind="Role")
 

@@ -29,7 +29,7 @@ def operator(crds, kubeconfig, tmp_path_factory):
     from tests.support.operator import OperatorProcess
 
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    proc = OperatorProcess(kubeconfig, ("t-*",), log, supervised=True).start()
+    proc = OperatorProcess(kubeconfig, ("t-*",), log, supervised=True, extra_args=("--notifications",)).start()
     yield proc
     proc.stop()
 
@@ -62,8 +62,10 @@ def pair(api, own_namespace, crds, kubeconfig, tmp_path):
     from tests.support.tasks import Cronoq
 
     lease = (own_namespace, "cronoq-leader")
-    a = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "a.log", lease=lease, pod_name="replica-a")
-    b = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "b.log", lease=lease, pod_name="replica-b")
+    a = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "a.log", lease=lease, pod_name="replica-a",
+                        extra_args=("--notifications",))
+    b = OperatorProcess(kubeconfig, (own_namespace,), tmp_path / "b.log", lease=lease, pod_name="replica-b",
+                        extra_args=("--notifications",))
     a.start()
     a.wait_leading()
     b.start()

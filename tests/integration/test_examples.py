@@ -4,6 +4,7 @@ show is taken by the API server as written (tests/unit/test_docs.py checks the r
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import yaml
 
@@ -25,6 +26,7 @@ EXPECTED = {
     "import-batch": ("Failed", 1),
     "extract": ("Succeeded", 1), "summarize": ("Succeeded", 1),
     "nightly-export": ("Succeeded", 1),
+    "deploy-web-1": ("Succeeded", 1), "deploy-web-2": ("Succeeded", 1),
 }
 
 
@@ -55,6 +57,11 @@ def test_every_example_runs_to_its_documented_end(cq, kubectl):
     started = sorted(("urgent", "report-a", "report-b", "backfill"),
                      key=lambda n: statuses[n]["attempts"][0]["startedAt"])
     assert started[0] == "urgent" and started[-1] == "backfill"
+    # concurrency-keys.yaml: the two deploys of one service, in two pools, one after the other.
+    first, second = sorted((statuses[n]["attempts"][0] for n in ("deploy-web-1", "deploy-web-2")),
+                           key=lambda a: a["dispatchedAt"])
+    assert datetime.fromisoformat(second["dispatchedAt"]) >= datetime.fromisoformat(first["finishedAt"]), \
+        (first, second)
     dependency_order = [statuses[n]["attempts"][0]["startedAt"] for n in ("fetch", "resize", "publish")]
     assert dependency_order == sorted(dependency_order)
     # inputs/: summarize's pod received extract's output, parsed (docs/inputs.md).

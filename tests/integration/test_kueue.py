@@ -37,10 +37,13 @@ def kueue(api, kubeconfig, kubectl, crds, tmp_path_factory):
 @pytest.fixture(scope="module")
 def kueue_operator(crds, kubeconfig, tmp_path_factory):
     """An operator of this module's own, on its own `kq-*` namespaces and Lease: the session's
-    `t-*` operator may be another session's, started from other code, on a shared cluster."""
+    `t-*` operator may be another session's, started from other code, on a shared cluster.
+    Supervised as the session's is: a term lost to a slow API server (exit 3) is restarted, not the
+    end of every later test of the module."""
     from tests.support.operator import OperatorProcess
 
-    proc = OperatorProcess(kubeconfig, ("kq-*",), tmp_path_factory.mktemp("kq-operator") / "operator.log").start()
+    proc = OperatorProcess(kubeconfig, ("kq-*",), tmp_path_factory.mktemp("kq-operator") / "operator.log",
+                           supervised=True).start()
     yield proc
     proc.stop()
 

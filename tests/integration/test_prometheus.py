@@ -36,16 +36,19 @@ TARGET_LABELS = {"job", "instance", "pod"}  # what the scrape adds besides `name
 
 
 class Prometheus:
-    def __init__(self, binary: Path, workdir: Path, target: str, rules: Path) -> None:
+    def __init__(self, binary: Path, workdir: Path, target: str, rules: Path | None = None,
+                 more: list[dict] = ()) -> None:
+        """Scrapes the operator at `target` as the chart's ServiceMonitor would, and the scrape
+        configs `more` (a pull worker's, as the chart's PodMonitor would)."""
         self.port = free_port()
         self.log = workdir / "prometheus.log"
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(rules)],
+            "rule_files": [str(rules)] if rules else [],
             "scrape_configs": [{
                 "job_name": JOB, "honor_labels": True,
                 "static_configs": [{"targets": [target], "labels": {"namespace": RELEASE_NS, "pod": "cronoq-0"}}],
-            }],
+            }, *more],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         with self.log.open("ab") as log:

@@ -115,11 +115,38 @@ class Kueue:
         self.cluster_object("workloadpriorityclasses", {"kind": "WorkloadPriorityClass", "metadata": {"name": name},
                                                         "value": value})
 
+    def multikueue(self, name: str, worker_kubeconfig: Path) -> None:
+        """An AdmissionCheck `name` of MultiKueue sending workloads to one worker cluster, reached
+        with `worker_kubeconfig` (inline certificates, as Kueue requires) kept in a Secret in
+        Kueue's namespace; returns once Kueue says the check is active (it connected)."""
+        core = client.CoreV1Api(self.api)
+        secret = client.V1Secret(metadata=client.V1ObjectMeta(name=name),
+                                 string_data={"kubeconfig": worker_kubeconfig.read_text()})
+        core.create_namespaced_secret(peers.KUEUE_NAMESPACE, secret)
+        self.cluster_object("multikueueclusters", {"kind": "MultiKueueCluster", "metadata": {"name": name},
+                                                   "spec": {"clusterSource": {"kubeConfig": {
+                                                       "locationType": "Secret", "location": name}}}})
+        self.cluster_object("multikueueconfigs", {"kind": "MultiKueueConfig", "metadata": {"name": name},
+                                                  "spec": {"clusters": [name]}})
+        self.cluster_object("admissionchecks", {"kind": "AdmissionCheck", "metadata": {"name": name}, "spec": {
+            "controllerName": "kueue.x-k8s.io/multikueue",
+            "parameters": {"apiGroup": GROUP, "kind": "MultiKueueConfig", "name": name}}})
+
+        def active() -> bool:
+            check = self.custom.get_cluster_custom_object(GROUP, VERSION, "admissionchecks", name)
+            if not self.alive():
+                raise AssertionError(f"Kueue exited:\n{self.log()}")
+            return any(c.get("type") == "Active" and c.get("status") == "True"
+                       for c in (check.get("status") or {}).get("conditions") or [])
+
+        wait_until(active, timeout=60, what=f"MultiKueue to connect AdmissionCheck {name} to its worker cluster")
+
     def queue(self, namespace: str, name: str, cpu: str, *, preemption: bool = False,
-              cluster_queue: str | None = None) -> None:
-        """A ClusterQueue of `cpu` (preempting lower priorities within itself when asked) and a
-        LocalQueue `name` in `namespace` submitting to it (the ClusterQueue is named `cluster_queue`,
-        else `name`); returns once Kueue says the ClusterQueue is active."""
+              cluster_queue: str | None = None, admission_check: str | None = None) -> None:
+        """A ClusterQueue of `cpu` (preempting lower priorities within itself when asked; its
+        workloads passing `admission_check` when given) and a LocalQueue `name` in `namespace`
+        submitting to it (the ClusterQueue is named `cluster_queue`, else `name`); returns once
+        Kueue says the ClusterQueue is active."""
         cluster = cluster_queue or name
         if not self._exists("resourceflavors", FLAVOR):
             try:
@@ -132,6 +159,8 @@ class Kueue:
             "coveredResources": ["cpu"], "flavors": [{"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}
         if preemption:
             spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
+        if admission_check:
+            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": admission_check}]}
         self.cluster_object("clusterqueues", {"kind": "ClusterQueue", "metadata": {"name": cluster}, "spec": spec})
         self.namespaces.append(namespace)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "localqueues", {

@@ -2,8 +2,9 @@
 NAME JOURNAL [CONCURRENCY [TTL [GRACE]]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
 
 Its handler does what the task's payload says — `{"sleep": s, "fail": "retryable"|"permanent",
-"deaf": true, "inputs": true, "checkpoint": true}` (`inputs` returns `ctx.inputs`; `checkpoint`: attempt 1
-saves a checkpoint and fails, a later one returns the checkpoint it started from) — and writes a line to
+"deaf": true, "inputs": true, "checkpoint": true, "until": path}` (`inputs` returns `ctx.inputs`; `checkpoint`:
+attempt 1 saves a checkpoint and fails, a later one returns the checkpoint it started from; `until`: it returns
+once the file `path` exists) — and writes a line to
 JOURNAL (JSON) when an attempt starts and when it ends
 (`how`: returned, raised, cancelled, abandoned), so a test can tell what ran where and when.
 A coroutine handler serves the tasks labelled `cronoq.io/handler: async`, a synchronous one the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 import time
@@ -44,7 +46,9 @@ def main() -> int:
                 raise cronoq.worker.Retryable("failed after saving a checkpoint", retry_after=0)
             return {"echo": payload.get("echo"), "resumed": ctx.checkpoint_data}
         until = time.monotonic() + float(payload.get("sleep", 0))
-        while time.monotonic() < until:
+        released = (lambda: os.path.exists(payload["until"])) if payload.get("until") else \
+            (lambda: time.monotonic() >= until)
+        while not released():
             if ctx.aborted and not payload.get("deaf"):
                 journal(path, ctx, "end", how="abandoned")
                 return "abandoned"
@@ -69,7 +73,7 @@ def main() -> int:
         return "slept"
 
     return cronoq.worker.serve(pool, {"": sync, "async": coroutine}, concurrency=concurrency, name=name, ttl=ttl,
-                                grace=grace)
+                                grace=grace, metrics_addr="127.0.0.1")  # a port, when CRONOQ_WORKER_METRICS_PORT says
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ class Workers:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, pool: str = "default", concurrency: int = 4, ttl: float = 3.0,
-              kubeconfig: str | None = None, grace: float = 30.0) -> subprocess.Popen:
+              kubeconfig: str | None = None, grace: float = 30.0, env: dict[str, str] | None = None) -> subprocess.Popen:
         env = {**os.environ, "KUBECONFIG": kubeconfig or self.kubeconfig, "CRONOQ_NAMESPACE": self.namespace,
-               "PYTHONPATH": f"{ROOT}:{ROOT / 'operator'}"}
+               "PYTHONPATH": f"{ROOT}:{ROOT / 'operator'}", **(env or {})}
         log = open(self.tmp / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "tests.support.pull_worker", pool, name, str(self.journal),
                                  str(concurrency), str(ttl), str(grace)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

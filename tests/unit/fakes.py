@@ -5,6 +5,7 @@ another test; a fake only one module needs stays beside its tests."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import copy
 from datetime import datetime
 from typing import Any, Callable
@@ -174,6 +175,28 @@ async def direct(fn: Callable[..., Any], *args: Any) -> Any:
 def archiver_on(url: str) -> Callable[[FakeClock], Archiver]:
     """A World's archiver over a real database (SQLite in a test's folder)."""
     return lambda clock: Archiver(Database(url), clock, run_blocking=direct)
+
+
+async def archived_world(url: str) -> tuple[World, Archiver]:
+    """A World whose archiver writes to a real, migrated database at `url`."""
+    world = World(archiver=archiver_on(url))
+    archiver = world.controller.archiver
+    assert archiver is not None
+    await archiver.migrate()
+    return world, archiver
+
+
+class DownDatabase:
+    """An archive database that does not answer: every call but close fails as SQLite's would."""
+
+    url = "sqlite:///down"
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any) -> Any:
+            if name == "close":
+                return None
+            raise sqlite3.OperationalError("unable to open database file")
+        return fail
 
 
 def counter(name: str, **labels: str) -> float:

@@ -37,4 +37,4 @@ def test_the_makefile_and_the_dockerfile_install_under_the_constraints():
     makefile = (REPO / "Makefile").read_text()
     installs = [line for line in makefile.splitlines() if "pip install" in line and "-e " in line]
     assert installs and all("-c constraints.txt" in line for line in installs), installs
-    assert "pip install '.[postgres]' --constraint constraints.txt" in (REPO / "Dockerfile").read_text()
+    assert "pip install '.[postgres,otel]' --constraint constraints.txt" in (REPO / "Dockerfile").read_text()

@@ -14,6 +14,8 @@ def test_every_build_module_names_the_binaries_the_cluster_runs():
     binaries = {b for name in devcluster.COMPONENTS for b in devcluster.Component(name).binaries()}
     assert binaries == {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "kwok", "helm",
                         "toxiproxy-server", "prometheus", "promtool"}
+    assert [b for name in devcluster.TEST_ONLY for b in devcluster.Component(name).binaries()] == ["jaeger"], \
+        "built by `make go-tools` only"
 
 
 def test_the_cache_key_follows_the_pinned_module_files(tmp_path, monkeypatch):

@@ -36,7 +36,9 @@ EXERCISED_ELSEWHERE = {
     "- apiGroups: [\"cronoq.io\"]": "tests/chart/test_worker_lease_policy.py (the serve rule the chart grants)",
     "# the worker's pod": "tests/chart/test_worker_lease_policy.py (the worker name checked against its pod)",
     "scrape_configs:": "tests/integration/test_prometheus.py (Prometheus scraping the operator)",
-    "workers:\n  grants:": "tests/chart/test_render.py (the pages' workers.grants values, rendered)",
+    "workers:\n  grants:": "tests/chart/test_render.py (the pages' workers.grants values, rendered; "
+                          "docs/how-to/scaling-workers.md's by tests/chart/test_worker_fleet.py)",
+    "# prometheus-adapter's rules": "tests/chart/test_worker_fleet.py (its query is the chart's, for the HPA's pool)",
 }
 
 

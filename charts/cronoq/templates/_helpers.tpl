@@ -158,6 +158,13 @@ Tasks are created, and their spec patched (cancel), only for TaskSchedules.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["list", "watch"]
+{{- if .Values.notifications.enabled }}
+# Notifications: a receiver's signingKey (the HMAC key) is read from its Secret, by name, when a
+# notification is sent; never listed or watched.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
 {{- end -}}
 
 {{/* Leader election: its one Lease, by name, in the lease namespace. RBAC cannot name the

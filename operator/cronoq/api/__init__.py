@@ -10,8 +10,9 @@ from cronoq.api.model import snake_case
 from cronoq.api.pod import EnvVar, PodMetadata, PodSettings, Resources, Toleration
 from cronoq.api.retry import Jitter, RetryOverride, RetryPolicy, RetryRule, RuleAction
 from cronoq.api.durations import DurationError
+from cronoq.api.notify import NotificationResult, Notified, NotifyFormat, NotifyOn, Receiver
 from cronoq.api.pool import (
-    SUBMITTER, FairShare, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
+    SUBMITTER, FairShare, KeyLimit, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
 )
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
@@ -22,10 +23,11 @@ from cronoq.api.task import (
 __all__ = [
     "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Checkpoint", "Condition",
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
-    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts", "SUBMITTER", "FairShare",
+    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts", "SUBMITTER", "FairShare", "KeyLimit",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "QueueMark", "QueueMarks", "RateLimit", "Resources", "RetryOverride",
     "RetryPolicy", "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",
+    "NotificationResult", "Notified", "NotifyFormat", "NotifyOn", "Receiver",
     "ConcurrencyPolicy", "TaskSchedule", "TaskScheduleSpec", "TaskScheduleStatus", "TaskTemplate",
 ]

@@ -42,6 +42,15 @@ class KueueAdmission(Model):
     """Task priorities mapped to Kueue WorkloadPriorityClasses (at most 16). A task below every
     minPriority gets no class (Kueue's default priority). Unset: no class on any Job."""
 
+    multi_kueue: bool = False
+    """True: Kueue's MultiKueue runs the attempts on its worker clusters. Each attempt's Job is
+    created with `spec.managedBy: kueue.x-k8s.io/multikueue`, so this cluster's Job controller
+    leaves it to Kueue, which copies it to a worker cluster and mirrors its status back; cronoq's
+    Task, attempt numbers, fencing and outcome stay here. The pod is never seen here: an attempt
+    starts when the mirrored Job starts (its timeout counts from then), ends by the Job's
+    `Complete` or `Failed` condition, and carries no exit code, output or checkpoint; heartbeats
+    are off (the pool's `leaseTTL` must be 0s). Default false (docs/how-to/kueue.md)."""
+
     def priority_class(self, priority: int) -> str | None:
         """The WorkloadPriorityClass of a task of `priority`, if any entry reaches it."""
         reached = [p for p in self.priority_classes if priority >= p.min_priority]

@@ -20,6 +20,7 @@ from cronoq.api.retry import RetryPolicy
 from cronoq.api.admission import Admission
 from cronoq.api.durations import DurationBounds
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
+from cronoq.api.notify import RECEIVERS_MOST, Receiver
 
 LEASE_TTL_RANGE: Final = ("2s", "1h")
 LeaseTTL = Annotated[timedelta, DurationBounds(*LEASE_TTL_RANGE, off=True)]
@@ -127,12 +128,49 @@ class FairShare(Model):
         return self.weights.get(group, self.default_weight)
 
 
+CONCURRENCY_KEY: Final = r"^[A-Za-z0-9]([-A-Za-z0-9_./:]*[A-Za-z0-9])?$"
+ConcurrencyKey = Annotated[str, Field(min_length=1, max_length=253, pattern=CONCURRENCY_KEY)]
+"""A task's concurrency key (`spec.concurrencyKeys`): `customer-42`, `deploy/service-x`."""
+KEY_LIMITS_MOST: Final = 64
+
+
+class KeyLimit(Model):
+    """How many running attempts may hold a concurrency key at once, across every pool of the
+    namespace."""
+
+    key: str = Field(min_length=1, max_length=253, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_./:]*[A-Za-z0-9])?|"
+                                                          r"[A-Za-z0-9][-A-Za-z0-9_./:]*\*)$")
+    """The key (`deploy/service-x`), or a prefix ending in `*` (`customer-*`) that gives each key
+    starting with it a limit of its own: `customer-*` with limit 3 lets 3 attempts hold
+    `customer-42` and 3 others `customer-7`. A key's own entry wins over a prefix's, a longer
+    prefix over a shorter one."""
+    limit: int = Field(ge=0, le=10_000)
+    """Most running attempts (across every pool of the namespace) holding the key at once (0 to
+    10000): 1 makes it a mutex; 0 holds every task naming it."""
+    on_newer: Literal["Queue", "SupersedeQueued", "CancelRunning"] = "Queue"
+    """What a newer task naming the key does to the older unfinished ones (newer: submitted later,
+    in any pool of the namespace). `Queue` (default): nothing, they take turns. `SupersedeQueued`:
+    the older ones not running an attempt end Cancelled with reason Superseded, naming the newer
+    task; one running goes on. `CancelRunning`: the running ones too (their attempts are aborted),
+    so the newest alone goes on. For a prefix, each key is its own: a newer `customer-42` task
+    supersedes older `customer-42` ones only."""
+
+
 class TaskPoolSpec(Model):
     """How many attempts the pool runs at once and the defaults its tasks inherit."""
 
-    model_config = ConfigDict(json_schema_extra=validations(rule(
-        "!has(self.admission) || !has(self.admission.kueue) || !has(self.delivery) || self.delivery == 'Job'",
-        "admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none", field_path=".admission")))
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("!has(self.admission) || !has(self.admission.kueue) || !has(self.delivery) || self.delivery == 'Job'",
+             "admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none", field_path=".admission"),
+        rule("!has(self.admission) || !has(self.admission.kueue) || !has(self.admission.kueue.multiKueue) || "
+             "!self.admission.kueue.multiKueue || (has(self.leaseTTL) && duration(self.leaseTTL) == duration('0s'))",
+             "leaseTTL: must be 0s with admission.kueue.multiKueue: the attempts run on worker clusters, where "
+             "no heartbeat reaches this cluster's Leases", field_path=".leaseTTL"),
+        rule("!has(self.admission) || !has(self.admission.kueue) || !has(self.admission.kueue.multiKueue) || "
+             "!self.admission.kueue.multiKueue || !has(self.template) || !has(self.template.http)",
+             "template.http: push tasks cannot run with admission.kueue.multiKueue: the response of a request "
+             "made on a worker cluster never reaches this one", field_path=".template.http"),
+    ))
 
     concurrency: int = Field(10, ge=0, le=10_000)
     """Most attempts running at once in the pool (0 to 10000; 0 pauses it: queued tasks wait). Default 10."""
@@ -145,6 +183,13 @@ class TaskPoolSpec(Model):
     identity (`by: Submitter`) or from the tasks' `spec.group` (`by: Group`); priority then orders
     only the tasks of one group. Unset: groups (`spec.group`) of one priority take turns, and a
     higher priority goes ahead of every group's lower ones (the order before fair shares)."""
+    concurrency_key_limits: tuple[KeyLimit, ...] = Field(
+        (), max_length=KEY_LIMITS_MOST, json_schema_extra={
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]})
+    """Limits of concurrency keys (a task's `spec.concurrencyKeys`), at most 64, each key once:
+    they hold for the whole namespace, across every pool, not for this pool alone. Declare a key
+    in one pool of the namespace; if several pools declare the same key, the smallest limit holds.
+    A key no pool declares has no limit. Applies at the next grant."""
     delivery: Literal["Job", "Workers"] = "Job"
     """How the pool's attempts run: `Job` (default), each attempt a Job and its pod; `Workers`,
     each attempt handed to a live worker process that serves the pool (`cronoq.worker.serve`),
@@ -228,10 +273,23 @@ class TaskPoolSpec(Model):
     through a name that resolves to them. Default false: such a request ends its attempt Permanent
     with reason AddressNotAllowed, as a metadata service hands out the node's cloud credentials.
     Only pool writers (the namespace's admins) can set it; a Task has no such field."""
+    notifications: tuple[Receiver, ...] = Field((), max_length=RECEIVERS_MOST, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
+    """Receivers told about the pool's tasks' outcomes (at most 8): an HTTP POST of a signed
+    CloudEvent (or a Slack message) when a task ends DeadLettered, Failed or Succeeded, as each
+    receiver's `outcomes` say; at least once, with an id stable across failovers
+    (docs/how-to/notifications.md). Empty (the default): none."""
     @model_validator(mode="after")
     def _kueue_admits_jobs(self) -> TaskPoolSpec:
         if self.admission is not None and self.admission.kueue is not None and self.delivery != "Job":
             raise ValueError("admission.kueue: Kueue admits Jobs; a pool of delivery Workers has none")
+        if self.admission is not None and self.admission.kueue is not None and self.admission.kueue.multi_kueue:
+            if self.lease_ttl:
+                raise ValueError("leaseTTL: must be 0s with admission.kueue.multiKueue: the attempts run on worker "
+                                 "clusters, where no heartbeat reaches this cluster's Leases")
+            if self.template is not None and self.template.http is not None:
+                raise ValueError("template.http: push tasks cannot run with admission.kueue.multiKueue: the "
+                                 "response of a request made on a worker cluster never reaches this one")
         return self
 
     template: PoolTemplate | None = None

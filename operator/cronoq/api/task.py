@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validat
 from cronoq.api.delayed import ONE_START_TIME, StartDelay, check_not_before
 from cronoq.api.durations import parse as parse_duration
 from cronoq.api.limits import ATTEMPT_MESSAGE_LIMIT, ATTEMPTS_KEPT, MESSAGE_LIMIT, REASON_LIMIT, SUMMARY_LIMIT
-from cronoq.api.pool import LEASE_TTL_RANGE, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
+from cronoq.api.pool import LEASE_TTL_RANGE, ConcurrencyKey, Deadline, JobRetention, LeaseTTL, StartTimeout, TTLAfterFinished
 from cronoq.pod_protocol import Terms
 from cronoq.pod_protocol.checkpoint import CHECKPOINT_LIMIT
 from cronoq.pod_protocol.handover import Wire
@@ -38,6 +38,7 @@ from cronoq.pod_protocol.jsontext import JSON_DEPTH, value_depth
 
 from cronoq.api.http import HTTPRequest, StatusCode
 from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
+from cronoq.api.notify import RECEIVERS_MOST, Notified
 from cronoq.api.model import (
     LabelValue, Model, ObjectName, TIMEOUT_RANGE, Timeout, Timestamp, on_create, rule, validations,
 )
@@ -224,6 +225,14 @@ class TaskSpec(PodSettings):
     key: str | None = Field(None, min_length=1, max_length=256)
     """Idempotency key: a task whose key matches a task of the same pool and namespace runs
     nothing and reports that task's outcome (see the pool's keyRetention)."""
+    concurrency_keys: tuple[ConcurrencyKey, ...] = Field(
+        (), max_length=8, json_schema_extra={"x-kubernetes-list-type": "set"})
+    """Concurrency keys the task holds while an attempt runs, e.g. `customer-42` or
+    `deploy/service-x` (at most 8, each 1 to 253 letters, digits, `-`, `_`, `.`, `/`, `:`). A key
+    whose limit a TaskPool of the namespace declares (`concurrencyKeyLimits`) is held by at most
+    that many running attempts at once, across every pool of the namespace; a task that would pass
+    it waits Queued with reason WaitingForKey. Not the idempotency `key`: tasks sharing a
+    concurrency key are different tasks that take turns; tasks sharing a `key` are one task."""
     group: LabelValue | None = Field(None, min_length=1)
     """Fairness group, e.g. a tenant or customer id (a label value: up to 63 letters, digits, `-`,
     `_`, `.`). Among queued tasks of one priority, the pool grants its slots to groups in turn, so
@@ -483,6 +492,10 @@ class TaskStatus(Model):
     """Conditions, following Kubernetes API conventions."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
+    notifications: tuple[Notified, ...] = Field((), max_length=RECEIVERS_MOST, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["receiver"]})
+    """Once the task has finished: what became of each notification its pool's receivers wanted
+    (delivered or given up), so that no leader sends a recorded one again. Unset while none was."""
     epoch: int = Field(0, ge=0, le=2**31 - 1, json_schema_extra=_never_goes_back(
         "epoch", "a status written by an older leader is refused"))
     """Leader epoch of the operator replica that last wrote this status; never decreases."""

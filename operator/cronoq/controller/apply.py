@@ -19,20 +19,23 @@ from typing import Any, Callable
 from cronoq import metrics
 from cronoq.api import Task, TaskPool, TaskStatus
 from cronoq.controller.archive import Archiver, fed_rows
+from cronoq.controller.tracing import Tracing
 from cronoq.controller.gather import holder
 from cronoq.controller.expiry import Expiry
+from cronoq.controller.notify import Notifier
 from cronoq.controller.outcome import Refused
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store, TaskRecord
 from cronoq.controller.term import Term
 from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
 from cronoq.controller.writer import Writer
-from cronoq.engine import delay, keys, reasons
+from cronoq.engine import delay, keys, reasons, spans
 from cronoq.engine.admission import Candidate
 from cronoq.engine.attempts import task_deadlines
 from cronoq.engine.plan import Plan
 from cronoq.kube.observe import cluster_queue_of, job_facts, kueue_hold, kueue_stop
 from cronoq.pod_protocol.inputs import encode_inputs, gated, inputs_of
+from cronoq.pod_protocol.tracecontext import TaskTrace
 from cronoq.apiserver.errors import Conflict
 from cronoq.kube.writes import Rejected
 from cronoq.api import Attempt
@@ -65,9 +68,13 @@ class Applier:
     def __init__(self, writer: Writer, store: Store, queue: WorkQueue[WorkKey], slots: Slots, expiry: Expiry,
                  term: Term, *, clock: Callable[[], datetime], skew: Callable[[], timedelta],
                  warnings_only: bool = False, served_warnings_only: bool = False,
-                 archiver: Archiver | None = None) -> None:
+                 archiver: Archiver | None = None, tracing: Tracing | None = None) -> None:
         self.archiver = archiver
         """Handed what each landed status write adds to the archive (never awaited)."""
+        self.notifier: Notifier | None = None
+        """Handed each task a landed status write ended (never awaited), when pools may want to hear of it."""
+        self.tracing = tracing
+        """Handed the spans each landed status write ends (never awaited); None: tracing is off."""
         self.writer, self.store, self.queue, self.slots, self.expiry, self.term = writer, store, queue, slots, expiry, term
         self.clock, self.skew = clock, skew
         self.cluster_queues: dict[Key, tuple[str | None, datetime]] = {}
@@ -121,6 +128,11 @@ class Applier:
             record = landed
             if task is not None and self.archiver is not None:
                 self.archiver.feed(fed_rows(task, task.status, plan.status))
+            if self.notifier is not None and plan.status.phase is not None and plan.status.phase.terminal and \
+                    (task is None or task.phase != plan.status.phase):
+                self.notifier.offer(record.namespace, record.name, record.uid, record.pool)
+            if task is not None and self.tracing is not None:
+                self.tracing.emit(spans.spans(task, task.status, plan.status, self._dependency_links(task, plan.status)))
             if task is not None:
                 if _told(plan.status) == reasons.RATE_LIMITED != _told(task.status):
                     metrics.RATE_LIMITED.labels(*pool_key).inc()
@@ -128,6 +140,18 @@ class Applier:
         if plan.deletion is not None:
             self.expiry.schedule(key, record.uid, plan.deletion.at)
         return await self._carry_out(record, task, plan, pool_key, self.store.pools.get(pool_key), now)
+
+    def _dependency_links(self, task: Task, status: TaskStatus) -> tuple[spans.Link, ...]:
+        """A finishing task's links to the task spans of its dependencies the store still holds."""
+        if not task.spec.depends_on or status.phase is None or not status.phase.terminal:
+            return ()
+        namespace = task.metadata.namespace or ""
+        traces = {}
+        for dependency in task.spec.depends_on:
+            if (held := self.store.tasks.get((namespace, dependency.task))) is not None:
+                meta = held.raw["metadata"]
+                traces[dependency.task] = TaskTrace.of(held.uid, meta.get("annotations"))
+        return spans.dependency_links(traces)
 
     async def _read_original(self, record: TaskRecord, name: str) -> None:
         """Read the finished original a keyed task ends as the duplicate of (its output and message

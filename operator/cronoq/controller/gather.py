@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronoq.api import Task, TaskPoolSpec, TaskStatus
+from cronoq.api import Task, TaskPhase, TaskPoolSpec, TaskStatus
 from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Store, TaskRecord
-from cronoq.engine import dependencies, keys
+from cronoq.engine import dependencies, keylimits, keys, reasons
+from cronoq.engine.attempts.wording import told
 from cronoq.engine.admission import capacity
 from cronoq.engine.decide import Live, Subject, Unreadable
 from cronoq.engine.jobs import TaskServiceAccount
@@ -24,6 +25,8 @@ class JobSettings:
 
     sidecar_image: str | None = None
     service_account: TaskServiceAccount = TaskServiceAccount()
+    traced: bool = False
+    """Tracing is on: each attempt's container gets its span's TRACEPARENT."""
 
 
 def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch: int,
@@ -57,14 +60,38 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
         next_start_at = rate_limits.next_start_at(pool_key, found, now)
     gating = _gating(store, record, task, pool, archive) if attempt == 0 else Gating()
     grant = slots.grants.get((namespace, record.name))
+    superseded = _superseded(store, slots, record, task) if task.spec.concurrency_keys else None
+    key_wait = slots.key_wait((namespace, record.name), tuple(task.spec.concurrency_keys),
+                              said=status is not None and told(status) == reasons.WAITING_FOR_KEY) \
+        if grant is None and task.spec.concurrency_keys else None
     return Live(task), Observation(
         now=now, epoch=epoch, jobs=store.attempt_jobs(record), pool_found=found is not None, pool=pool,
         first_seen=record.first_seen, sidecar_image=jobs.sidecar_image, service_account=jobs.service_account,
-        awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
+        traced=jobs.traced, awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
         admitted_at=grant.at if grant is not None else None, job_rejected=record.rejected.get(attempt),
         job_refused=record.refused.get(attempt), worker_alive_until=alive_until, worker_room=room,
-        next_start_at=next_start_at, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
+        next_start_at=next_start_at, key_wait=key_wait, superseded=superseded, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
         inputs=record.inputs if task.spec.depends_on else None)
+
+
+def _superseded(store: Store, slots: Slots, record: TaskRecord, task: Task) -> keylimits.Superseded | None:
+    """Whether a newer task naming a concurrency key of this one ends it (engine.keylimits): the
+    arrivals of the namespace's unfinished tasks naming its keys whose policy supersedes."""
+    namespace, status = record.namespace, task.status
+    limits = slots.limits(namespace)
+    keys = [k for k in task.spec.concurrency_keys if limits.supersedes(k)]
+    if not keys:
+        return None
+    peers: dict[str, list[keylimits.Arrival]] = {}
+    for key in keys:
+        for name in store.by_concurrency_key.get((namespace, key), ()):
+            peer = store.tasks.get((namespace, name))
+            brief = peer.weighed() if peer is not None else None
+            if peer is not None and brief is not None:
+                peers.setdefault(key, []).append((brief.submitted_at or peer.first_seen, name))
+    mine = ((status.submitted_at if status else None) or record.first_seen, record.name)
+    running = status is not None and status.phase is TaskPhase.RUNNING
+    return keylimits.superseded(keys, mine, running, peers, limits)
 
 
 @dataclass(frozen=True)

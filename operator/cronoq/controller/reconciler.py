@@ -21,9 +21,11 @@ from cronoq.controller.clock import Clock, LoopClock, Timer
 from cronoq.controller.expiry import Expiry
 from cronoq.controller.gather import JobSettings, gather
 from cronoq.controller.intake import Intake
+from cronoq.controller.notify import Notifier
 from cronoq.controller.outcome import (DONE, STILL_REFUSED, Deposed, Done, Failed, Outcome, Refused, StillRefused,
                                       Throttled, outcome_of, succeeded)
 from cronoq.controller.poolstatus import PoolStatuses
+from cronoq.controller.tracing import Tracing
 from cronoq.controller.ratelimits import RateLimits
 from cronoq.controller.slots import Grant, Slots
 from cronoq.controller.store import Store, TaskRecord
@@ -58,7 +60,8 @@ class Controller:
                  sidecar_image: str | None = None, skew: Callable[[], timedelta] = timedelta,
                  warnings_only: bool = False, served_warnings_only: bool = False,
                  task_service_account: TaskServiceAccount | None = None, archiver: Archiver | None = None,
-                 archive_wait: timedelta = timedelta(minutes=10), queue_marks_from: int = admission.MARKS_FROM) -> None:
+                 archive_wait: timedelta = timedelta(minutes=10), queue_marks_from: int = admission.MARKS_FROM,
+                 tracing: Tracing | None = None) -> None:
         self.writer = writer
         self.term = Term(epoch=epoch)
         self.workers = workers
@@ -74,6 +77,8 @@ class Controller:
         """Pool key → the timer of its rate limit's next token."""
         self.archiver = archiver
         """Writes ended attempts and finished tasks to the archive (--archive), when there is one."""
+        self.notifier: Notifier | None = None
+        """Sends the outcome notifications pools ask for (`notify_with`), when there is one."""
         gate = None
         if archiver is not None:
             archive = archiver
@@ -86,15 +91,23 @@ class Controller:
             archiver.on_answer = self._archive_answered
         self.store.forgetters.append(self._forgotten)
         self.intake = Intake(self.store, self.queue, self.slots, clock=now, skew=skew)
-        self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount())
+        self.job_settings = JobSettings(sidecar_image, task_service_account or TaskServiceAccount(),
+                                        traced=tracing is not None)
         self.applier = Applier(writer, self.store, self.queue, self.slots, self.expiry, self.term,
                                clock=now, skew=skew, warnings_only=warnings_only,
-                               served_warnings_only=served_warnings_only, archiver=archiver)
+                               served_warnings_only=served_warnings_only, archiver=archiver,
+                               tracing=tracing)
         self.pool_statuses = PoolStatuses(writer, self.store, self.slots, self.term, clock=self.clock,
                                           marks_from=queue_marks_from)
 
+    def notify_with(self, notifier: Notifier) -> None:
+        """Have `notifier` send the outcome notifications of the tasks this controller ends."""
+        self.notifier = self.applier.notifier = notifier
+
     async def run(self) -> None:
         background = [self.archiver.run(self.store, self.writer.read_task)] if self.archiver is not None else []
+        if self.notifier is not None:
+            background.append(self.notifier.run())
         await asyncio.gather(self.queue.run(self.workers, self.process), self._resync(), self.pool_statuses.run(),
                              self.expiry.run(), *background)
 
@@ -156,6 +169,8 @@ class Controller:
         self.expiry.forget(key)
         if self.archiver is not None:
             self.archiver.forget(key)
+        if self.notifier is not None:
+            self.notifier.forget(key)
         self.queue.drop(TaskWork(*key))
         if grant is not None:
             if grant.token:
@@ -252,6 +267,8 @@ class Controller:
         pool_key = (namespace, name)
         pool = self.store.pools.get(pool_key)
         self.slots.release_drained(pool_key)
+        for other in self.slots.unpark(namespace) - {pool_key}:  # a concurrency key has room again
+            self.queue.add(PoolWork(*other), urgent=True)
         if pool is None:  # no series, no queue kept for a pool name no TaskPool has
             return
         running = self.slots.running(pool_key)
@@ -269,6 +286,8 @@ class Controller:
                                    group_cap=pool.spec.group_concurrency, fair=pool.spec.fair_share)
         for key in granted:
             self.queue.add(TaskWork(*key), urgent=True)  # ahead of routine reconciles
+        for key in self.slots.take_newly_parked():  # to say which key it waits for
+            self.queue.add(TaskWork(*key))
         if tokens is not None:
             self.rate_limits.spend(pool_key, len(granted))
             self._next_token(pool_key, pool, capacity)

@@ -20,9 +20,11 @@ from cronoq.archive import Database
 from cronoq.controller.archive import Archiver
 from cronoq.controller.clock import LoopClock
 from cronoq.controller.leader import Leadership
+from cronoq.controller.notify import Notifier
 from cronoq.controller.reconciler import Controller
 from cronoq.controller.schedules import Schedules
 from cronoq.controller.settings import Options
+from cronoq.controller import tracing
 from cronoq.controller.workqueue import PoolWork
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.guard import lease_guard_in_force
@@ -74,7 +76,11 @@ class Runtime:
                                      served_warnings_only=self.options.events == "auto",
                                      task_service_account=self.options.task_pods, archiver=archiver,
                                      archive_wait=self.options.archive_wait,
-                                     queue_marks_from=self.options.queue_marks_from)
+                                     queue_marks_from=self.options.queue_marks_from,
+                                     tracing=tracing.start())
+        if self.options.notifications:
+            c = self.controller
+            c.notify_with(Notifier(writer, c.store, c.term, clock))
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)
         if self.options.probe_port:
@@ -198,6 +204,8 @@ class Runtime:
                 if archiver.migrated and not await archiver.drain(ARCHIVE_DRAIN_SECONDS):
                     log.warning("stopping with rows not yet archived: the next leader writes them from the statuses")
                 archiver.close()
+            if (traces := self.controller.applier.tracing) is not None:
+                await asyncio.to_thread(traces.shutdown)  # sends what is queued
         if self.leadership is not None:
             await self.leadership.release()
         if self.http is not None:

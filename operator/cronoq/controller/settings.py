@@ -111,6 +111,9 @@ class Options:
         timedelta(minutes=10), "how long a finished task's deletion waits for an archive that cannot take its rows "
                                "(an Event ArchivePending says it waits); then it is deleted, with a Warning Event "
                                "DeletedUnarchived", metavar="DURATION", parse=_duration)
+    notifications: bool = flag(
+        False, "send the outcome notifications that pools' receivers (spec.notifications) ask for; reading their "
+              "signing keys needs the right to get Secrets (the chart grants it with notifications.enabled)")
     log_level: LogLevel = flag("info", "how much the operator logs", choices=get_args(LogLevel), env="CRONOQ_LOG_LEVEL")
     epoch: int = 0
     """The epoch when there is no leader election (one replica): no flag, an election sets it."""

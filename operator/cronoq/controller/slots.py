@@ -6,6 +6,12 @@ A slot is taken from the moment a task is granted it (before its attempt is even
 its attempt is recorded as ended — or, for an attempt the operator aborted, until its pod has
 stopped (`draining`), so `concurrency` also holds while a cancelled container shuts down.
 
+A task whose concurrency key has no room (engine/keylimits.py) is taken out of its pool's queue
+when its turn comes and kept `parked` under that key, with no turn or slot taken; whenever a pool
+of the namespace grants, the keys with room again put their tasks back in their pools' queues
+(`unpark`), in their places by priority and time. What holds a key is what holds a slot, in any
+pool of the namespace.
+
 A grant lives for one reconcile of its task (controller/reconciler.py): the reconcile that starts
 holding it books it when its status lands (`take_grant`), or hands it on to the task's next
 reconcile when it has already asked for one (a detour to read something, a conflicting write);
@@ -21,7 +27,8 @@ from datetime import datetime
 
 from cronoq.controller.store import Key, Store
 from cronoq.api import FairShare
-from cronoq.engine.admission import Candidate, Queue, fair_group
+from cronoq.engine import keylimits
+from cronoq.engine.admission import Candidate, Queue, capacity, fair_group
 from cronoq.engine.attempts import is_ready
 
 
@@ -53,10 +60,22 @@ class Slots:
         """Task key → when it became ready to start (for the dispatch latency metric)."""
         self.draining: dict[Key, Key] = {}
         """(namespace, Job name) of an aborted attempt whose container may still run → its pool key."""
+        self.parked: dict[Key, tuple[Key, Candidate]] = {}
+        """Task key → (its pool key, its place in line) while a concurrency key of it has no room."""
+        self.parked_on: dict[str, dict[str, set[Key]]] = {}
+        """Namespace → concurrency key → the tasks parked on it."""
+        self.key_waits: dict[Key, str] = {}
+        """Task key → the concurrency key it was last parked on, until it is granted a slot or stops
+        waiting (what its status says it waits for)."""
+        self.newly_parked: list[Key] = []
+        """Tasks parked on a key they did not wait for before: their status is to say so."""
 
     def want(self, pool: Key, candidate: Candidate, now: datetime) -> None:
         """The task waits for a slot; a changed priority re-ranks it."""
         key = candidate.key
+        if key in self.parked:  # it waits for its key, not for its turn
+            self.parked[key] = (pool, candidate)
+            return
         if self.waits_in.get(key, pool) != pool:
             self.unwant(self.waits_in[key], key)
         queue = self.waiting.get(pool)
@@ -67,6 +86,8 @@ class Slots:
         self.ready_since.setdefault(key, now)
 
     def unwant(self, pool: Key, key: Key) -> None:
+        self._unpark(key)
+        self.key_waits.pop(key, None)
         if self.waits_in.get(key) == pool:
             del self.waits_in[key]
         queue = self.waiting.get(pool)
@@ -91,6 +112,8 @@ class Slots:
         """The task is gone; returns the grant it held, if any."""
         if (waits_in := self.waits_in.get(key)) is not None:
             self.unwant(waits_in, key)
+        self._unpark(key)
+        self.key_waits.pop(key, None)
         self.ready_since.pop(key, None)
         return self.grants.pop(key, None)
 
@@ -147,8 +170,17 @@ class Slots:
         if using is not None and group_cap is not None:
             cap = group_cap
             eligible = lambda group: using[group] < cap  # noqa: E731
+        limits = self.limits(pool[0]) if free > 0 else keylimits.Limits({}, ())
+        key_holds = self.key_holds(pool[0]) if limits else None
+
+        def held(candidate: Candidate) -> bool:
+            """Its key has no room: it leaves the queue, parked on that key."""
+            blocked = keylimits.blocking(candidate.keys, key_holds or {}, limits) if candidate.keys else None
+            if blocked is not None:
+                self._park(pool, candidate, blocked)
+            return blocked is not None
         granted: list[Key] = []
-        while free > 0 and (candidate := waiting.pop(eligible)) is not None:
+        while free > 0 and (candidate := waiting.pop(eligible, held if key_holds is not None else None)) is not None:
             key = candidate.key
             self.waits_in.pop(key, None)
             entry = self.store.tasks.get(key)
@@ -156,10 +188,13 @@ class Slots:
             if task is None or not is_ready(task, now):
                 continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
             self.grants[key] = Grant(pool, now, token=most is not None)
+            self.key_waits.pop(key, None)
             granted.append(key)
             free -= 1
             if using is not None:
                 using[waiting.group_of(candidate)] += 1
+            if key_holds is not None:
+                key_holds.update(set(candidate.keys))
         if not waiting:
             del self.waiting[pool]
         return granted
@@ -177,6 +212,101 @@ class Slots:
             if brief is not None:
                 using[fair_group(brief.group, brief.submitter, fair)] += 1
         return using
+
+
+    # ------------------------------------------------------------------ concurrency keys
+
+    def limits(self, namespace: str) -> keylimits.Limits:
+        """The namespace's key limits, as its pools declare them."""
+        return keylimits.Limits.of_pools(p.spec for k, p in self.store.pools.items() if k[0] == namespace)
+
+    def key_holders(self, namespace: str) -> dict[str, set[str]]:
+        """Concurrency key → the names of the namespace's tasks holding it: running attempts, grants,
+        aborted attempts still running, in any pool. O(what runs in the namespace)."""
+        holders = [k for p, running in self.store.running.items() if p[0] == namespace for k in running]
+        holders += [k for k in self.grants if k[0] == namespace]
+        holders += [(job[0], owner[1]) for job in self.draining
+                    if job[0] == namespace and (owner := self.store.job_owner.get(job)) is not None]
+        found: dict[str, set[str]] = {}
+        for key in holders:
+            record = self.store.tasks.get(key)
+            brief = record.weighed() if record is not None else None
+            for held in brief.concurrency_keys if brief is not None else ():
+                found.setdefault(held, set()).add(key[1])
+        return found
+
+    def key_holds(self, namespace: str) -> Counter[str]:
+        """Concurrency key → how many of the namespace's tasks hold it."""
+        return Counter({key: len(names) for key, names in self.key_holders(namespace).items()})
+
+    def key_wait(self, key: Key, keys: tuple[str, ...], said: bool = False) -> keylimits.KeyWait | None:
+        """Why a task that was parked (or whose status `said` it waits for a key: a new leader's
+        first look) waits for a key now (None: it was not, or its keys have room)."""
+        if not (said or key in self.key_waits) or not keys:
+            return None
+        return keylimits.key_wait(keys, self.key_holders(key[0]), self.limits(key[0]))
+
+    def _park(self, pool: Key, candidate: Candidate, on: str) -> None:
+        key = candidate.key
+        self.waits_in.pop(key, None)
+        self.parked[key] = (pool, candidate)
+        self.parked_on.setdefault(key[0], {}).setdefault(on, set()).add(key)
+        if self.key_waits.get(key) != on:
+            self.key_waits[key] = on
+            self.newly_parked.append(key)
+
+    def _unpark(self, key: Key) -> tuple[Key, Candidate] | None:
+        found = self.parked.pop(key, None)
+        if found is None:
+            return None
+        keys = self.parked_on.get(key[0], {})
+        for on in [k for k, tasks in keys.items() if key in tasks]:
+            keys[on].discard(key)
+            if not keys[on]:
+                del keys[on]
+        if not keys:
+            self.parked_on.pop(key[0], None)
+        return found
+
+    def unpark(self, namespace: str) -> set[Key]:
+        """Put tasks parked on a key of the namespace that has room again back in their pools'
+        queues, as many as it has room for: the best first (priority, then time in line) among those
+        whose pool has a free slot, then the rest, so the key goes to the best waiter that can run,
+        whichever pool frees it; return their pools (to grant again). The others stay parked until
+        the next grant in the namespace. O(parked tasks of the keys with room, log) + O(what runs in
+        the namespace) when any task is parked, else nothing."""
+        parked = self.parked_on.get(namespace)
+        if not parked:
+            return set()
+        limits = self.limits(namespace)
+        held = self.key_holds(namespace)
+        pools: set[Key] = set()
+        free: dict[Key, bool] = {}
+
+        def has_slot(pool: Key) -> bool:
+            if pool not in free:
+                found = self.store.pools.get(pool)
+                free[pool] = found is not None and self.free(pool, capacity(found.spec)) > 0
+            return free[pool]
+
+        for on in list(parked):
+            limit = limits.limit(on)
+            room = None if limit is None else limit - held.get(on, 0)
+            if room is not None and room <= 0:
+                continue
+            waiting = [(has_slot(self.parked[k][0]), self.parked[k][1].sort_key, k)
+                       for k in parked.get(on, ()) if k in self.parked]
+            for key in keylimits.next_holders(waiting, room):
+                found = self._unpark(key)
+                if found is not None:
+                    pool, candidate = found
+                    self.want(pool, candidate, candidate.sort_key[1])
+                    pools.add(pool)
+        return pools
+
+    def take_newly_parked(self) -> list[Key]:
+        taken, self.newly_parked = self.newly_parked, []
+        return taken
 
 
 class _Queues(dict[Key, Queue]):

@@ -26,6 +26,7 @@ from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob, KueueHold
 from cronoq.engine.pools import WorkerTrust
 from cronoq.kube.observe import PodFacts, WorkerFacts
+from cronoq.pod_protocol import tracecontext
 
 Key = tuple[str, str]  # (namespace, name)
 Id = tuple[str, str]
@@ -49,8 +50,11 @@ def _slim(raw: dict[str, Any]) -> dict[str, Any]:
     """What is kept of a finished task's object: enough to name it in Events and deletes."""
     meta = raw["metadata"]
     keep = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp")
-    return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
-            "metadata": {k: meta[k] for k in keep if k in meta}}
+    slim = {k: meta[k] for k in keep if k in meta}
+    traced = (meta.get("annotations") or {}).get(tracecontext.ANNOTATION)
+    if traced:  # its dependents' task spans link to its span, in its producer's trace
+        slim["annotations"] = {tracecontext.ANNOTATION: traced}
+    return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"), "metadata": slim}
 
 
 def _refusable(raw: dict[str, Any]) -> dict[str, Any]:
@@ -87,12 +91,16 @@ class Brief:
     submitter: str | None
     """Who created it (its cronoq.io/submitter annotation), if recorded."""
     key: str | None
+    concurrency_keys: tuple[str, ...]
+    """Its concurrency keys (spec.concurrencyKeys)."""
     depends_on: tuple[str, ...]
     cancel: bool
     not_before: datetime | None
     """When the task may start (engine.delay), None when it gives no time."""
     phase: TaskPhase | None
     has_status: bool
+    submitted_at: datetime | None = None
+    """Its status.submittedAt, once written (which of two tasks naming a concurrency key is newer)."""
 
     @classmethod
     def of(cls, task: Task) -> Brief:
@@ -102,9 +110,10 @@ class Brief:
                    pool=sys.intern(spec.pool), priority=spec.priority,
                    group=sys.intern(spec.group) if spec.group else None,
                    submitter=sys.intern(submitter) if (submitter := submitter_of(task)) else None, key=spec.key,
+                   concurrency_keys=tuple(sys.intern(k) for k in spec.concurrency_keys),
                    depends_on=tuple(sys.intern(d.task) for d in spec.depends_on), cancel=bool(spec.cancel),
                    not_before=delay.not_before(task), phase=status.phase if status else None,
-                   has_status=status is not None)
+                   has_status=status is not None, submitted_at=status.submitted_at if status else None)
 
 
 @dataclass(slots=True)
@@ -293,6 +302,8 @@ class Store:
     """(namespace, pool, key) → names of the tasks holding that idempotency key."""
     dependents: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, task) → names of the tasks whose dependsOn names it."""
+    by_concurrency_key: dict[Key, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """(namespace, concurrency key) → names of the unfinished tasks naming it."""
     fresh: dict[Key, set[Key]] = field(default_factory=lambda: defaultdict(set))
     """(namespace, pool) → new tasks (no status yet) that nothing but a slot holds back (no key,
     no dependencies): admission weighs them even before their first reconcile."""
@@ -359,6 +370,8 @@ class Store:
         brief = record.weighed()
         if brief is not None and not (brief.has_status or brief.key or brief.depends_on or brief.cancel):
             self.fresh[pool].add(key)
+        for held in brief.concurrency_keys if brief is not None else ():
+            self.by_concurrency_key[(key[0], held)].add(key[1])
         if record.key:
             self.keyed[(key[0], record.pool, record.key)].add(key[1])
         for dep in record.depends_on:
@@ -378,6 +391,9 @@ class Store:
         if record.phase is TaskPhase.RUNNING and (worker := _serving(record)) is not None:
             _discard(self.by_worker, (key[0], worker), key[1])
         _discard(self.fresh, pool, key)
+        brief = record.weighed()
+        for held in brief.concurrency_keys if brief is not None else ():
+            _discard(self.by_concurrency_key, (key[0], held), key[1])
         if record.key:
             _discard(self.keyed, (key[0], record.pool, record.key), key[1])
         for dep in record.depends_on:

@@ -36,18 +36,20 @@ class Candidate:
     submitter: str = ""
     """Who created it (its cronoq.io/submitter annotation); "" when that is not recorded. The
     fairness group of a pool that shares by submitter."""
+    keys: tuple[str, ...] = ()
+    """Its concurrency keys (spec.concurrencyKeys): it is granted a slot only while each has room."""
 
     @classmethod
     def of(cls, namespace: str, name: str, priority: int, submitted_at: datetime, group: str | None = None,
-           submitter: str | None = None) -> Candidate:
-        return cls((-priority, submitted_at, namespace, name), namespace, name, group or "", submitter or "")
+           submitter: str | None = None, keys: tuple[str, ...] = ()) -> Candidate:
+        return cls((-priority, submitted_at, namespace, name), namespace, name, group or "", submitter or "", keys)
 
     @classmethod
     def of_task(cls, task: Task, in_line: datetime) -> Candidate:
         """The task waiting in line from `in_line` (its submission, or its start time when delayed)."""
         meta = task.metadata
         return cls.of(meta.namespace or "", meta.name or "", task.spec.priority, in_line, task.spec.group,
-                      submitter_of(task))
+                      submitter_of(task), tuple(task.spec.concurrency_keys))
 
     @property
     def key(self) -> tuple[str, str]:
@@ -208,9 +210,12 @@ class Queue:
             if not self._sizes[group]:
                 self._forget(group)
 
-    def pop(self, eligible: Callable[[str], bool] | None = None) -> Candidate | None:
+    def pop(self, eligible: Callable[[str], bool] | None = None,
+            held: Callable[[Candidate], bool] | None = None) -> Candidate | None:
         """Remove and return the task to admit next, from a group `eligible` allows (all, when
-        None), or None when none waits there. With fair shares, its group holds one slot more."""
+        None), or None when none waits there. With fair shares, its group holds one slot more.
+        A task `held` says may not start (a concurrency key of it has no room) leaves the queue
+        without taking a turn or a slot: the caller keeps it until its key has room."""
         passed: list[tuple[Rank, str]] = []
         try:
             while self._order:
@@ -223,6 +228,10 @@ class Queue:
                     continue
                 if eligible is not None and not eligible(group):
                     passed.append((rank, group))
+                    continue
+                if held is not None and held(self._groups[group][0]):
+                    self.discard(self._groups[group][0].key)
+                    self._rerank(group)
                     continue
                 candidate = heapq.heappop(self._groups[group])
                 del self._current[candidate.key]

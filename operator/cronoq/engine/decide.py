@@ -13,13 +13,14 @@ from datetime import datetime, timedelta
 from typing import Union
 
 from cronoq.api import Task, TaskPhase, TaskStatus
-from cronoq.engine import delay, dependencies, keys
+from cronoq.engine import delay, dependencies, keys, notify
 from cronoq.engine.attempts import is_ready, reconcile, refusal, settle
 from cronoq.engine.gate import Gate
 from cronoq.engine.jobs import build_job
 from cronoq.engine.plan import Deletion, Effective, Observation, Plan
 from cronoq.engine.pools import roomiest
 from cronoq.engine.retention import job_retention_for, job_retention_of, retime, task_expires_at, ttl_for
+from cronoq.pod_protocol.tracecontext import TaskTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,8 @@ class Finished:
     """The task's own ttlAfterFinished for the way it ended (None: its pool's)."""
     job_retention: timedelta | None = None
     """The task's own jobRetention for the way it ended (None: its pool's)."""
+    notified: tuple[str, ...] = ()
+    """The receivers whose notification of this ending the status records (delivered or given up)."""
 
     @classmethod
     def of(cls, task: Task) -> Finished:
@@ -65,7 +68,8 @@ class Finished:
                    key=spec.key, depends_on=tuple(d.task for d in spec.depends_on),
                    duplicate_of=status.duplicate_of, output_available=status.output_available,
                    ttl_after_finished=ttl_for(spec, status.phase),
-                   job_retention=job_retention_for(spec, status.phase))
+                   job_retention=job_retention_for(spec, status.phase),
+                   notified=notify.recorded_receivers(task))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +126,9 @@ def decide(subject: Subject, seen: Observation, rng: random.Random) -> Plan:
                     job_retention=settings.job_retention, push_image=seen.sidecar_image,
                     service_account=seen.service_account.in_namespace(task.metadata.namespace or ""),
                     inputs=seen.inputs if task.spec.depends_on else None,
-                    checkpoint=_checkpoint(status or task.status))
+                    checkpoint=_checkpoint(status or task.status),
+                    traceparent=TaskTrace.of(task.metadata.uid or "", task.metadata.annotations).attempt(
+                        order.number).traceparent if seen.traced else None)
     return replace(plan, job=job)
 
 

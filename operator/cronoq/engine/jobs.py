@@ -23,7 +23,7 @@ from cronoq.api import API_VERSION, HTTPRequest, PodSettings, Task, TaskPoolSpec
 from cronoq.api.admission import KueueAdmission
 from cronoq.engine import naming
 from cronoq.engine.retention import ttl_seconds
-from cronoq.pod_protocol import Env, PushHeader, PushRequest
+from cronoq.pod_protocol import Env, PushHeader, PushRequest, tracecontext
 
 
 HEARTBEAT_CONTAINER = "cronoq-heartbeat"
@@ -91,7 +91,7 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
               lease_ttl: timedelta = timedelta(0), sidecar_image: str | None = None,
               job_retention: timedelta | None = None, push_image: str | None = None,
               service_account: str | None = None, inputs: str | None = None,
-              checkpoint: str | None = None) -> dict[str, Any]:
+              checkpoint: str | None = None, traceparent: str | None = None) -> dict[str, Any]:
     """The attempt's Job. With `sidecar_image`, a native sidecar renews the attempt's lease. With
     `job_retention`, Kubernetes' TTL controller deletes the Job (and its pod) that long after it
     finishes: the operator has read its outcome by then, and writes nothing to clean up.
@@ -100,7 +100,9 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
     `--task-service-account`) is the pod's ServiceAccount when neither the task nor its pool names
     one: the one that holds the lease role, so the namespace's `default` need not. `inputs` (a task
     with dependencies: `pod_protocol.inputs.encode_inputs`) goes to the task container as CRONOQ_INPUTS.
-    `checkpoint` (an earlier attempt's, compact JSON) is handed over as CRONOQ_CHECKPOINT."""
+    `checkpoint` (an earlier attempt's, compact JSON) is handed over as CRONOQ_CHECKPOINT.
+    `traceparent` (tracing on: the attempt span's) is the containers' TRACEPARENT, in place of
+    any the templates set, so what the attempt's code traces joins the task's trace."""
     task_name, task_uid = _name_and_uid(task)
     labels = naming.attempt_labels(task=task_name, task_uid=task_uid, attempt=attempt, lease=lease,
                                    pool=task.spec.pool)
@@ -123,6 +125,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         env.append({"name": Env.INPUTS, "value": inputs})
     if http is not None:
         env += _push_env(http, allow_link_local=pool.allow_link_local if pool else False)
+    if traceparent is not None:
+        env = [e for e in env if e.get("name") != tracecontext.ENV] + [{"name": tracecontext.ENV, "value": traceparent}]
     container["env"] = env
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     pod_spec["restartPolicy"] = "Never"
@@ -137,6 +141,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
         # suspended again and would run again when readmitted: the operator deletes it first
         # (engine.attempts.deadlines), so an attempt number runs once.
         job_spec["suspend"] = True
+        if kueue.multi_kueue:
+            job_spec["managedBy"] = MULTIKUEUE
     if job_retention is not None:
         job_spec["ttlSecondsAfterFinished"] = ttl_seconds(job_retention)
     return {
@@ -154,6 +160,8 @@ def build_job(task: Task, pool: TaskPoolSpec | None, attempt: int, lease: str, *
 
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+"""spec.managedBy of a Job MultiKueue runs on a worker cluster (this cluster's Job controller skips it)."""
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 

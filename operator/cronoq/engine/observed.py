@@ -84,6 +84,9 @@ class AttemptJob:
     """Kueue's annotation `kueue.x-k8s.io/stopping` is on the Job: Kueue is suspending it again."""
     kueue_queue: str | None = None
     """The LocalQueue its `kueue.x-k8s.io/queue-name` label names (None: not a Kueue Job)."""
+    remote: bool = False
+    """Its spec.managedBy is MultiKueue's: it runs on a worker cluster, its pod is never seen here,
+    and `started_at` is its mirrored status.startTime."""
     kueue_hold: KueueHold | None = None
     """What Kueue said of it while it held the Job, as last looked at (None: not looked at yet)."""
     kueue_looked_at: datetime | None = None

@@ -75,6 +75,10 @@ def classify(job: AttemptJob, policy: RetryPolicy) -> Verdict | None:
         if job.pod_phase == "Failed" or job.finished == "Failed":
             return Verdict(AttemptOutcome.RETRYABLE, reason,
                            truncate(job.pod_message or f"the pod failed before its container ended ({reason})"))
+    if job.finished == "Failed" and job.remote and not (job.gone or job.deleting):
+        return Verdict(AttemptOutcome.RETRYABLE, reasons.POD_FAILED, truncate(
+            f"the attempt's Job failed on a MultiKueue worker cluster ({job.failure_reason or 'no reason'}: "
+            f"{job.failure_message or 'no message'}); its pod, exit code and output stay on that cluster"))
     if job.finished == "Failed" or job.gone or (job.deleting and not job.finished):
         if job.gone or job.deleting:
             return Verdict(AttemptOutcome.RETRYABLE, reasons.JOB_DELETED,

@@ -14,6 +14,7 @@ from cronoq.engine.dependencies import DependencyPhase
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.keys import KeyHolders
+from cronoq.engine.keylimits import KeyWait, Superseded
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.retention import unfinished_job_retention
 from cronoq.engine.retryrules import Labelled, labelled
@@ -176,6 +177,11 @@ class Observation:
     `engine.decide` picks it from `worker_room`)."""
     worker_room: Mapping[str, int] | None = None
     """A Workers pool, no attempt open: its live workers → how many more attempts each may take."""
+    superseded: Superseded | None = None
+    """A newer task naming a concurrency key of this one ends it (the key's onNewer policy)."""
+    key_wait: KeyWait | None = None
+    """A concurrency key of the task has no room: which, its limit and who holds it (None: the task
+    does not wait for a key)."""
     next_start_at: datetime | None = None
     """The pool has a free slot but its rate limit no token: when the next one is due (None: no
     limit, a token is there, or no slot is free)."""
@@ -201,3 +207,5 @@ class Observation:
     """The operator's image: the heartbeat sidecar and the push runner of attempt pods."""
     service_account: TaskServiceAccount = TaskServiceAccount()
     """The operator's `--task-service-account`."""
+    traced: bool = False
+    """Tracing is on (controller/tracing.py): an attempt's Job carries its span's TRACEPARENT."""

@@ -34,6 +34,7 @@ INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's docu
 # Why a task is where it is (conditions and the task's message).
 WAITING_FOR_SLOT = "WaitingForSlot"
 WAITING_FOR_WORKER = "WaitingForWorker"  # a Workers pool with no live worker with room
+WAITING_FOR_KEY = "WaitingForKey"  # a concurrency key it names is held by its limit's worth of attempts, across pools
 RATE_LIMITED = "RateLimited"     # a free slot, but the pool's rateLimit has no token yet
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"
@@ -62,6 +63,7 @@ DEPENDENCY_CYCLE = "DependencyCycle"
 WAITING_FOR_ORIGINAL = "WaitingForOriginal"
 WAITING_FOR_START_TIME = "WaitingForStartTime"  # spec.notBefore or spec.startDelay: not yet (engine/delay.py)
 DUPLICATE = "Duplicate"
+SUPERSEDED = "Superseded"  # ended Cancelled by a newer task naming a concurrency key whose onNewer policy says so
 
 # A TaskPool's Ready condition.
 ADMITTING = "Admitting"

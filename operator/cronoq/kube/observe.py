@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronoq.engine import naming
-from cronoq.engine.jobs import KUEUE_QUEUE_LABEL
+from cronoq.engine.jobs import KUEUE_QUEUE_LABEL, MULTIKUEUE
 from cronoq.engine.observed import AttemptJob, KueueHold, Termination
 from cronoq.pod_protocol import Annotation, Label
 from cronoq.pod_protocol.report import REPORT_LIMIT
@@ -59,8 +59,11 @@ def job_facts(job: dict[str, Any], skew: timedelta = NO_SKEW) -> AttemptJob | No
                 failure_reason, failure_message = cond.get("reason"), cond.get("message")
     spec, status = job.get("spec") or {}, job.get("status") or {}
     suspended = bool(spec.get("suspend"))
+    resumed_at = None if suspended else parse_time(status.get("startTime"), skew)
+    remote = spec.get("managedBy") == MULTIKUEUE
     return AttemptJob(
-        suspended=suspended, resumed_at=None if suspended else parse_time(status.get("startTime"), skew),
+        suspended=suspended, resumed_at=resumed_at, remote=remote,
+        started_at=resumed_at if remote else None,  # no pod here: the worker cluster's Job started then
         kueue_stopping=(meta.get("annotations") or {}).get("kueue.x-k8s.io/stopping") == "true",
         kueue_queue=labels.get(KUEUE_QUEUE_LABEL) or None,
         number=number, name=meta.get("name", ""), uid=meta.get("uid", ""), lease_id=labels.get(naming.LEASE_ID),

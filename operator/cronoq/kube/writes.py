@@ -14,6 +14,7 @@ refused as invalid or forbidden.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -129,6 +130,19 @@ class Writer:
         try:
             return await self.request("GET", f"{custom_objects(namespace)}/{name}")
         except NotFound:
+            return None
+
+    async def read_secret_key(self, namespace: str, name: str, key: str) -> bytes | None:
+        """One key of a Secret, decoded (a notification's signing key); None when the Secret or
+        the key is not there. Forbidden (no right to read Secrets) is raised."""
+        try:
+            secret = await self.request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        except NotFound:
+            return None
+        value = (secret.get("data") or {}).get(key)
+        try:
+            return base64.b64decode(value, validate=True) if isinstance(value, str) else None
+        except ValueError:
             return None
 
     async def read_workloads(self, namespace: str, job_uid: str) -> list[dict[str, Any]] | None:

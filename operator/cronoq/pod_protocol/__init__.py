@@ -99,6 +99,9 @@ UNPROTECTED_KEYS: Final[Mapping[str, str]] = {
     "cronoq.io/submitter": "on Tasks and TaskSchedules only (api.pool.SUBMITTER), guarded by the chart's submitter "
                            "policy (templates/submitter-policy.yaml: the creator's username, never changed), not by "
                            "the key guard of Jobs, pods and Leases",
+    "cronoq.io/traceparent": "a producer's own trace context on its own Task (tracecontext.ANNOTATION): it only puts "
+                             "the task's spans in the producer's trace, no decision reads it, and a Task's annotations "
+                             "are its writers' to set",
 }
 """Keys of cronoq's prefix that admission does not guard, each with why. Everything else of `Label`
 and `Annotation` is protected: a key added there is protected the day it is added."""

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Final, Mapping
 
 from cronoq.pod_protocol import Label, Terms
+from cronoq.pod_protocol.tracecontext import TaskTrace
 
 
 class Wire:
@@ -94,6 +95,9 @@ class HandOver:
     """The newest checkpoint an earlier attempt saved (compact JSON)."""
     handler: str = ""
     """Its `cronoq.io/handler` label: which of a worker's handlers runs it."""
+    traceparent: str | None = None
+    """The open attempt's span context (pod_protocol.tracecontext: it follows from the task's uid,
+    its producer's annotation and the attempt's number), None before the first attempt."""
 
     @classmethod
     def of_task(cls, task: Mapping[str, Any]) -> HandOver:
@@ -109,7 +113,9 @@ class HandOver:
                    depends_on=tuple(d.get(Wire.DEPENDENCY_TASK, "") for d in spec.get(Wire.DEPENDS_ON) or ()),
                    first_attempt_at=_text(status.get(Wire.FIRST_ATTEMPT_AT)),
                    checkpoint=_text((status.get(Wire.CHECKPOINT) or {}).get(Wire.CHECKPOINT_DATA)),
-                   handler=str((meta.get("labels") or {}).get(Label.HANDLER, "")))
+                   handler=str((meta.get("labels") or {}).get(Label.HANDLER, "")),
+                   traceparent=TaskTrace.of(str(meta["uid"]), meta.get("annotations")).attempt(number).traceparent
+                   if number else None)
 
     @property
     def open(self) -> bool:

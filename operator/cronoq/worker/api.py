@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from cronoq.apiserver.sync import JSON_PATCH, STRATEGIC_MERGE_PATCH, Api, Timeout
+from cronoq.worker import metrics
 
 if TYPE_CHECKING:
     from cronoq.apiserver.config import Connection
@@ -27,6 +28,14 @@ class WorkerApi:
     def __init__(self, connection: Connection, clock: Callable[[], float] = time.monotonic) -> None:
         self.http = Api(connection, retries=False, clock=clock)
 
+    def _request(self, method: str, path: str, params: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        """One request; a failure is counted (`cronoq_worker_api_errors_total`) and raised."""
+        try:
+            return self.http.request(method, path, params, **kwargs)
+        except Exception as err:
+            metrics.api_error(err)
+            raise
+
     # ------------------------------------------------------------------ Leases
 
     @staticmethod
@@ -35,7 +44,7 @@ class WorkerApi:
 
     def create_namespaced_lease(self, namespace: str, body: dict[str, Any],
                                 _request_timeout: Timeout = None) -> dict[str, Any]:
-        return self.http.request("POST", self._leases(namespace), body=body, timeout=_request_timeout)
+        return self._request("POST", self._leases(namespace), body=body, timeout=_request_timeout)
 
     def patch_namespaced_lease(self, name: str, namespace: str, body: Any, _content_type: str | None = None,
                                _request_timeout: Timeout = None) -> dict[str, Any]:
@@ -43,11 +52,11 @@ class WorkerApi:
         content_type = _content_type or (JSON_PATCH if isinstance(body, list) else STRATEGIC_MERGE_PATCH)
         if content_type == JSON_PATCH and not isinstance(body, list):
             content_type = STRATEGIC_MERGE_PATCH
-        return self.http.request("PATCH", f"{self._leases(namespace)}/{quote(name)}", body=body,
+        return self._request("PATCH", f"{self._leases(namespace)}/{quote(name)}", body=body,
                                  content_type=content_type, timeout=_request_timeout)
 
     def delete_namespaced_lease(self, name: str, namespace: str, _request_timeout: Timeout = None) -> dict[str, Any]:
-        return self.http.request("DELETE", f"{self._leases(namespace)}/{quote(name)}", timeout=_request_timeout)
+        return self._request("DELETE", f"{self._leases(namespace)}/{quote(name)}", timeout=_request_timeout)
 
     # ------------------------------------------------------------------ cronoq's objects
 
@@ -57,13 +66,13 @@ class WorkerApi:
 
     def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
                                      _request_timeout: Timeout = None) -> dict[str, Any]:
-        return self.http.request("GET", f"{self._custom(group, version, namespace, plural)}/{quote(name)}",
+        return self._request("GET", f"{self._custom(group, version, namespace, plural)}/{quote(name)}",
                                  timeout=_request_timeout)
 
     def list_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, *,
                                       field_selector: str | None = None,
                                       _request_timeout: Timeout = None) -> dict[str, Any]:
-        return self.http.request("GET", self._custom(group, version, namespace, plural),
+        return self._request("GET", self._custom(group, version, namespace, plural),
                                  {"fieldSelector": field_selector}, timeout=_request_timeout)
 
     def watch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, *,
@@ -71,7 +80,12 @@ class WorkerApi:
                                        _request_timeout: Timeout = None) -> Iterator[dict[str, Any]]:
         """The watch's events ({type, object}), parsed with orjson, until the server ends it. An
         ERROR event (e.g. 410, the version is gone) raises its error."""
-        return self.http.watch(self._custom(group, version, namespace, plural),
-                               {"fieldSelector": field_selector, "resourceVersion": resource_version,
-                                "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)},
-                               timeout=_request_timeout)
+        events = self.http.watch(self._custom(group, version, namespace, plural),
+                                 {"fieldSelector": field_selector, "resourceVersion": resource_version,
+                                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)},
+                                 timeout=_request_timeout)
+        try:
+            yield from events
+        except Exception as err:
+            metrics.api_error(err)
+            raise

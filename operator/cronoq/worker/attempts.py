@@ -19,6 +19,7 @@ import heapq
 import itertools
 import logging
 import threading
+import os
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 from cronoq.apiserver.errors import Conflict, NotFound, Refused
 from cronoq.pod_protocol import API_VERSION, Annotation, Label, Owner, lease_body, served_lease_name
-from cronoq.pod_protocol import report
+from cronoq.pod_protocol import report, tracecontext
 from cronoq.pod_protocol.checkpoint import decode_checkpoint
 from cronoq.pod_protocol.durations import parse as parse_duration
 from cronoq.pod_protocol.handover import HandOver
@@ -34,6 +35,7 @@ from cronoq.pod_protocol.inputs import Input, encode_inputs, gated, inputs_of, p
 from cronoq.pod_protocol.report import Report
 from cronoq.worker.backoff import Backoff, brief, retry_after
 from cronoq.worker.checkpoints import CheckpointSlot
+from cronoq.worker import metrics
 from cronoq.worker.clock import Clock
 from cronoq.worker.lease import LAST_TRY, MIN_REQUEST_TIMEOUT, Gate, KubeLease, LeaseKeeper, Renewal, renew_time
 from cronoq.worker.runner import Abort, Context, outcome
@@ -81,8 +83,11 @@ class Attempts:
 
     def __init__(self, *, pool: str, worker: str, namespace: str, ttl: float,
                  handler: Handler | Mapping[str, Handler], concurrency: int, coordination: Any, custom: Any,
-                 clock: Clock, gate: Gate, drain_clock: Clock | None = None) -> None:
+                 clock: Clock, gate: Gate, drain_clock: Clock | None = None, traced: bool | None = None) -> None:
         self.pool, self.worker, self.namespace, self.ttl = pool, worker, namespace, ttl
+        self.concurrency = concurrency
+        self.traced = tracecontext.asked(os.environ) if traced is None else traced
+        """The worker's OTEL_* environment turns traces on: handlers get the attempt's `traceparent`."""
         self.handler = handler
         self.coordination, self.custom = coordination, custom
         self.clock = clock
@@ -151,10 +156,12 @@ class Attempts:
         saved = CheckpointSlot()
         context = Context(id=task.uid, name=task.name, namespace=self.namespace, attempt=number,
                           payload=task.payload, lease_name=lease_name, lease_id=record.lease_id, lease_ttl=ttl,
-                          worker=self.worker, checkpoint_data=decode_checkpoint(task.checkpoint), _checkpoints=saved)
+                          worker=self.worker, checkpoint_data=decode_checkpoint(task.checkpoint), _checkpoints=saved,
+                          traceparent=task.traceparent if self.traced else None)
         lease = KubeLease(self.namespace, lease_name, context.lease_id, owner=Owner(task.name, task.uid, number),
                           ttl=ttl, worker=self.worker, pool=self.pool, api=self.coordination, checkpoint=saved.newest)
-        keeper = (LeaseKeeper(ttl, lambda timeout: self.renew(run, timeout), clock=self.clock.now, backoff=Backoff())
+        keeper = (LeaseKeeper(ttl, lambda timeout: self.renew(run, timeout), clock=self.clock.now, backoff=Backoff(),
+                              on_late=metrics.late("attempt"))
                   if ttl > 0 else None)
         abort = Abort()
         context = replace(context, _keeper=keeper, _aborted=abort.event)
@@ -171,9 +178,13 @@ class Attempts:
             # attempt shorter than that writes it once, with its report.
             keeper = run.keeper
             cancel = self.later.call(context.lease_ttl / 3, lambda: keeper.start(lambda why: self._lease_lost(run, why)))
+        began = self.clock.now()
         try:
             result = (Report(report.PERMANENT, f"worker {self.worker} has no handler for this task's "
                              f"{Label.HANDLER} label") if handler is None else self._with_inputs(handler, run))
+            if handler is not None:
+                metrics.HANDLER_SECONDS.labels(self.namespace, self.pool, result.outcome).observe(
+                    self.clock.now() - began)
         finally:
             if run.keeper is not None:
                 cancel()
@@ -264,6 +275,7 @@ class Attempts:
         """The outcome on the attempt's Lease: created with it when the attempt never heartbeat,
         else added to it, tested against our holder. Tried until it lands, for up to a TTL. While
         draining, the attempt is settling until the operator is seen to record it."""
+        metrics.ATTEMPTS.labels(self.namespace, self.pool, result.outcome).inc()
         key = (run.context.id, run.context.attempt)
         settles = self.draining.is_set() and not run.stale
         if settles:
@@ -318,6 +330,16 @@ class Attempts:
             self.clock.sleep(max(again - now, 0.0))
 
     # ------------------------------------------------------------------ the drain's view
+
+    def in_flight(self) -> int:
+        """Attempts whose handlers run now (read unlocked by a scrape: a dict's size is one read)."""
+        return len(self.running)
+
+    def free(self) -> int:
+        """Attempts this worker could take now: none while it drains or after it closed."""
+        if self.draining.is_set() or self._closed:
+            return 0
+        return max(self.concurrency - len(self.running), 0)
 
     def busy(self) -> bool:
         with self.lock:

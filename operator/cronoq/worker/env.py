@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from cronoq.pod_protocol import Env
+from cronoq.pod_protocol import Env, tracecontext
 from cronoq.pod_protocol.checkpoint import decode_checkpoint
 from cronoq.pod_protocol.inputs import Input, parse_inputs
 from cronoq.pod_protocol.jsontext import json_value
@@ -44,6 +44,8 @@ class AttemptEnv:
     """CRONOQ_CHECKPOINT parsed: the newest checkpoint of an earlier attempt (None when none)."""
     checkpoint_file: str | None = None
     """CRONOQ_CHECKPOINT_FILE: where a task without the SDK leaves its checkpoint for the sidecar."""
+    traceparent: str | None = None
+    """TRACEPARENT, when valid: the attempt span's context (the operator's tracing is on)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> AttemptEnv:
@@ -88,7 +90,9 @@ class AttemptEnv:
                   termination_log=environ.get(Env.TERMINATION_LOG) or DEFAULT_PATH,
                   kubeconfig=environ.get("KUBECONFIG") or None, inputs=inputs,
                   checkpoint=decode_checkpoint(environ.get(Env.CHECKPOINT)),
-                  checkpoint_file=environ.get(Env.CHECKPOINT_FILE) or None)
+                  checkpoint_file=environ.get(Env.CHECKPOINT_FILE) or None,
+                  traceparent=parent.traceparent if (parent := tracecontext.parse(environ.get(tracecontext.ENV)))
+                  else None)
         if ttl > 0:
             missing = [var for var, value in ((Env.LEASE_NAME, env.lease_name), (Env.LEASE_ID, env.lease_id),
                                               (Env.NAMESPACE, env.namespace)) if not value]

@@ -76,6 +76,11 @@ class Schedule:
     def expired(self, now: float) -> bool:
         return now >= self.deadline
 
+    def late(self, sent_at: float) -> bool:
+        """A renewal sent at `sent_at` left the lease less than half its TTL: the ones due before it
+        failed or were held up (throttling, a busy process), and a little more would have lost it."""
+        return self.deadline - sent_at < self.ttl / 2
+
     def renewed(self, sent_at: float) -> None:
         """A renewal sent at `sent_at` succeeded: the lease is good for a TTL from then."""
         self.deadline = max(self.deadline, sent_at + self.ttl)
@@ -104,12 +109,15 @@ class LeaseKeeper:
     on the keeper's condition, so that `stop()` and `renew_now()` wake it. With a `backoff`, a
     failed renewal is retried after the backoff's wait (at least the server's Retry-After) instead
     of at the next tick, but sooner when the lease cannot afford to wait that long
-    (`Backoff.until`, with its last chance `LAST_TRY` seconds before the deadline).
+    (`Backoff.until`, with its last chance `LAST_TRY` seconds before the deadline). `on_late` is
+    called after each renewal that succeeded late (`Schedule.late`): a pull worker counts them.
     """
 
     def __init__(self, ttl: float, renew: Callable[[float], Renewal], *, clock: Callable[[], float] = time.monotonic,
-                 wait: Callable[[float], Any] | None = None, backoff: Backoff | None = None) -> None:
+                 wait: Callable[[float], Any] | None = None, backoff: Backoff | None = None,
+                 on_late: Callable[[], Any] | None = None) -> None:
         self.ttl = ttl
+        self._on_late = on_late
         self._renew = renew
         self._backoff = backoff
         self._clock = clock
@@ -155,6 +163,8 @@ class LeaseKeeper:
             if result.lost:
                 return result.detail
             if result.renewed:
+                if self._on_late is not None and schedule.late(now):
+                    self._on_late()
                 schedule.renewed(now)
                 self.renewals += 1
                 self._renewed = ticket

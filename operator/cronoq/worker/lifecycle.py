@@ -21,6 +21,7 @@ from cronoq.pod_protocol import Annotation, worker_lease_body
 from cronoq.pod_protocol import report
 from cronoq.worker.attempts import Attempts, Handler
 from cronoq.worker.backoff import Backoff, brief, retry_after
+from cronoq.worker import metrics
 from cronoq.worker.clock import SYSTEM, Clock
 from cronoq.apiserver.errors import ApiError, Conflict, Throttled
 from cronoq.worker.lease import Gate, KubeLease, LeaseKeeper, Renewal, renew_time, worker_api
@@ -71,6 +72,8 @@ class Worker:
                            gate=self.gate, budget=ttl)
         self._keeper: LeaseKeeper | None = None
         self._renewing: threading.Thread | None = None
+        self._unlisted: Callable[[], None] = lambda: None
+        """Takes this worker out of the in-flight and free-slots gauges."""
 
     # ------------------------------------------------------------------ the whole life
 
@@ -90,9 +93,12 @@ class Worker:
             return False
         own = KubeLease(self.namespace, self.name, self.name, api=self.coordination)
         own._held = True  # created just now: from here a missing Lease means it was taken from us
-        self._keeper = LeaseKeeper(self.ttl, self._renew_own(own), clock=self.clock.now, backoff=Backoff())
+        self._keeper = LeaseKeeper(self.ttl, self._renew_own(own), clock=self.clock.now, backoff=Backoff(),
+                                   on_late=metrics.late("worker"))
         self._renewing = self._keeper.start(self._fence)
         threading.Thread(target=self._follow, name="cronoq-worker-watch", daemon=True).start()
+        self._unlisted = metrics.live(metrics.Room(self.namespace, self.pool, self.attempts.in_flight,
+                                                   self.attempts.free))
         log.info("worker %s serves pool %s/%s with room for %d", self.name, self.namespace, self.pool, self.concurrency)
         return True
 
@@ -104,6 +110,7 @@ class Worker:
             self._keeper.stop()
             self._renewing.join(self.ttl / 3 + 1)  # no renewal may race the delete below
         self.done.set()
+        self._unlisted()
         if self.lost is not None:
             self._fenced()
         self.attempts.shutdown()

@@ -52,6 +52,9 @@ class Context:
     checkpoint_data: Any = None
     """The newest checkpoint an earlier attempt of the task saved (parsed JSON), to resume from;
     None when none did."""
+    traceparent: str | None = None
+    """The attempt span's W3C `traceparent` when the operator's tracing is on (TRACEPARENT), to
+    parent the spans the handler makes (docs/how-to/tracing.md); None otherwise."""
     _keeper: LeaseKeeper | None = field(default=None, repr=False, compare=False)
     _aborted: threading.Event | None = field(default=None, repr=False, compare=False)
     _checkpoints: CheckpointSlot | None = field(default=None, repr=False, compare=False)
@@ -152,7 +155,7 @@ def attempt(handler: Callable[[Context], Any], environ: Mapping[str, str], *,
     context = Context(id=env.task_id, name=env.task_name, namespace=env.namespace, attempt=env.attempt,
                       payload=env.payload, lease_name=env.lease_name, lease_id=env.lease_id,
                       lease_ttl=env.lease_ttl, inputs=env.inputs, checkpoint_data=env.checkpoint, _keeper=keeper,
-                      _checkpoints=checkpoints)
+                      _checkpoints=checkpoints, traceparent=env.traceparent)
     with _stopped_by_sigterm():
         try:
             result = (judge or outcome)(handler, context)

@@ -39,6 +39,11 @@ worker stopped"); a handler's later return is dropped. Once the operator has rec
 (or a few seconds passed), the worker deletes its Lease and returns. Losing its own Lease while
 draining still fences (exit 3).
 
+Given a metrics port (`metrics_port`, or CRONOQ_WORKER_METRICS_PORT), the worker serves its own
+Prometheus metrics there (worker/metrics.py): attempts by outcome, handler durations, attempts in
+flight and slots free, API errors and late lease renewals; a fleet scales on them with the pool's
+queued depth (docs/how-to/scaling-workers.md).
+
 By concern (issue 52), an attempt goes down these modules once, from the watch to its report:
 `watch.py` (the Tasks handed to this worker, parsed once into `pod_protocol.handover.HandOver`s) →
 `lifecycle.py` (hands them on while the worker lives: start, drain, stop) → `attempts.py` (starts,
@@ -55,20 +60,50 @@ from typing import Mapping
 from cronoq.worker.attempts import Handler
 from cronoq.worker.discovery import worker_name, worker_namespace
 from cronoq.worker.lifecycle import Worker
+from cronoq.worker.metrics import serve_metrics
 
 __all__ = ["Handler", "Worker", "serve", "worker_name"]
 
 
-def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: int = 4,
+def serve(pool: str, handler: Handler | Mapping[str, Handler], *, concurrency: int | None = None,
           namespace: str | None = None, name: str | None = None, ttl: float = 15.0, grace: float = 30.0,
-          kubeconfig: str | None = None) -> int:
+          kubeconfig: str | None = None, metrics_port: int | None = None, metrics_addr: str = "0.0.0.0") -> int:
     """Serve `pool` until SIGTERM/SIGINT (returns 0 once drained) or until this worker's Lease
     is lost (every handler aborted, returns 3). `handler` is one function for every task, or a
-    mapping from the task's `cronoq.io/handler` label to functions. `ttl` is the worker Lease's
-    (seconds); `namespace` defaults to the pod's (or the kubeconfig's, else `default`)."""
+    mapping from the task's `cronoq.io/handler` label to functions. `concurrency` (default
+    CRONOQ_WORKER_CONCURRENCY, else 4) is how many attempts it runs at once. `ttl` is the worker Lease's
+    (seconds); `namespace` defaults to the pod's (or the kubeconfig's, else `default`).
+    `metrics_port` (default CRONOQ_WORKER_METRICS_PORT, else none) serves the worker's Prometheus
+    metrics on `metrics_addr:metrics_port/metrics` (worker/metrics.py, docs/reference/metrics.md)."""
+    port = metrics_port if metrics_port is not None else _number(METRICS_PORT_ENV, os.environ.get(METRICS_PORT_ENV),
+                                                                   None, 1, 65535)
+    if port is not None:
+        serve_metrics(port, metrics_addr)  # before the worker is let in: its refusals count too
+    if concurrency is None:
+        concurrency = _number(CONCURRENCY_ENV, os.environ.get(CONCURRENCY_ENV), 4, 1, 10_000) or 4
     worker = Worker(pool, handler, concurrency=concurrency, namespace=namespace or worker_namespace(kubeconfig),
                     name=name or worker_name(pool), ttl=ttl, grace=grace,
                     kubeconfig=kubeconfig or os.environ.get("KUBECONFIG") or None)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.drain())
     return worker.run()
+
+
+
+CONCURRENCY_ENV = "CRONOQ_WORKER_CONCURRENCY"
+"""The default of `concurrency`: the chart's worker Deployment (workers.fleet.concurrency) sets it."""
+METRICS_PORT_ENV = "CRONOQ_WORKER_METRICS_PORT"
+"""The default of `metrics_port` (empty: none): the chart's worker Deployment sets it."""
+
+
+def _number(name: str, text: str | None, default: int | None, low: int, high: int) -> int | None:
+    """An integer setting from the environment, `default` when unset or empty."""
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be a number from {low} to {high}, not {text!r}")
+    return value

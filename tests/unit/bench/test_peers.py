@@ -53,6 +53,7 @@ def test_kueue_runs_without_webhooks_certificates_or_leader_election_on_ports_of
     quota = cq["/apis/kueue.x-k8s.io/v1beta2/clusterqueues"]["spec"]["resourceGroups"][0]["flavors"][0]
     assert quota["resources"] == [{"name": "cpu", "nominalQuota": "500m"}]
     assert cq["/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/localqueues"]["spec"] == {"clusterQueue": "q"}
+    assert len(peers.kueue_queues("q", None, "500m")) == 2, "no namespace, no LocalQueue (cronoq-kueue makes its own)"
 
 
 def test_an_argo_workflow_is_one_container_step_whose_pod_kwok_plays():
@@ -138,3 +139,15 @@ def test_the_range_check_skips_the_peers_paced_runs_and_the_table_lists_them():
                                       ("paced.dispatch_p99_s", "N=30 at 2.5/s", 0.1)]
     assert [(f.system, f.label, f.rate) for f in fourway.table(results)] == [("cronoq", "paced", 2.5),
                                                                              ("kueue", "paced", 2.5)]
+
+
+def test_cronoq_through_kueue_counts_both_controllers_cpu_per_item():
+    from bench import fourway
+
+    run = {"n": 10, "succeeded": 10, "succeeded_first_attempt": 10, "throughput": 5.0, "kueue_cpu_seconds": 0.5,
+           "operator": {"cpu_seconds": 1.0, "rss_peak": 1}, "api": {"writes_per_task": 3.0}}
+    both = fourway.figures("cronoq_kueue", run)
+    assert both.controller_ms == 150.0 and both.complete and both.name == "cronoq through Kueue"
+    assert fourway.figures("cronoq", {**run, "kueue_cpu_seconds": 0}).controller_ms == 100.0
+    assert [f.system for f in fourway.table({"throughput": [{"cronoq_kueue": run, "kueue": run}]})] == \
+        ["kueue", "cronoq_kueue"]

@@ -6,7 +6,6 @@ finished task is deleted only once its rows are archived — or, the archive dow
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ from cronoq.controller.expiry import ARCHIVE_RETRY_SECONDS, Expiry
 from cronoq.controller.term import Term
 
 from tests.unit.builders import T0
-from tests.unit.fakes import NS, FakeWriter, World, archiver_on, counter, direct, pod
+from tests.unit.fakes import NS, DownDatabase, FakeWriter, World, archived_world, archiver_on, counter, direct, pod
 
 
 def failed_pod(job: str, task: str, attempt: int) -> dict[str, Any]:
@@ -45,10 +44,7 @@ def test_ended_attempts_are_fed_without_a_database_call_and_written_in_one_batch
     url = f"sqlite:///{tmp_path}/archive.db"
 
     async def scenario() -> None:
-        world = World(archiver=archiver_on(url))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(url)
         await run_to_the_end(world, "a")
         db = Database.open(url)
         assert db.counts() == (0, 0), "the reconciles only queued the rows"
@@ -67,10 +63,7 @@ def test_a_new_leader_writes_what_the_old_one_lost_and_nothing_twice(tmp_path) -
     url = f"sqlite:///{tmp_path}/archive.db"
 
     async def scenario() -> None:
-        world = World(archiver=archiver_on(url))
-        old = world.controller.archiver
-        assert old is not None
-        await old.migrate()
+        world, old = await archived_world(url)
         await run_to_the_end(world, "a")
         await run_to_the_end(world, "b")
         world.submit("c", retry={"maxAttempts": 3, "backoff": {"initial": "1s"}, "jitter": "none"})
@@ -104,29 +97,14 @@ def test_a_new_leader_writes_what_the_old_one_lost_and_nothing_twice(tmp_path) -
     asyncio.run(scenario())
 
 
-class Down:
-    """A database that does not answer."""
-
-    url = "sqlite:///down"
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any) -> Any:
-            if name == "close":
-                return None
-            raise sqlite3.OperationalError("unable to open database file")
-        return fail
-
 
 def test_a_failed_write_keeps_its_rows_for_the_next(tmp_path) -> None:
     url = f"sqlite:///{tmp_path}/archive.db"
 
     async def scenario() -> None:
-        world = World(archiver=archiver_on(url))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(url)
         await run_to_the_end(world, "a")
-        good, archiver.db = archiver.db, Down()  # type: ignore[assignment]
+        good, archiver.db = archiver.db, DownDatabase()  # type: ignore[assignment]
         failures = counter("cronoq_archive_failures_total")
         assert not await archiver.flush_once()
         assert archiver._queued_rows == 4 and archiver.down_since is not None
@@ -141,10 +119,7 @@ def test_deletion_waits_for_the_archive_and_writes_missing_rows_first(tmp_path) 
     url = f"sqlite:///{tmp_path}/archive.db"
 
     async def scenario() -> None:
-        world = World(archiver=archiver_on(url))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(url)
         await run_to_the_end(world, "a")
         archiver._queue.clear()  # lost: the gate must write them from the Task
         assert await archiver.ready(NS, "a", "uid-a", world.writer.read_task)
@@ -153,7 +128,7 @@ def test_deletion_waits_for_the_archive_and_writes_missing_rows_first(tmp_path) 
             "another task of the name: the delete's precondition spares it"
         assert await archiver.ready(NS, "gone", "uid-gone", world.writer.read_task), "gone: nothing to wait for"
         archiver.archived.clear()
-        archiver.db = Down()  # type: ignore[assignment]
+        archiver.db = DownDatabase()  # type: ignore[assignment]
         assert not await archiver.ready(NS, "a", "uid-a", world.writer.read_task)
     asyncio.run(scenario())
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import sqlite3
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from cronoq.client import OutputUnavailable
 from cronoq.client.waiting import Waiting
 from cronoq.controller.archive import Archiver
 
-from tests.unit.fakes import NS, World, archiver_on, direct, pod, task
+from tests.unit.fakes import NS, DownDatabase, World, archived_world, direct, pod, task
 
 
 def succeeded_pod(job: str, name: str, output: str | None) -> dict[str, Any]:
@@ -64,10 +63,7 @@ async def original_ran(world: World, name: str, output: str | None, *, flush: bo
 
 def test_a_duplicate_of_a_deleted_original_ends_with_the_archived_outcome_and_output(tmp_path) -> None:
     async def scenario() -> None:
-        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(f"sqlite:///{tmp_path}/archive.db")
         await original_ran(world, "orig", '{"rows": 12}')
 
         world.submit("dup", key="k")
@@ -99,10 +95,7 @@ def test_a_duplicate_of_a_deleted_original_ends_with_the_archived_outcome_and_ou
 
 def test_rows_not_written_yet_answer_as_well(tmp_path) -> None:
     async def scenario() -> None:
-        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(f"sqlite:///{tmp_path}/archive.db")
         await original_ran(world, "orig", "7", flush=False)
         assert Database.open(f"sqlite:///{tmp_path}/archive.db").counts() == (0, 0)
         world.submit("dup", key="k")
@@ -113,10 +106,7 @@ def test_rows_not_written_yet_answer_as_well(tmp_path) -> None:
 
 def test_with_no_output_in_the_task_nor_the_archive_the_output_is_unavailable(tmp_path) -> None:
     async def scenario() -> None:
-        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(f"sqlite:///{tmp_path}/archive.db")
         await original_ran(world, "orig", None)
         world.submit("dup", key="k")
         await ask_and_answer(world)
@@ -130,10 +120,7 @@ def test_with_no_output_in_the_task_nor_the_archive_the_output_is_unavailable(tm
 
 def test_after_the_keys_retention_the_task_runs(tmp_path) -> None:
     async def scenario() -> None:
-        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(f"sqlite:///{tmp_path}/archive.db")
         await original_ran(world, "orig", "1")
         await world.clock.advance(3600)  # the pool's keyRetention: 1h
         world.submit("later", key="k")
@@ -144,10 +131,7 @@ def test_after_the_keys_retention_the_task_runs(tmp_path) -> None:
 
 def test_a_key_the_cluster_holds_is_not_asked_of_the_archive(tmp_path) -> None:
     async def scenario() -> None:
-        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(f"sqlite:///{tmp_path}/archive.db")
         world.submit("orig", key="k")
         await ask_and_answer(world)
         world.submit("dup", key="k")
@@ -157,22 +141,10 @@ def test_a_key_the_cluster_holds_is_not_asked_of_the_archive(tmp_path) -> None:
     asyncio.run(scenario())
 
 
-class Down:
-    """A database that does not answer."""
-
-    url = "sqlite:///down"
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any) -> Any:
-            if name == "close":
-                return None
-            raise sqlite3.OperationalError("unable to open database file")
-        return fail
-
 
 def test_an_archive_that_cannot_answer_lets_the_task_run() -> None:
     async def scenario() -> None:
-        world = World(archiver=lambda clock: Archiver(Down(), clock, run_blocking=direct))  # type: ignore[arg-type]
+        world = World(archiver=lambda clock: Archiver(DownDatabase(), clock, run_blocking=direct))  # type: ignore[arg-type]
         archiver = world.controller.archiver
         assert archiver is not None
         archiver.migrated = True
@@ -186,7 +158,7 @@ def test_an_archive_that_cannot_answer_lets_the_task_run() -> None:
 
 def test_asks_wait_for_a_migrated_archive_then_go_on_without_it() -> None:
     async def scenario() -> None:
-        world = World(archiver=lambda clock: Archiver(Down(), clock, run_blocking=direct))  # type: ignore[arg-type]
+        world = World(archiver=lambda clock: Archiver(DownDatabase(), clock, run_blocking=direct))  # type: ignore[arg-type]
         archiver = world.controller.archiver
         assert archiver is not None
         loop = asyncio.create_task(archiver._ask_loop())
@@ -208,10 +180,7 @@ def test_a_task_a_former_leader_let_past_its_key_does_not_ask_again(tmp_path) ->
     """At a failover, only keyed tasks never decided (or waiting for an original) ask the archive:
     a Queued one was asked by the leader that queued it."""
     async def scenario() -> None:
-        world = World(archiver=archiver_on(f"sqlite:///{tmp_path}/archive.db"))
-        archiver = world.controller.archiver
-        assert archiver is not None
-        await archiver.migrate()
+        world, archiver = await archived_world(f"sqlite:///{tmp_path}/archive.db")
         queued = task("queued")
         queued["spec"]["key"] = "k"
         queued["status"] = {"phase": "Queued", "submittedAt": "2026-12-03T11:59:59Z"}

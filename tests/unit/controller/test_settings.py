@@ -42,14 +42,14 @@ def test_every_flag_lands_in_its_setting() -> None:
                      "--task-service-account-namespace=x", "--task-service-account-namespace=y",
                      "--min-schedule-interval=1m", "--lease-guard=g", "--trust-worker-leases", "--log-level=debug",
                      "--queue-marks-from=7", "--archive=sqlite:///a.db", "--archive-retention=0s",
-                     "--archive-retention-success=72h", "--archive-wait=1m")
+                     "--archive-retention-success=72h", "--archive-wait=1m", "--notifications")
     assert given == Options(namespaces=("a", "team-*"), metrics_port=0, probe_port=1, workers=3, watch_seconds=20,
                             events="warnings", leader_election=False, lease_namespace="l", lease_name="n",
                             sidecar_image="i", task_service_account="sa", task_service_account_namespaces=("x", "y"),
                             min_schedule_interval=timedelta(minutes=1), lease_guard="g", trust_worker_leases=True,
                             queue_marks_from=7, log_level="debug", archive="sqlite:///a.db",
                             archive_retention=timedelta(), archive_retention_success=timedelta(hours=72),
-                            archive_wait=timedelta(minutes=1))
+                            archive_wait=timedelta(minutes=1), notifications=True)
     unchanged = [f.name for f in fields(Options) if getattr(given, f.name) == getattr(Options(), f.name)]
     assert unchanged == ["epoch"], "every setting but the epoch has a flag, and this test gives each"
     assert given.task_pods == TaskServiceAccount("sa", frozenset({"x", "y"}))

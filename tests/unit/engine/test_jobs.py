@@ -47,6 +47,16 @@ def env(job: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in task_container(job)["env"]}
 
 
+def test_with_tracing_on_the_attempt_spans_traceparent_replaces_the_templates() -> None:
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    task = make_task("t").spec(env=[{"name": "TRACEPARENT", "value": "stale"}, {"name": "A", "value": "1"}]).obj()
+    traced = build_job(task, None, 1, "e1-a1", traceparent=parent)
+    assert [e["value"] for e in task_container(traced)["env"] if e["name"] == "TRACEPARENT"] == [parent]
+    assert env(traced)["A"] == "1"
+    untraced = build_job(task, None, 1, "e1-a1")
+    assert env(untraced)["TRACEPARENT"] == "stale"  # tracing off: nothing of cronoq's
+
+
 # --- names ------------------------------------------------------------------------------------------
 
 def test_job_name_is_task_and_attempt() -> None:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from cronoq.api import Task, TaskPhase, TaskPoolSpec
 from cronoq.engine import reasons
 from cronoq.engine.attempts import reconcile
-from cronoq.engine.jobs import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, build_job
+from cronoq.engine.jobs import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, MULTIKUEUE, build_job
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.plan import Effective, Plan
 from cronoq.kube.observe import job_facts, kueue_stop
@@ -252,3 +252,54 @@ def test_recording_the_first_attempt_times_a_look_at_the_start_deadline() -> Non
     effective = settings(task, pool())
     plan = run(task, observe(now=at(10), admit=True, pool_found=True, first_seen=T0), effective)
     assert plan.create_job is not None and plan.requeue_after == pytest.approx(290)
+
+
+# --- MultiKueue: the attempt runs on a worker cluster --------------------------------------------
+
+MULTI = {"admission": {"kueue": {"localQueue": "gpu", "multiKueue": True}}, "leaseTTL": "0s"}
+
+
+def test_a_multikueue_pools_job_is_managed_by_multikueue_and_needs_heartbeats_off() -> None:
+    job = build_job(make_task("a").obj(), TaskPoolSpec.model_validate(MULTI), 1, "e1-a1")
+    assert job["spec"]["managedBy"] == MULTIKUEUE and job["spec"]["suspend"] is True
+    assert "managedBy" not in build_job(make_task("a").obj(), pool(), 1, "e1-a1")["spec"], "a local Kueue pool: ours"
+
+
+def test_a_remote_job_starts_when_its_mirrored_status_says_and_never_waits_for_a_pod() -> None:
+    raw = {"metadata": {"name": "a-a1", "labels": {"cronoq.io/attempt": "1"}},
+           "spec": {"suspend": False, "managedBy": MULTIKUEUE}, "status": {"startTime": "2026-12-03T12:00:05Z"}}
+    facts = job_facts(raw)
+    assert facts.remote and facts.started_at == at(5) and facts.resumed_at == at(5)
+    local = job_facts({**raw, "spec": {"suspend": False}})
+    assert not local.remote and local.started_at is None, "a local Job's start is its pod's"
+
+    task = make_task("a").timeout("10s").obj()
+    effective = settings(task, TaskPoolSpec.model_validate({**MULTI, "startTimeout": "1m"}))
+    task = started(task, effective)
+    remote = attempt_job("a", 1).with_(remote=True, resumed_at=at(5), started_at=at(5))
+    plan = run(task, observe(remote, now=at(3600), pool_found=True), effective)
+    (ended,) = plan.ended
+    assert ended.reason == reasons.TIMEOUT, "its timeout, from the mirrored start; no start timeout for a pod"
+
+
+def test_a_remote_job_that_failed_ends_the_attempt_with_the_jobs_words() -> None:
+    task = make_task("a").obj()
+    effective = settings(task, TaskPoolSpec.model_validate(MULTI))
+    task = started(task, effective)
+    failed = attempt_job("a", 1).with_(remote=True, resumed_at=at(5), started_at=at(5), finished="Failed",
+                                      failure_reason="BackoffLimitExceeded", failure_message="Job has reached the specified backoff limit")
+    plan = run(task, observe(failed, now=at(9), pool_found=True), effective)
+    (ended,) = plan.ended
+    assert ended.reason == reasons.POD_FAILED and ended.outcome == "Retryable"
+    assert "MultiKueue worker cluster (BackoffLimitExceeded: Job has reached" in (ended.message or "")
+    done = attempt_job("a", 1).with_(remote=True, resumed_at=at(5), started_at=at(5), finished="Complete")
+    (ok,) = run(task, observe(done, now=at(9), pool_found=True), effective).ended
+    assert ok.reason == reasons.COMPLETED and ok.outcome == "Success"
+
+
+@pytest.mark.parametrize("more, field", [({"leaseTTL": "30s"}, "leaseTTL: must be 0s"),
+                                         ({"template": {"http": {"url": "http://example.com/"}}}, "template.http")])
+def test_a_multikueue_pool_refuses_what_needs_the_pod(more, field) -> None:
+    """As the API server's CEL rules do (tests/integration/test_multikueue.py)."""
+    with pytest.raises(ValidationError, match=field):
+        TaskPoolSpec.model_validate({**MULTI, **more})

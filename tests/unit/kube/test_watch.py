@@ -108,6 +108,16 @@ def jobs(http: ApiSession, fed: list, **kwargs: Any) -> Watch:
     return Watch("Job", "batch/v1", http, PATH, lambda kind, o: fed.append((kind, o["metadata"]["name"])), **kwargs)
 
 
+async def run_until(watch: Watch, wanted: tuple[str, str], fed: list) -> None:
+    """Run `watch` until it has fed `wanted` (at most 4 s), then stop it."""
+    watch.start()
+    for _ in range(200):
+        if wanted in fed:
+            break
+        await asyncio.sleep(0.02)
+    watch.stop()
+
+
 def test_events_split_across_chunks_are_handed_over_whole_and_in_order() -> None:
     fed: list = []
     first, second = line("ADDED", obj("a", 1)), line("MODIFIED", obj("a", 2))
@@ -162,12 +172,7 @@ def test_a_continue_token_expiring_between_pages_means_listing_again_from_the_fi
             await Watch("Job", "batch/v1", http, PATH, feed, known=lambda: sorted(held))._list()
         assert first.value.handed == 1
         watch = Watch("Job", "batch/v1", http, PATH, feed, known=lambda: sorted(held))
-        watch.start()
-        for _ in range(200):
-            if ("MODIFIED", "b") in fed:
-                break
-            await asyncio.sleep(0.02)
-        watch.stop()
+        await run_until(watch, ("MODIFIED", "b"), fed)
         return server.calls
     calls = play(answers, step)
     assert fed == [(None, "a"), (None, "a"), (None, "b"), ("MODIFIED", "b")]
@@ -185,12 +190,7 @@ def test_a_running_watch_whose_listing_expires_lists_again_at_once(caplog: pytes
 
     async def step(server: Recorded, http: ApiSession) -> None:
         watch = jobs(http, fed)
-        watch.start()
-        for _ in range(200):
-            if ("MODIFIED", "a") in fed:
-                break
-            await asyncio.sleep(0.02)
-        watch.stop()
+        await run_until(watch, ("MODIFIED", "a"), fed)
     with caplog.at_level("INFO", logger="cronoq.kube.watch"):
         play(answers, step)
     assert fed == [(None, "a"), (None, "a"), ("MODIFIED", "a")]
@@ -288,12 +288,7 @@ def test_a_running_watch_lists_watches_and_after_410_lists_again_reporting_what_
 
     async def step(server: Recorded, http: ApiSession) -> list:
         watch = Watch("Job", "batch/v1", http, PATH, feed, known=lambda: sorted(held))
-        watch.start()
-        for _ in range(200):
-            if ("MODIFIED", "a") in fed:
-                break
-            await asyncio.sleep(0.02)
-        watch.stop()
+        await run_until(watch, ("MODIFIED", "a"), fed)
         return server.calls
     calls = play(answers, step)
     assert fed == [(None, "a"), (None, "b"), (None, "a"), ("DELETED", "b"), ("MODIFIED", "a")]

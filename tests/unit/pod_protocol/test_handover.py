@@ -13,6 +13,7 @@ from cronoq.api.task import Attempt, Checkpoint, Dependency, TaskSpec, TaskStatu
 from cronoq.engine.attempts import reconcile
 from cronoq.engine.plan import Plan
 from cronoq.pod_protocol import Terms
+from cronoq.pod_protocol.tracecontext import TaskTrace
 from cronoq.pod_protocol.handover import RUNNING, AttemptRecord, HandOver, Wire
 
 from tests.unit.builders import T0, at, make_task, observe, settings, with_status
@@ -53,7 +54,8 @@ def test_what_the_operator_hands_over_the_worker_parses_back_equal() -> None:
         current=AttemptRecord(number=1, lease_id=attempt.lease_id, worker="w-1", dispatched_at=attempt.dispatched_at,
                               terms=Terms(lease_ttl=2.5, timeout=90.0)),
         phase=RUNNING, payload={"n": [1, 2]}, lease_ttl="2s500ms", depends_on=("extract", "scan"),
-        first_attempt_at=written["status"]["firstAttemptAt"], checkpoint='{"at":3}', handler="mail")
+        first_attempt_at=written["status"]["firstAttemptAt"], checkpoint='{"at":3}', handler="mail",
+        traceparent=TaskTrace.of("uid-t").attempt(1).traceparent)
     assert seen.current is not None and seen.current.lease_id == "e1-a1" and seen.current.dispatched_at == T0
     assert seen.open and seen.handed_to("w-1") and not seen.handed_to("w-2")
 

@@ -13,6 +13,7 @@ import pytest
 
 from cronoq.pod_protocol import Annotation
 from cronoq.pod_protocol.handover import HandOver
+from cronoq.pod_protocol.tracecontext import TaskTrace
 from cronoq.worker import Context, Permanent, Retryable
 from cronoq.worker.attempts import Attempts
 from cronoq.worker.lease import Gate
@@ -107,6 +108,19 @@ def test_a_hand_over_starts_its_attempt_once_however_often_the_watch_repeats_it(
     served.seen(task(name="ended", outcome="Retryable"))  # already ended
     served.shutdown()
     assert calls == [1] and list(leases.reports) == ["t-a1.w-1"]
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_a_tracing_worker_hands_its_handler_the_attempt_spans_context(traced: bool, leases: Leases) -> None:
+    seen: list[str | None] = []
+    served = Attempts(pool="mail", worker=WORKER, namespace="jobs", ttl=1.0, handler=lambda ctx: seen.append(
+        ctx.traceparent), concurrency=2, coordination=leases, custom=object(), clock=WorkerClock(), gate=open_gate(),
+        traced=traced)
+    with served.lock:
+        served.start(task(number=2))
+    wait_until(lambda: "t-a2.w-1" in leases.reports, timeout=10, what="the report")
+    served.shutdown()
+    assert seen == [TaskTrace.of("uid-t").attempt(2).traceparent if traced else None]
 
 
 @pytest.mark.parametrize("change, why", [

@@ -102,7 +102,8 @@ def push(tmp_path: Path, http: dict[str, Any], *, payload: Any = None, extra: di
          attempt: int = 2) -> tuple[int, dict[str, Any], str]:
     """Run `cronoq push` as the attempt's container would: (exit code, termination message, stderr)."""
     log = tmp_path / "termination-log"
-    env = {"PATH": os.environ["PATH"], "CRONOQ_TASK_ID": UID, "CRONOQ_TASK_NAME": "notify-order",
+    env = {"PATH": os.environ["PATH"], **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},  # a worktree's
+           "CRONOQ_TASK_ID": UID, "CRONOQ_TASK_NAME": "notify-order",
            "CRONOQ_NAMESPACE": "shop", "CRONOQ_ATTEMPT": str(attempt), "CRONOQ_LEASE_TTL": "0",
            "CRONOQ_PAYLOAD": json.dumps(payload), "CRONOQ_HTTP": json.dumps(http),
            "CRONOQ_TERMINATION_LOG": str(log), **(extra or {})}
@@ -134,6 +135,17 @@ def test_200_succeeds_with_the_body_as_output_and_the_receiver_sees_the_attempt(
         ("Accept-Encoding", "gzip, deflate"),
         ("Content-Length", str(len(seen["body"]))),
     ]
+
+
+def test_the_attempt_spans_traceparent_goes_with_the_request_unless_the_task_names_its_own(tmp_path, receiver) -> None:
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    code, _, _ = push(tmp_path, {"url": f"{receiver.url}/ok", "timeout": 5}, extra={"TRACEPARENT": parent})
+    own = {"url": f"{receiver.url}/ok", "timeout": 5, "headers": [{"name": "traceparent", "value": "mine"}]}
+    code_own, _, _ = push(tmp_path, own, extra={"TRACEPARENT": parent})
+    code_bad, _, _ = push(tmp_path, {"url": f"{receiver.url}/ok", "timeout": 5}, extra={"TRACEPARENT": "garbage"})
+    assert (code, code_own, code_bad) == (0, 0, 0)
+    sent = [[v for k, v in seen["headers"] if k.lower() == "traceparent"] for seen in receiver.requests]
+    assert sent == [[parent], ["mine"], []]
 
 
 def test_404_is_permanent(tmp_path, receiver) -> None:

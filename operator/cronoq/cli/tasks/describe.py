@@ -13,7 +13,7 @@ from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.cli import EXIT_OK, render, retention
 from cronoq.cli.runner import add_chunk_size, bare
 from cronoq.client import Client, TaskNotFound
-from cronoq.engine import admission, delay
+from cronoq.engine import admission, delay, keylimits
 from cronoq.engine.admission import MARKS_FROM
 from cronoq.engine.attempts import waiting
 
@@ -76,8 +76,12 @@ def describe(args: argparse.Namespace, client: Client) -> int:
         pairs.append(("Not before", _not_before(said)))
     if task.spec.depends_on:
         pairs.append(("Depends on", ", ".join(f"{d.task} ({d.on})" for d in task.spec.depends_on)))
+    if task.spec.concurrency_keys:
+        pairs.append(("Concurrency keys", render.cell(", ".join(task.spec.concurrency_keys))))
     if (why := said.waiting_text()) is not None:
         pairs.append(("Waiting", render.cell(why)))
+        if held := _key_wait_text(task, client):
+            pairs.append(("Waiting for", render.cell(held)))
     if task.phase is TaskPhase.RUNNING and pool is not None and pool.spec.admission is not None \
             and pool.spec.admission.kueue is not None and (hold := client.kueue_hold(task)) is not None:
         pairs.append(("Waiting", render.cell(waiting.kueue_text(hold, position=True))))
@@ -162,3 +166,15 @@ def _explained(task: Task, pool: TaskPool | None, client: Client, place_anyway: 
         return waiting.share_of(fair, pool.spec.concurrency, group, by_group(), queued_groups)
 
     return waiting.explain(task, pool, now, place=place, group_running=lambda: by_group()[group], share=share)
+
+
+def _key_wait_text(task: Task, client: Client) -> str | None:
+    """Which concurrency key holds a queued task and who holds the key (`engine.keylimits` words it),
+    from the namespace's pools and running tasks (a LIST of each, only for a task naming keys);
+    None when it names none or each has room."""
+    if not task.spec.concurrency_keys:
+        return None
+    running = [(t.metadata.name or "", t.spec.concurrency_keys) for page in client.pages(phase="Running")
+               for t in page if t.spec.concurrency_keys]
+    found = keylimits.of_tasks(task.spec.concurrency_keys, running, (p.spec for p in client.pools()))
+    return keylimits.described(found) if found is not None else None

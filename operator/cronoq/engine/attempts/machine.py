@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from cronoq.api import Attempt, AttemptOutcome, AttemptTrigger, Task, TaskPhase, TaskStatus
 from cronoq.api.limits import ATTEMPTS_KEPT
-from cronoq.engine import admission, delay, reasons, retention, retryrules
+from cronoq.engine import admission, delay, keylimits, reasons, retention, retryrules
 from cronoq.engine.attempts import checkpoints, deadlines, task_deadlines, waiting, wording
 from cronoq.engine.attempts.cleanup import cleanup, find
 from cronoq.engine.attempts.workers import pod_fields, serving_worker
@@ -178,6 +178,8 @@ def _decide(task: Task, status: TaskStatus, settings: Effective, seen: Observati
         return draft.plan()
     if task.spec.cancel:  # cancellation wins over everything but an outcome already recorded
         return _cancel(draft, open_attempt)
+    if seen.superseded is not None:  # a newer task naming its concurrency key ends it
+        return _cancel(draft, open_attempt, reasons.SUPERSEDED, seen.superseded.message())
     kueue_wait = waiting_for_kueue(name, status, seen)
     limit = task_deadlines.passed(task, status, settings, seen.now, seen.first_seen, kueue_wait)
     if limit is not None and not (n == 0 and seen.gate.verdict == "end"):  # ending anyway, without running
@@ -207,15 +209,16 @@ def waiting_for_kueue(name: str, status: TaskStatus, seen: Observation, or_unsee
     return job.suspended and job.started_at is None and job.finished is None
 
 
-def _cancel(draft: _Draft, open_attempt: Attempt | None) -> Plan:
+def _cancel(draft: _Draft, open_attempt: Attempt | None, reason: str = reasons.CANCELLED,
+            message: str = wording.CANCELLED) -> Plan:
     if open_attempt is not None:
         n, name = draft.n, draft.task.metadata.name or ""
-        verdict = Verdict(AttemptOutcome.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+        verdict = Verdict(AttemptOutcome.CANCELLED, reason, message)
         # A worker sees the cancellation in the status and aborts its handler; a Job is deleted.
         abort = None if open_attempt.worker is not None else open_attempt.job or job_name(name, n)
         draft = draft.close(open_attempt, verdict, find(draft.seen.jobs, name, open_attempt), abort=abort,
                             told=Event(reasons.ATTEMPT_ENDED, wording.ATTEMPT_CANCELLED.format(n=n)))
-    return draft.finish(TaskPhase.CANCELLED, reasons.CANCELLED, wording.CANCELLED)
+    return draft.finish(TaskPhase.CANCELLED, reason, message)
 
 
 def _expire(draft: _Draft, open_attempt: Attempt | None, limit: task_deadlines.Passed) -> Plan | None:
@@ -395,7 +398,12 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
                             no_worker=settings.workers and seen.worker is None, next_start_at=seen.next_start_at,
                             group=admission.fair_group(task.spec.group, admission.submitter_of(task), fair))
         reason, message = wait.reason, waiting.message(wait)
-        if wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
+        if seen.key_wait is not None and reason == reasons.WAITING_FOR_SLOT:
+            reason, message = reasons.WAITING_FOR_KEY, keylimits.message(seen.key_wait)
+            if wording.said(status, TaskPhase.QUEUED, reason, draft.generation) \
+                    and keylimits.waits_for(status.message) == seen.key_wait.key:
+                return draft.plan(wants_slot=True)  # its key changing hands is no news
+        elif wording.said(status, TaskPhase.QUEUED, reason, draft.generation):
             return draft.plan(wants_slot=True)
         if seen.pool_found and (quiet := delay.quiet_until(task, wording.told(status), now)) is not None:
             # Its start time just came: a slot granted now takes it to Running without a Queued write.

@@ -1,0 +1,221 @@
+"""Concurrency keys through the Controller (issue 54, item 2): a key's limit holds across every pool
+of the namespace, a waiting task says which key holds it and who holds it, a new leader counts what
+runs before it grants, and (a property) no sequence of submissions and endings ever has more
+running attempts holding a key than its limit. A fake writer, no clock passing."""
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, settings, strategies as st
+
+from tests.unit.fakes import World, pod, pool, task
+
+
+def pool_named(name: str, concurrency: int, **spec: Any) -> dict[str, Any]:
+    raw = pool(concurrency, **spec)
+    raw["metadata"].update(name=name, uid=f"pool-{name}")
+    return raw
+
+
+def submit(world: World, name: str, pool_name: str, *keys: str, priority: int = 0) -> None:
+    raw = task(name)
+    raw["spec"].update(pool=pool_name, concurrencyKeys=list(keys), priority=priority)
+    world.writer.tasks[name] = copy.deepcopy(raw)
+    world.controller.intake.on_task(None, raw)
+
+
+def started(world: World) -> list[str]:
+    return [name.rsplit("-", 1)[0] for kind, name in world.writer.calls if kind == "job"]
+
+
+def running(world: World) -> list[str]:
+    return sorted(n for n, t in world.writer.tasks.items() if (t.get("status") or {}).get("phase") == "Running")
+
+
+def end(world: World, name: str) -> None:
+    attempt = world.writer.tasks[name]["status"]["attempt"]
+    world.controller.intake.on_pod(None, pod(f"{name}-a{attempt}", name, 0))
+
+
+def reason(world: World, name: str) -> str | None:
+    conditions = world.status(name).get("conditions") or []
+    return next((c["reason"] for c in conditions if c["type"] == "Running"), None)
+
+
+def two_pools(world: World, limit: int = 1) -> None:
+    world.controller.intake.on_pool(None, pool_named("p", 5, concurrencyKeyLimits=[{"key": "deploy/x",
+                                                                                   "limit": limit}]))
+    world.controller.intake.on_pool(None, pool_named("q", 5))
+
+
+def test_a_mutex_across_two_pools_runs_one_holder_at_a_time_and_the_waiting_say_who_holds_it() -> None:
+    async def scenario() -> None:
+        world = World()
+        two_pools(world)
+        submit(world, "a", "p", "deploy/x")
+        submit(world, "b", "q", "deploy/x")
+        submit(world, "c", "p", "deploy/x", priority=-1)
+        submit(world, "free", "q", "other")
+        await world.settle()
+        assert sorted(started(world)) == ["a", "free"], "one holder of the mutex, whichever pool"
+        for name in ("b", "c"):
+            assert world.status(name)["phase"] == "Queued"
+            assert reason(world, name) == "WaitingForKey"
+            assert world.status(name)["message"] == \
+                "waiting for concurrency key deploy/x: 1 of 1 running across pools, held by a"
+
+        end(world, "a")  # the holder in pool p ends: the best waiter, in pool q, starts (not p's own c)
+        await world.settle()
+        assert started(world)[-1] == "b" and running(world) == ["b", "free"]
+        assert world.status("c")["message"] == \
+            "waiting for concurrency key deploy/x: 1 of 1 running across pools, held by a", \
+            "the key changing hands is no news: one write per key waited for"
+
+        end(world, "b")
+        await world.settle()
+        assert started(world)[-1] == "c" and running(world) == ["c", "free"]
+    asyncio.run(scenario())
+
+
+def test_a_raised_limit_lets_the_waiting_in_at_once() -> None:
+    async def scenario() -> None:
+        world = World()
+        two_pools(world)
+        for name in ("a", "b", "c"):
+            submit(world, name, "q", "deploy/x")
+        await world.settle()
+        assert running(world) == ["a"]
+        world.controller.intake.on_pool(None, {**pool_named("p", 5, concurrencyKeyLimits=[
+            {"key": "deploy/x", "limit": 3}]), "metadata": {**pool_named("p", 5)["metadata"], "generation": 2,
+                                                            "resourceVersion": "9"}})
+        await world.settle()
+        assert running(world) == ["a", "b", "c"]
+    asyncio.run(scenario())
+
+
+def test_a_new_leader_counts_the_running_holders_before_it_grants() -> None:
+    async def scenario() -> None:
+        old = World()
+        two_pools(old)
+        submit(old, "a", "p", "deploy/x")
+        submit(old, "b", "q", "deploy/x")
+        await old.settle()
+        assert running(old) == ["a"]
+
+        new = World()  # the new leader lists what is there: the pools, the tasks as written, a's Job
+        two_pools(new)
+        new.writer.tasks = copy.deepcopy(old.writer.tasks)
+        new.writer.version = old.writer.version  # its writes are newer than what it listed
+        for raw in copy.deepcopy(list(old.writer.tasks.values())):
+            new.controller.intake.on_task(None, raw)
+        for job in copy.deepcopy(list(old.writer.jobs.values())):
+            new.controller.intake.on_job(None, job)
+        await new.settle()
+        assert started(new) == [], "b still waits: a holds the key"
+        assert [c for c in new.writer.calls if c[0] == "status"] == [], "and its status already says so"
+        assert new.status("b")["phase"] == "Queued" and reason(new, "b") == "WaitingForKey"
+
+        end(new, "a")
+        await new.settle()
+        assert started(new) == ["b"]
+    asyncio.run(scenario())
+
+
+# --- the property: the limit is never passed, across pools, whatever ends when -----------------------
+
+KEYS = ("k1", "k2", "c-1", "c-2")
+LIMITS = {"k1": 1, "k2": 2, "c-*": 1}
+
+
+def limit_of(key: str) -> int:
+    return LIMITS.get(key, LIMITS["c-*"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(tasks=st.lists(st.tuples(st.sampled_from(["p", "q", "r"]), st.sets(st.sampled_from(KEYS), max_size=2),
+                                st.integers(-1, 1)), min_size=1, max_size=12),
+       endings=st.lists(st.integers(0, 11), max_size=30))
+def test_no_key_is_ever_held_by_more_running_attempts_than_its_limit(
+        tasks: list[tuple[str, set[str], int]], endings: list[int]) -> None:
+    async def scenario() -> None:
+        world = World()
+        world.controller.intake.on_pool(None, pool_named("p", 3, concurrencyKeyLimits=[
+            {"key": "k1", "limit": 1}, {"key": "c-*", "limit": 1}]))
+        world.controller.intake.on_pool(None, pool_named("q", 2, concurrencyKeyLimits=[{"key": "k2", "limit": 2}]))
+        world.controller.intake.on_pool(None, pool_named("r", 4, concurrencyKeyLimits=[{"key": "k2", "limit": 5}]))
+        for i, (pool_name, keys, priority) in enumerate(tasks):
+            submit(world, f"t{i}", pool_name, *sorted(keys), priority=priority)
+
+        def check() -> None:
+            held: Counter[str] = Counter()
+            for name in running(world):
+                held.update(world.writer.tasks[name]["spec"]["concurrencyKeys"])
+            assert all(n <= limit_of(k) for k, n in held.items()), held
+
+        await world.settle()
+        check()
+        for pick in endings:
+            now = running(world)
+            if not now:
+                break
+            end(world, now[pick % len(now)])
+            await world.settle()
+            check()
+        while now := running(world):  # everything runs in the end: no task is left parked
+            end(world, now[0])
+            await world.settle()
+            check()
+        assert all(t["status"]["phase"] == "Succeeded" for t in world.writer.tasks.values())
+    asyncio.run(scenario())
+
+
+# --- newest wins (issue 54, item 3) ------------------------------------------------------------------
+
+def newest_wins(world: World, policy: str) -> None:
+    world.controller.intake.on_pool(None, pool_named("p", 5, concurrencyKeyLimits=[
+        {"key": "sync/*", "limit": 1, "onNewer": policy}]))
+    world.controller.intake.on_pool(None, pool_named("q", 5))
+
+
+def test_supersede_queued_ends_the_older_waiting_tasks_naming_the_newer_and_lets_the_running_one_go_on() -> None:
+    async def scenario() -> None:
+        world = World()
+        newest_wins(world, "SupersedeQueued")
+        submit(world, "s1", "p", "sync/acct-1")
+        await world.settle()
+        submit(world, "s2", "q", "sync/acct-1")
+        submit(world, "other", "q", "sync/acct-2")
+        await world.settle()
+        await world.clock.advance(1)  # a0 is newer by its submission, not by its name
+        submit(world, "a0", "q", "sync/acct-1")
+        await world.settle()
+        assert running(world) == ["other", "s1"], "the running one goes on; another account's is not touched"
+        s2 = world.status("s2")
+        finished = next(c for c in s2["conditions"] if c["type"] == "Finished")
+        assert (s2["phase"], finished["reason"]) == ("Cancelled", "Superseded")
+        assert s2["message"] == "superseded by newer task a0 (concurrency key sync/acct-1)"
+        assert world.status("a0")["phase"] == "Queued"
+
+        end(world, "s1")
+        await world.settle()
+        assert running(world) == ["a0", "other"]
+    asyncio.run(scenario())
+
+
+def test_cancel_running_aborts_the_older_running_task_and_the_newest_runs_next() -> None:
+    async def scenario() -> None:
+        world = World()
+        newest_wins(world, "CancelRunning")
+        submit(world, "b1", "p", "sync/x")
+        await world.settle()
+        await world.clock.advance(1)
+        submit(world, "b2", "q", "sync/x")
+        await world.settle()
+        b1 = world.status("b1")
+        assert b1["phase"] == "Cancelled" and b1["message"] == "superseded by newer task b2 (concurrency key sync/x)"
+        assert ("delete-job", "b1-a1") in world.writer.calls
+        assert b1["attempts"][0]["reason"] == "Superseded"
+    asyncio.run(scenario())
