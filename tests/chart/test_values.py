@@ -67,6 +67,7 @@ def test_schema_closes_every_object_it_describes():
         ".workers.fleet.env[]", ".workers.fleet.resources", ".workers.fleet.podSecurityContext",
         ".workers.fleet.securityContext",
         ".defaultPool.notifications[]",  # a TaskPool's receivers (the CRD's schema judges them)
+        ".defaultPool.concurrencyKeyLimits[]",  # a TaskPool's key limits (likewise)
     }, passthrough
 
 
