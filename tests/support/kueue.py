@@ -132,14 +132,7 @@ class Kueue:
             "controllerName": "kueue.x-k8s.io/multikueue",
             "parameters": {"apiGroup": GROUP, "kind": "MultiKueueConfig", "name": name}}})
 
-        def active() -> bool:
-            check = self.custom.get_cluster_custom_object(GROUP, VERSION, "admissionchecks", name)
-            if not self.alive():
-                raise AssertionError(f"Kueue exited:\n{self.log()}")
-            return any(c.get("type") == "Active" and c.get("status") == "True"
-                       for c in (check.get("status") or {}).get("conditions") or [])
-
-        wait_until(active, timeout=60, what=f"MultiKueue to connect AdmissionCheck {name} to its worker cluster")
+        self._wait_active("admissionchecks", name, f"MultiKueue to connect AdmissionCheck {name} to its worker cluster")
 
     def queue(self, namespace: str, name: str, cpu: str, *, preemption: bool = False,
               cluster_queue: str | None = None, admission_check: str | None = None) -> None:
@@ -167,14 +160,19 @@ class Kueue:
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": name},
             "spec": {"clusterQueue": cluster}})
 
+        self._wait_active("clusterqueues", cluster, f"Kueue to make ClusterQueue {cluster} active")
+
+    def _wait_active(self, plural: str, name: str, what: str) -> None:
+        """Until Kueue gives the cluster-scoped object `plural`/`name` the condition Active=True
+        (failing at once, with Kueue's log, if Kueue exits)."""
         def active() -> bool:
-            cq = self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cluster)
+            made = self.custom.get_cluster_custom_object(GROUP, VERSION, plural, name)
             if not self.alive():
                 raise AssertionError(f"Kueue exited:\n{self.log()}")
             return any(c.get("type") == "Active" and c.get("status") == "True"
-                       for c in (cq.get("status") or {}).get("conditions") or [])
+                       for c in (made.get("status") or {}).get("conditions") or [])
 
-        wait_until(active, timeout=60, what=f"Kueue to make ClusterQueue {cluster} active")
+        wait_until(active, timeout=60, what=what)
 
     def _exists(self, plural: str, name: str) -> bool:
         return not self._gone(plural, name)
