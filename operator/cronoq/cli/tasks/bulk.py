@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from cronoq.api import TERMINAL_PHASES, Task
 from cronoq.cli import EXIT_OK, UsageError
@@ -56,29 +56,40 @@ def _count(n: int, done: str, dry_run: bool) -> None:
           file=sys.stderr)
 
 
-def cancel(args: argparse.Namespace, client: Client) -> int:
+def _each(args: argparse.Namespace, client: Client, done: str, said: str,
+          act: Callable[[Client, str], bool], skip: Callable[[Task], str | None] = lambda task: None) -> int:
+    """The loop of `cancel` and `delete`: each selected task passed over (saying why when it was
+    named), listed (--dry-run) or acted on; the count of those acted on at the end."""
     everywhere = args.all_namespaces
     acted = 0
     for task in selection.targets(args, client):
         ref = selection.ref(task, everywhere)
-        if task.phase in TERMINAL_PHASES:
+        why = skip(task)
+        if why:
             if args.names:
-                print(f"{ref} not cancelled: already {task.phase}")
-            continue
-        if task.spec.cancel:
-            if args.names:
-                print(f"{ref} not cancelled: cancel already requested")
+                print(f"{ref} not {done}: {why}")
             continue
         if args.dry_run:
-            print(f"{ref} would be cancelled ({task.phase or 'Pending'})")
-        elif client.in_namespace(task.metadata.namespace or client.namespace).cancel(task.metadata.name):
-            print(f"{ref} cancel requested")
+            print(f"{ref} would be {done} ({task.phase or 'Pending'})")
+        elif act(client.in_namespace(task.metadata.namespace or client.namespace), task.metadata.name or ""):
+            print(f"{ref} {said}")
         else:
             continue
         acted += 1
     if not args.names:
-        _count(acted, "cancelled", args.dry_run)
+        _count(acted, done, args.dry_run)
     return EXIT_OK
+
+
+def _uncancellable(task: Task) -> str | None:
+    if task.phase in TERMINAL_PHASES:
+        return f"already {task.phase}"
+    return "cancel already requested" if task.spec.cancel else None
+
+
+def cancel(args: argparse.Namespace, client: Client) -> int:
+    return _each(args, client, "cancelled", "cancel requested", lambda where, name: bool(where.cancel(name)),
+                 _uncancellable)
 
 
 def retry(args: argparse.Namespace, client: Client) -> int:
@@ -119,17 +130,4 @@ def retry(args: argparse.Namespace, client: Client) -> int:
 
 
 def delete(args: argparse.Namespace, client: Client) -> int:
-    everywhere = args.all_namespaces
-    acted = 0
-    for task in selection.targets(args, client):
-        ref = selection.ref(task, everywhere)
-        if args.dry_run:
-            print(f"{ref} would be deleted ({task.phase or 'Pending'})")
-        elif client.in_namespace(task.metadata.namespace or client.namespace).delete(task.metadata.name or ""):
-            print(f"{ref} deleted")
-        else:
-            continue
-        acted += 1
-    if not args.names:
-        _count(acted, "deleted", args.dry_run)
-    return EXIT_OK
+    return _each(args, client, "deleted", "deleted", lambda where, name: bool(where.delete(name)))
