@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cronoq.api import Task, TaskPool, TaskPoolSpec
-from cronoq.engine import reasons
+from cronoq.engine import keylimits, reasons
 from cronoq.engine.admission import Queue, fair_group, marks, submitter_of
 from cronoq.engine.attempts import reconcile, waiting
 from cronoq.engine.attempts.waiting import Held
@@ -368,11 +368,13 @@ def test_one_explanation_from_the_tasks_facts_its_pools_and_the_clock(
 
 def test_every_reason_wait_gives_is_a_kind_of_wait_worded_for_the_task_and_for_describe() -> None:
     limited = spec(rateLimit={"startsPerSecond": 2})
-    given = {waiting.wait("p", limited, **facts).reason for facts in (
-        dict(found=False), dict(no_worker=True), dict(next_start_at=T0), dict())}
+    burst = keylimits.Debouncing("deploy/x", "b", True, T0, T0)
+    given = {waiting.wait("p", limited, **facts).reason for facts in (  # type: ignore[arg-type]
+        dict(found=False), dict(no_worker=True), dict(next_start_at=T0), dict(), dict(debounce=burst))}
     assert given == set(waiting.KINDS)
     for reason in given:
-        w = waiting.Wait("p", reason, Held.FREE, limited, T0 if reason == reasons.RATE_LIMITED else None)
+        w = waiting.Wait("p", reason, Held.FREE, limited, T0 if reason == reasons.RATE_LIMITED else None,
+                         debounce=burst if reason == reasons.DEBOUNCING else None)
         assert waiting.message(w) and waiting.described(w, "PLACE", at(0.2))
 
 
