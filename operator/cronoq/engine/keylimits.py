@@ -135,6 +135,17 @@ def waits_for(message_text: str | None) -> str | None:
     return message_text[len(prefix):].split(":", 1)[0]
 
 
+def key_of_wait(reason: str | None, message_text: str | None) -> str | None:
+    """The concurrency key a queued task's status says it waits for (reason WaitingForKey or
+    Debouncing, from its message), or None: what the dashboard counts per key."""
+    if reason == "WaitingForKey":
+        return waits_for(message_text)
+    prefix = "debouncing key "
+    if reason == "Debouncing" and message_text and message_text.startswith(prefix):
+        return message_text[len(prefix):].split(":", 1)[0]
+    return None
+
+
 def described(wait: KeyWait) -> str:
     """`cronoq describe`'s line: `concurrency key deploy/service-x has 1 of 1 running (limit across
     every pool of the namespace): held by deploy-a`."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from tests.unit.fakes import World, pod, pool, task
+from tests.unit.fakes import World, counter, pod, pool, task
 
 
 def pool_named(name: str, concurrency: int, **spec: Any) -> dict[str, Any]:
@@ -303,4 +303,33 @@ def test_a_new_leader_debounces_from_the_tasks_submission_times_alone() -> None:
         await new.clock.advance(1.5)
         await new.settle()
         assert running(new) == ["d2"] and new.status("d1")["phase"] == "Cancelled"
+    asyncio.run(scenario())
+
+
+def test_the_tasks_waiting_for_a_key_are_a_gauge_per_pool() -> None:
+    """cronoq_key_waiting_tasks: the tasks a key holds back, which cronoq_queue_depth does not count."""
+    async def scenario() -> None:
+        world = World()
+        two_pools(world)
+        submit(world, "a", "p", "deploy/x")
+        await world.settle()
+        submit(world, "b", "q", "deploy/x")
+        submit(world, "c", "q", "deploy/x")
+        submit(world, "d", "p", "deploy/x")
+        await world.settle()
+        ns = world.writer.tasks["a"]["metadata"]["namespace"]
+        gauge = {p: counter("cronoq_key_waiting_tasks", namespace=ns, pool=p) for p in ("p", "q")}
+        assert gauge == {"p": 1, "q": 2}
+        assert counter("cronoq_queue_depth", namespace=ns, pool="q") == 0
+        end(world, "a")
+        await world.settle()
+        assert counter("cronoq_key_waiting_tasks", namespace=ns, pool="q") \
+            + counter("cronoq_key_waiting_tasks", namespace=ns, pool="p") == 2, "one of them holds the key now"
+        for name in ("b", "c", "d"):
+            world.writer.tasks[name]["spec"]["cancel"] = True
+            raw = copy.deepcopy(world.writer.tasks[name])
+            raw["metadata"]["resourceVersion"] = str(int(raw["metadata"]["resourceVersion"]) + 1000)
+            world.controller.intake.on_task(None, raw)
+        await world.settle()
+        assert [counter("cronoq_key_waiting_tasks", namespace=ns, pool=p) for p in ("p", "q")] == [0, 0]
     asyncio.run(scenario())

@@ -389,3 +389,22 @@ def test_a_new_kind_of_wait_is_one_entry_in_kinds(monkeypatch: pytest.MonkeyPatc
     assert waiting.described(w, "PLACE", T0) == "PLACE; another task holds its key"
     paused = waiting.Wait("p", "WaitingForKey", Held.PAUSED, spec(paused=True))
     assert waiting.described(paused, "PLACE", T0).startswith("PLACE; pool p is paused")
+
+
+def test_a_debouncing_task_is_explained_in_the_operators_words_wherever_it_is_read() -> None:
+    """The operator words the wait from the burst (keylimits.Debouncing); a client (describe, the
+    dashboard) reads the same words from the status, whatever the pool's slots say."""
+    burst = keylimits.Debouncing("rebuild/site", "a", True, at(30), at(600))
+    operator = waiting.wait("p", spec(), debounce=burst)
+    said = waiting.message(operator)
+    assert operator.reason == reasons.DEBOUNCING
+    assert said == "debouncing key rebuild/site: starts at 12:00:30Z unless a newer task arrives (at the latest 12:10:00Z)"
+    task = make_task("a").spec(pool="p", concurrencyKeys=["rebuild/site"]).status({
+        "phase": "Queued", "message": said, "conditions": [{"type": "Running", "status": "False",
+                                                          "reason": reasons.DEBOUNCING, "message": said,
+                                                          "lastTransitionTime": T0.isoformat()}]}).obj()
+    client = waiting.explain(task, pool(concurrency=5), at(1), place="PLACE")
+    assert client.wait is not None and client.wait.reason == reasons.DEBOUNCING
+    assert client.waiting_text() == f"PLACE; {said}"
+    assert waiting.explain(queued_task(), pool(concurrency=5), at(1), place="PLACE").wait.reason \
+        == reasons.WAITING_FOR_SLOT  # type: ignore[union-attr]
