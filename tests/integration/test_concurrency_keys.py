@@ -170,6 +170,8 @@ def test_debounce_runs_the_newest_of_a_burst_once_the_key_is_quiet(cq, kubeconfi
                             what="slow-1 debouncing")
     assert status["phase"] == "Queued" and status["message"].startswith("debouncing key slow/x: starts at ")
     assert "unless a newer task arrives (at the latest " in status["message"]
-    shown = " ".join(describe("slow-1", cq.namespace, kubeconfig).split())
-    assert "debouncing key slow/x: starts at " in shown, shown
+    raw = describe("slow-1", cq.namespace, kubeconfig)
+    shown = " ".join(raw.split())
+    assert "debouncing key slow/x: starts at " in shown, raw
+    print(raw)  # the report's excerpt
     assert not cq.jobs("slow-1")

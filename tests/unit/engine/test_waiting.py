@@ -405,6 +405,6 @@ def test_a_debouncing_task_is_explained_in_the_operators_words_wherever_it_is_re
                                                           "lastTransitionTime": T0.isoformat()}]}).obj()
     client = waiting.explain(task, pool(concurrency=5), at(1), place="PLACE")
     assert client.wait is not None and client.wait.reason == reasons.DEBOUNCING
-    assert client.waiting_text() == f"PLACE; {said}"
+    assert client.waiting_text() == said, "no place: it is in no queue while it debounces"
     assert waiting.explain(queued_task(), pool(concurrency=5), at(1), place="PLACE").wait.reason \
         == reasons.WAITING_FOR_SLOT  # type: ignore[union-attr]

@@ -239,6 +239,8 @@ def described(w: Wait, place: str, now: datetime) -> str:
                 f"`cronoq pool resume {name}` starts it again")
     if w.held is Held.STOPPED:
         return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    if w.reason == reasons.DEBOUNCING:  # it asks for no slot yet: it has no place in the pool's queue
+        return KINDS[w.reason].detail(w, now) or message(w)
     return f"{place}; {KINDS[w.reason].detail(w, now) or _slot(w)}"
 
 
