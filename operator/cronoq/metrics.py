@@ -59,6 +59,10 @@ LEASE_EXPIRATIONS = Counter("cronoq_lease_expirations_total", "Attempts aborted 
                             "was not renewed within its TTL.", registry=REGISTRY)
 QUEUE_DEPTH = PoolGauge("cronoq_queue_depth", "Tasks of the pool ready to run and waiting for a slot, by namespace "
                     "and pool.", ["namespace", "pool"], registry=REGISTRY)
+KEY_WAITING = PoolGauge("cronoq_key_waiting_tasks", "Tasks of the pool ready to run but held by a concurrency key "
+                        "that has no room (reason WaitingForKey), by namespace and pool: not in cronoq_queue_depth, "
+                        "so a key that never frees (a stuck holder, a limit of 0) shows here.",
+                        ["namespace", "pool"], registry=REGISTRY)
 RUNNING_ATTEMPTS = PoolGauge("cronoq_running_attempts", "Attempts running now, by namespace and pool.",
                          ["namespace", "pool"], registry=REGISTRY)
 WORKERS = PoolGauge("cronoq_workers", "Live pull workers of a pool with delivery: Workers (their Lease renewed), by "
@@ -149,6 +153,7 @@ def start_series(namespace: str, pool: str) -> None:
         DEADLINES.labels(namespace, pool, kind)
     ATTEMPTS_IGNORED.labels(namespace, pool)
     QUEUE_DEPTH.labels(namespace, pool)
+    KEY_WAITING.labels(namespace, pool)
     RATE_LIMITED.labels(namespace, pool)
     RUNNING_ATTEMPTS.labels(namespace, pool)
 
@@ -161,6 +166,6 @@ def end_series(namespace: str, pool: str) -> None:
         metric.remove_by_labels({"namespace": namespace, "pool": pool})
 
 
-_BY_POOL = (TASKS, ATTEMPTS, ATTEMPTS_IGNORED, QUEUE_DEPTH, RUNNING_ATTEMPTS, WORKERS, WORKER_ROOM, TASK_DURATION,
+_BY_POOL = (TASKS, ATTEMPTS, ATTEMPTS_IGNORED, QUEUE_DEPTH, KEY_WAITING, RUNNING_ATTEMPTS, WORKERS, WORKER_ROOM, TASK_DURATION,
             DISPATCH_LATENCY, KUEUE_WAIT, DEADLINES, RATE_LIMITED)
 """Every metric labelled by pool (each one a Pool* metric)."""

@@ -84,6 +84,17 @@ BAD = [
      ["spec.concurrencyKeyLimits[0].onNewer", "Unsupported value"]),
     ("key limit declared twice", pool(concurrencyKeyLimits=[{"key": "a", "limit": 1}, {"key": "a", "limit": 2}]),
      ["spec.concurrencyKeyLimits[1]", "Duplicate value"]),
+    ("debounce without its settings", pool(concurrencyKeyLimits=[{"key": "a", "limit": 1, "onNewer": "Debounce"}]),
+     ["spec.concurrencyKeyLimits[0].debounce", "required with onNewer Debounce"]),
+    ("debounce settings without the policy", pool(concurrencyKeyLimits=[
+        {"key": "a", "limit": 1, "onNewer": "SupersedeQueued", "debounce": {"quiet": "1s", "maxWait": "1m"}}]),
+     ["spec.concurrencyKeyLimits[0].debounce", "only with onNewer Debounce"]),
+    ("debounce maxWait under quiet", pool(concurrencyKeyLimits=[
+        {"key": "a", "limit": 1, "onNewer": "Debounce", "debounce": {"quiet": "1m", "maxWait": "30s"}}]),
+     ["spec.concurrencyKeyLimits[0].debounce.maxWait", "at least debounce.quiet"]),
+    ("debounce quiet over a day", pool(concurrencyKeyLimits=[
+        {"key": "a", "limit": 1, "onNewer": "Debounce", "debounce": {"quiet": "25h", "maxWait": "48h"}}]),
+     ["spec.concurrencyKeyLimits[0].debounce.quiet", "between 1s and 24h"]),
     ("fair share by nothing", pool(fairShare={"weights": {"a": 2}}), ["spec.fairShare.by", "Required value"]),
     ("fair share by tenant", pool(fairShare={"by": "Tenant"}), ["spec.fairShare.by", "Unsupported value"]),
     ("fair share weight 0", pool(fairShare={"by": "Submitter", "weights": {"alice": 0}}),

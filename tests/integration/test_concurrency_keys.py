@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
 
@@ -109,6 +110,10 @@ def test_a_new_leader_counts_the_running_holders_before_it_grants(pair):
 
 # --- newest wins (issue 54, item 3) ------------------------------------------------------------------
 
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def finished_reason(status: dict) -> str | None:
     return next((c.get("reason") for c in status.get("conditions", []) if c.get("type") == "Finished"), None)
 
@@ -140,3 +145,33 @@ def test_supersede_ends_the_older_queued_task_cancelled_naming_the_newer(cq):
     assert finished_reason(aborted) == "Superseded" and aborted["attempts"][0]["reason"] == "Superseded"
     assert aborted["message"] == "superseded by newer task build-2 (concurrency key build/web)"
     cq.wait_phase("build-2", "Running", timeout=90)
+
+
+def test_debounce_runs_the_newest_of_a_burst_once_the_key_is_quiet(cq, kubeconfig):
+    """Three tasks with one debounced key in quick succession: the first two end Cancelled naming the
+    third, which runs once the key has been quiet (3 s); a task whose quiet is long says so."""
+    cq.pool("rebuilds", concurrency=3, leaseTTL="0s", concurrencyKeyLimits=[
+        {"key": "rebuild/*", "limit": 1, "onNewer": "Debounce", "debounce": {"quiet": "3s", "maxWait": "5m"}},
+        {"key": "slow/*", "limit": 1, "onNewer": "Debounce", "debounce": {"quiet": "1h", "maxWait": "2h"}}])
+    for name in ("rebuild-1", "rebuild-2", "rebuild-3"):
+        cq.task(name, pool="rebuilds", concurrencyKeys=["rebuild/site"], **LONG)
+
+    for older in ("rebuild-1", "rebuild-2"):
+        ended = cq.wait_phase(older, "Cancelled")
+        assert finished_reason(ended) == "Superseded"
+        assert ended["message"] == "superseded by newer task rebuild-3 (concurrency key rebuild/site)"
+        assert not cq.jobs(older), "a superseded task never ran"
+    newest = cq.wait_phase("rebuild-3", "Running")
+    waited = parse_time(newest["attempts"][0]["dispatchedAt"]) - parse_time(newest["submittedAt"])
+    assert waited.total_seconds() >= 3, "it started only once the key had been quiet for 3 s"
+
+    cq.task("slow-1", pool="rebuilds", concurrencyKeys=["slow/x"], **LONG)
+    status = cq.wait_status("slow-1", lambda s: any(c.get("reason") == "Debouncing" for c in s.get("conditions", [])),
+                            what="slow-1 debouncing")
+    assert status["phase"] == "Queued" and status["message"].startswith("debouncing key slow/x: starts at ")
+    assert "unless a newer task arrives (at the latest " in status["message"]
+    raw = describe("slow-1", cq.namespace, kubeconfig)
+    shown = " ".join(raw.split())
+    assert "debouncing key slow/x: starts at " in shown, raw
+    print(raw)  # the report's excerpt
+    assert not cq.jobs("slow-1")

@@ -27,6 +27,7 @@ EXPECTED = {
     "extract": ("Succeeded", 1), "summarize": ("Succeeded", 1),
     "nightly-export": ("Succeeded", 1),
     "deploy-web-1": ("Succeeded", 1), "deploy-web-2": ("Succeeded", 1),
+    "rebuild-site-1": ("Cancelled", 0), "rebuild-site-2": ("Succeeded", 1),
 }
 
 
@@ -62,6 +63,9 @@ def test_every_example_runs_to_its_documented_end(cq, kubectl):
                            key=lambda a: a["dispatchedAt"])
     assert datetime.fromisoformat(second["dispatchedAt"]) >= datetime.fromisoformat(first["finishedAt"]), \
         (first, second)
+    # ... and the debounced rebuilds: only the newer ran.
+    assert statuses["rebuild-site-1"]["message"] == \
+        "superseded by newer task rebuild-site-2 (concurrency key rebuild/site)"
     dependency_order = [statuses[n]["attempts"][0]["startedAt"] for n in ("fetch", "resize", "publish")]
     assert dependency_order == sorted(dependency_order)
     # inputs/: summarize's pod received extract's output, parsed (docs/inputs.md).

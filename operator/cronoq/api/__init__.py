@@ -12,7 +12,7 @@ from cronoq.api.retry import Jitter, RetryOverride, RetryPolicy, RetryRule, Rule
 from cronoq.api.durations import DurationError
 from cronoq.api.notify import NotificationResult, Notified, NotifyFormat, NotifyOn, Receiver
 from cronoq.api.pool import (
-    SUBMITTER, FairShare, KeyLimit, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
+    SUBMITTER, Debounce, FairShare, KeyLimit, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
 )
 from cronoq.api.schedule import ConcurrencyPolicy, TaskSchedule, TaskScheduleSpec, TaskScheduleStatus, TaskTemplate
 from cronoq.api.task import (
@@ -23,7 +23,7 @@ from cronoq.api.task import (
 __all__ = [
     "API_VERSION", "GROUP", "VERSION", "Attempt", "AttemptOutcome", "AttemptTrigger", "Checkpoint", "Condition",
     "ConditionStatus", "Dependency", "DurationError", "Edge", "EnvVar", "CABundle", "HTTPHeader",
-    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts", "SUBMITTER", "FairShare", "KeyLimit",
+    "HTTPMethod", "HTTPRequest", "Jitter", "KeyRef", "ObjectMeta", "PhaseCounts", "SUBMITTER", "Debounce", "FairShare", "KeyLimit",
     "PodMetadata", "PodSettings", "PodTemplate", "PoolTemplate", "QueueMark", "QueueMarks", "RateLimit", "Resources", "RetryOverride",
     "RetryPolicy", "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",

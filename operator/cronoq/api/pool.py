@@ -18,7 +18,7 @@ from cronoq.api.model import LabelValue, Model, ObjectName, Timeout, Timestamp, 
 from cronoq.api.pod import PodSettings
 from cronoq.api.retry import RetryPolicy
 from cronoq.api.admission import Admission
-from cronoq.api.durations import DurationBounds
+from cronoq.api.durations import DurationBounds, cel_valid
 from cronoq.api.limits import DEFAULT_START_TIMEOUT
 from cronoq.api.notify import RECEIVERS_MOST, Receiver
 
@@ -134,9 +134,37 @@ ConcurrencyKey = Annotated[str, Field(min_length=1, max_length=253, pattern=CONC
 KEY_LIMITS_MOST: Final = 64
 
 
+DebounceQuiet = Annotated[timedelta, DurationBounds("1s", "24h")]
+DebounceMaxWait = Annotated[timedelta, DurationBounds("1s", "168h")]
+
+
+class Debounce(Model):
+    """How long a key with `onNewer: Debounce` must be quiet before its newest task starts, and how
+    long a burst may put that off."""
+
+    model_config = ConfigDict(json_schema_extra=validations(rule(
+        f"!{cel_valid('self.quiet')} || !{cel_valid('self.maxWait')} || "
+        "duration(self.maxWait) >= duration(self.quiet)",
+        "debounce.maxWait must be at least debounce.quiet", field_path=".maxWait")))
+
+    quiet: DebounceQuiet
+    """The newest waiting task naming the key starts once no newer one has arrived for this long
+    (1s to 24h): each arrival starts the quiet period again."""
+    max_wait: DebounceMaxWait
+    """Most time the oldest waiting task naming the key waits for the quiet (1s to 168h, at least
+    `quiet`): then the newest starts anyway, so a steady stream of arrivals still runs."""
+
+
 class KeyLimit(Model):
     """How many running attempts may hold a concurrency key at once, across every pool of the
     namespace."""
+
+    model_config = ConfigDict(json_schema_extra=validations(
+        rule("!has(self.onNewer) || self.onNewer != 'Debounce' || has(self.debounce)",
+             "debounce: required with onNewer Debounce (quiet and maxWait)", field_path=".debounce"),
+        rule("!has(self.debounce) || (has(self.onNewer) && self.onNewer == 'Debounce')",
+             "debounce: only with onNewer Debounce", field_path=".debounce"),
+    ))
 
     key: str = Field(min_length=1, max_length=253, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_./:]*[A-Za-z0-9])?|"
                                                           r"[A-Za-z0-9][-A-Za-z0-9_./:]*\*)$")
@@ -147,13 +175,25 @@ class KeyLimit(Model):
     limit: int = Field(ge=0, le=10_000)
     """Most running attempts (across every pool of the namespace) holding the key at once (0 to
     10000): 1 makes it a mutex; 0 holds every task naming it."""
-    on_newer: Literal["Queue", "SupersedeQueued", "CancelRunning"] = "Queue"
+    on_newer: Literal["Queue", "SupersedeQueued", "CancelRunning", "Debounce"] = "Queue"
     """What a newer task naming the key does to the older unfinished ones (newer: submitted later,
     in any pool of the namespace). `Queue` (default): nothing, they take turns. `SupersedeQueued`:
     the older ones not running an attempt end Cancelled with reason Superseded, naming the newer
     task; one running goes on. `CancelRunning`: the running ones too (their attempts are aborted),
     so the newest alone goes on. For a prefix, each key is its own: a newer `customer-42` task
-    supersedes older `customer-42` ones only."""
+    supersedes older `customer-42` ones only. `Debounce`: a task naming the key starts only once no
+    newer one has arrived for `debounce.quiet`, or once the oldest waiting one has waited
+    `debounce.maxWait`; then the newest starts and the older waiting ones end Cancelled with
+    reason Superseded, naming it (a running one goes on). Meanwhile they stay Queued with reason
+    Debouncing."""
+    debounce: Debounce | None = None
+    """With `onNewer: Debounce` (required then, refused otherwise): its quiet period and maximum wait."""
+
+    @model_validator(mode="after")
+    def _debounce_with_its_policy(self) -> KeyLimit:
+        if (self.on_newer == "Debounce") != (self.debounce is not None):
+            raise ValueError("debounce: required with onNewer Debounce, and only with it")
+        return self
 
 
 class TaskPoolSpec(Model):

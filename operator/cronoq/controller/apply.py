@@ -261,8 +261,13 @@ class Applier:
         except Rejected as err:
             log.error("the API server refused the status of task %s/%s: %s", namespace, name, err.message)
             return None  # its grant, if any, goes back when the reconcile ends (controller/reconciler.py)
+        before = entry.weighed()
         landed = self.store.put_task(written, now) or self.store.tasks.get(key) or entry
-        for other in self.store.related(namespace, name):  # the watch event will be a no-op
+        related = self.store.related(namespace, name)
+        if before is not None and before.debouncing and before.concurrency_keys and not self.store.debouncing(key):
+            # Released from debouncing (or ended): the older tasks of its key's burst end, or wait on.
+            related |= self.store.superseded_peers(namespace, before.concurrency_keys)
+        for other in related:  # the watch event will be a no-op
             self.queue.add(TaskWork(namespace, other))
         return landed
 

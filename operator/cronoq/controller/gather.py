@@ -61,6 +61,11 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
     gating = _gating(store, record, task, pool, archive) if attempt == 0 else Gating()
     grant = slots.grants.get((namespace, record.name))
     superseded = _superseded(store, slots, record, task) if task.spec.concurrency_keys else None
+    # Once released (its status no longer says Debouncing) a task is not held again: the burst it
+    # ended may be gone (superseded) by the time it is looked at next.
+    debounce = _debouncing(store, slots, record, task, now) \
+        if attempt == 0 and superseded is None and task.spec.concurrency_keys \
+        and (status is None or told(status) == reasons.DEBOUNCING) else None
     key_wait = slots.key_wait((namespace, record.name), tuple(task.spec.concurrency_keys),
                               said=status is not None and told(status) == reasons.WAITING_FOR_KEY) \
         if grant is None and task.spec.concurrency_keys else None
@@ -70,7 +75,7 @@ def gather(store: Store, slots: Slots, record: TaskRecord, now: datetime, epoch:
         traced=jobs.traced, awaited=_awaited(store, record), admit=grant is not None, pool_name=task.spec.pool,
         admitted_at=grant.at if grant is not None else None, job_rejected=record.rejected.get(attempt),
         job_refused=record.refused.get(attempt), worker_alive_until=alive_until, worker_room=room,
-        next_start_at=next_start_at, key_wait=key_wait, superseded=superseded, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
+        next_start_at=next_start_at, key_wait=key_wait, superseded=superseded, debounce=debounce, holders=gating.holders, dependencies=gating.dependencies, cycle=gating.cycle,
         inputs=record.inputs if task.spec.depends_on else None)
 
 
@@ -82,16 +87,38 @@ def _superseded(store: Store, slots: Slots, record: TaskRecord, task: Task) -> k
     keys = [k for k in task.spec.concurrency_keys if limits.supersedes(k)]
     if not keys:
         return None
-    peers: dict[str, list[keylimits.Arrival]] = {}
-    for key in keys:
-        for name in store.by_concurrency_key.get((namespace, key), ()):
-            peer = store.tasks.get((namespace, name))
-            brief = peer.weighed() if peer is not None else None
-            if peer is not None and brief is not None:
-                peers.setdefault(key, []).append((brief.submitted_at or peer.first_seen, name))
+    # A Debounce key's tasks are superseded only by a newer one released from debouncing.
+    peers = {key: _arrivals(store, namespace, key, released=True if keylimits.debounces(key, limits) else None)
+             for key in keys}
     mine = ((status.submitted_at if status else None) or record.first_seen, record.name)
     running = status is not None and status.phase is TaskPhase.RUNNING
     return keylimits.superseded(keys, mine, running, peers, limits)
+
+
+def _debouncing(store: Store, slots: Slots, record: TaskRecord, task: Task,
+                now: datetime) -> keylimits.Debouncing | None:
+    """Whether a Debounce key of a task that has not started holds it (engine.keylimits): the
+    arrivals of the namespace's tasks still debouncing on its Debounce keys."""
+    limits = slots.limits(record.namespace)
+    keys = [k for k in task.spec.concurrency_keys if keylimits.debounces(k, limits)]
+    if not keys:
+        return None
+    status = task.status
+    waiting = {key: _arrivals(store, record.namespace, key, released=False) for key in keys}
+    mine = ((status.submitted_at if status else None) or record.first_seen, record.name)
+    return keylimits.debouncing(keys, mine, waiting, limits, now)
+
+
+def _arrivals(store: Store, namespace: str, key: str, released: bool | None = None) -> list[keylimits.Arrival]:
+    """The arrivals of the namespace's unfinished tasks naming concurrency key `key` (`released`:
+    only those released from debouncing, or only those not; None: all)."""
+    found = []
+    for name in store.by_concurrency_key.get((namespace, key), ()):
+        peer = store.tasks.get((namespace, name))
+        brief = peer.weighed() if peer is not None else None
+        if peer is not None and brief is not None and (released is None or brief.debouncing != released):
+            found.append((brief.submitted_at or peer.first_seen, name))
+    return found
 
 
 @dataclass(frozen=True)

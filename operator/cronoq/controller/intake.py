@@ -13,7 +13,7 @@ from cronoq.api import TaskPool
 from cronoq.controller.slots import Slots
 from cronoq.controller.store import Key, Store
 from cronoq.controller.workqueue import PoolWork, TaskWork, WorkKey, WorkQueue
-from cronoq.engine import admission, delay, keylimits, naming
+from cronoq.engine import admission, delay, naming
 from cronoq.engine.admission import Candidate
 from cronoq.kube.observe import WorkerFacts, checkpoint_of, job_facts, pod_facts, served_facts, worker_facts
 
@@ -31,6 +31,7 @@ class Intake:
         key = (meta["namespace"], meta["name"])
         related = self.store.related(*key)
         new = key not in self.store.tasks
+        was_debouncing = self.store.debouncing(key)
         if kind == "DELETED":
             gone = self.store.forget(key)
             if gone is not None:
@@ -47,19 +48,14 @@ class Intake:
                 self.queue.add(PoolWork(key[0], record.pool))
             self.queue.add(TaskWork(*key))
             related |= self.store.related(*key)
-            if new and (brief := record.weighed()) is not None and brief.concurrency_keys:
-                related |= self._superseded_peers(key[0], brief.concurrency_keys)
+            brief = record.weighed()
+            if brief is not None and brief.concurrency_keys and (new or brief.debouncing != was_debouncing):
+                # A new task, or one released from debouncing (a Debounce key's burst ended).
+                related |= self.store.superseded_peers(key[0], brief.concurrency_keys)
         else:
             return
         for name in related:  # their dependencies or their key's original changed
             self.queue.add(TaskWork(key[0], name))
-
-    def _superseded_peers(self, namespace: str, keys: tuple[str, ...]) -> set[str]:
-        """A new task naming concurrency keys whose policy supersedes: the other unfinished tasks
-        naming them, whose decision it may change (O(those tasks), on a task's first sight only)."""
-        limits = keylimits.Limits.of_pools(p.spec for k, p in self.store.pools.items() if k[0] == namespace)
-        return {name for held in keys if limits.supersedes(held)
-                for name in self.store.by_concurrency_key.get((namespace, held), ())}
 
     def on_pool(self, kind: str | None, raw: dict[str, Any]) -> None:
         meta = raw["metadata"]

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from cronoq import metrics
 from cronoq.controller.store import Key, Store
 from cronoq.api import FairShare
 from cronoq.engine import keylimits
@@ -67,6 +68,8 @@ class Slots:
         self.key_waits: dict[Key, str] = {}
         """Task key → the concurrency key it was last parked on, until it is granted a slot or stops
         waiting (what its status says it waits for)."""
+        self.parked_in: Counter[Key] = Counter()
+        """Pool key → how many of its tasks are parked (the cronoq_key_waiting_tasks gauge)."""
         self.newly_parked: list[Key] = []
         """Tasks parked on a key they did not wait for before: their status is to say so."""
 
@@ -74,6 +77,8 @@ class Slots:
         """The task waits for a slot; a changed priority re-ranks it."""
         key = candidate.key
         if key in self.parked:  # it waits for its key, not for its turn
+            self._count_parked(self.parked[key][0], -1)
+            self._count_parked(pool, 1)
             self.parked[key] = (pool, candidate)
             return
         if self.waits_in.get(key, pool) != pool:
@@ -249,6 +254,9 @@ class Slots:
     def _park(self, pool: Key, candidate: Candidate, on: str) -> None:
         key = candidate.key
         self.waits_in.pop(key, None)
+        if (before := self.parked.get(key)) is not None:
+            self._count_parked(before[0], -1)
+        self._count_parked(pool, 1)
         self.parked[key] = (pool, candidate)
         self.parked_on.setdefault(key[0], {}).setdefault(on, set()).add(key)
         if self.key_waits.get(key) != on:
@@ -259,6 +267,7 @@ class Slots:
         found = self.parked.pop(key, None)
         if found is None:
             return None
+        self._count_parked(found[0], -1)
         keys = self.parked_on.get(key[0], {})
         for on in [k for k, tasks in keys.items() if key in tasks]:
             keys[on].discard(key)
@@ -303,6 +312,12 @@ class Slots:
                     self.want(pool, candidate, candidate.sort_key[1])
                     pools.add(pool)
         return pools
+
+    def _count_parked(self, pool: Key, change: int) -> None:
+        self.parked_in[pool] += change
+        metrics.KEY_WAITING.labels(*pool).set(max(self.parked_in[pool], 0))
+        if self.parked_in[pool] <= 0:
+            del self.parked_in[pool]
 
     def take_newly_parked(self) -> list[Key]:
         taken, self.newly_parked = self.newly_parked, []

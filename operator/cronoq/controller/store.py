@@ -11,16 +11,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 from pydantic import ValidationError
 
 from cronoq.api import Task, TaskPhase, TaskPool
 from cronoq.api.task import SPEC_LIMIT
-from cronoq.engine import delay, dependencies, keys
+from cronoq.engine import delay, dependencies, keylimits, keys, reasons
 from cronoq.engine.admission import submitter_of
 from cronoq.engine.attempts import serving_worker
+from cronoq.engine.attempts.wording import told
 from cronoq.engine.decide import Finished
 from cronoq.engine.dependencies import Component
 from cronoq.engine.observed import AttemptJob, KueueHold
@@ -101,6 +102,9 @@ class Brief:
     has_status: bool
     submitted_at: datetime | None = None
     """Its status.submittedAt, once written (which of two tasks naming a concurrency key is newer)."""
+    debouncing: bool = False
+    """It has no status yet, or its status says Debouncing: for a Debounce concurrency key, it is
+    not released yet (engine.keylimits)."""
 
     @classmethod
     def of(cls, task: Task) -> Brief:
@@ -113,7 +117,8 @@ class Brief:
                    concurrency_keys=tuple(sys.intern(k) for k in spec.concurrency_keys),
                    depends_on=tuple(sys.intern(d.task) for d in spec.depends_on), cancel=bool(spec.cancel),
                    not_before=delay.not_before(task), phase=status.phase if status else None,
-                   has_status=status is not None, submitted_at=status.submitted_at if status else None)
+                   has_status=status is not None, submitted_at=status.submitted_at if status else None,
+                   debouncing=status is None or told(status) == reasons.DEBOUNCING)
 
 
 @dataclass(slots=True)
@@ -398,6 +403,20 @@ class Store:
             _discard(self.keyed, (key[0], record.pool, record.key), key[1])
         for dep in record.depends_on:
             _discard(self.dependents, (key[0], dep), key[1])
+
+    def debouncing(self, key: Key) -> bool | None:
+        """Whether the task is not released from debouncing yet (None: gone, finished or unreadable)."""
+        record = self.tasks.get(key)
+        brief = record.weighed() if record is not None else None
+        return brief.debouncing if brief is not None else None
+
+    def superseded_peers(self, namespace: str, keys: Iterable[str]) -> set[str]:
+        """The unfinished tasks naming those of `keys` whose policy supersedes (a newer task ends
+        older ones, or a Debounce key): what a new task, or one released from debouncing, may
+        end or hold (O(those tasks))."""
+        limits = keylimits.Limits.of_pools(p.spec for k, p in self.pools.items() if k[0] == namespace)
+        return {name for held in keys if limits.supersedes(held)
+                for name in self.by_concurrency_key.get((namespace, held), ())}
 
     def related(self, namespace: str, name: str) -> set[str]:
         """Tasks whose gate may change when this one does: its dependents and its key's holders; and

@@ -11,12 +11,19 @@ no limit.
 What holds a key is what holds a slot (a running attempt, a grant not started yet, an aborted
 attempt whose container may still run), counted by the caller from what it observed: a new leader
 counts the running attempts its watches listed before it grants, so the limit holds across a
-failover. Pure: no clock is needed, and no I/O."""
+failover.
+
+Debounce (`onNewer: Debounce`): the tasks naming the key that wait for it (`Debouncing`: not yet
+released) form a burst; its newest is released at `quiet` after its arrival, or at `maxWait`
+after the burst's oldest, whichever comes first, and every older task ends Superseded once a newer
+one is released. Who is released is what each Task's status says (not Debouncing any more), and
+the times are the tasks' submission times: a new leader computes the same, from no memory of its
+own. Pure: the clock is passed in, and no I/O."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from cronoq.api import KeyLimit, TaskPoolSpec
@@ -24,7 +31,7 @@ from cronoq.api import KeyLimit, TaskPoolSpec
 K = TypeVar("K")
 
 
-POLICY_STRENGTH = {"Queue": 0, "SupersedeQueued": 1, "CancelRunning": 2}
+POLICY_STRENGTH = {"Queue": 0, "Debounce": 1, "SupersedeQueued": 2, "CancelRunning": 3}
 
 
 def _stricter(a: KeyLimit, b: KeyLimit) -> KeyLimit:
@@ -128,6 +135,17 @@ def waits_for(message_text: str | None) -> str | None:
     return message_text[len(prefix):].split(":", 1)[0]
 
 
+def key_of_wait(reason: str | None, message_text: str | None) -> str | None:
+    """The concurrency key a queued task's status says it waits for (reason WaitingForKey or
+    Debouncing, from its message), or None: what the dashboard counts per key."""
+    if reason == "WaitingForKey":
+        return waits_for(message_text)
+    prefix = "debouncing key "
+    if reason == "Debouncing" and message_text and message_text.startswith(prefix):
+        return message_text[len(prefix):].split(":", 1)[0]
+    return None
+
+
 def described(wait: KeyWait) -> str:
     """`cronoq describe`'s line: `concurrency key deploy/service-x has 1 of 1 running (limit across
     every pool of the namespace): held by deploy-a`."""
@@ -176,9 +194,10 @@ Arrival = tuple[datetime, str]
 
 def superseded(keys: Iterable[str], mine: Arrival, running: bool, peers: Mapping[str, Iterable[Arrival]],
                limits: Limits) -> Superseded | None:
-    """Whether a newer task ends this one: for a key of it whose policy is SupersedeQueued (and this
-    task runs no attempt) or CancelRunning, the newest unfinished task naming the key (`peers`: key →
-    the arrivals of the unfinished tasks naming it, this one's included or not) if it is newer."""
+    """Whether a newer task ends this one: for a key of it whose policy is SupersedeQueued or
+    Debounce (and this task runs no attempt) or CancelRunning, the newest unfinished task naming the
+    key (`peers`: key → the arrivals of the unfinished tasks naming it, this one's included or not;
+    for a Debounce key only those released from debouncing) if it is newer."""
     for key in keys:
         entry = limits.rule(key)
         if entry is None or entry.on_newer == "Queue" or (running and entry.on_newer != "CancelRunning"):
@@ -187,3 +206,68 @@ def superseded(keys: Iterable[str], mine: Arrival, running: bool, peers: Mapping
         if newest is not None and newest > mine:
             return Superseded(newest[1], key)
     return None
+
+
+def debounces(key: str, limits: Limits) -> bool:
+    """`key`'s policy is Debounce."""
+    entry = limits.rule(key)
+    return entry is not None and entry.debounce is not None and entry.on_newer == "Debounce"
+
+
+@dataclass(frozen=True)
+class Debouncing:
+    """Why a task naming a Debounce key waits: the burst of tasks waiting on the key is not over."""
+
+    key: str
+    newest: str
+    """The newest task waiting on the key: the one that starts when the burst ends."""
+    mine: bool
+    """This task is the newest (else it ends Superseded once the newest is released)."""
+    start_at: datetime
+    """When the newest starts unless a newer task arrives: `quiet` after its arrival, at most
+    `maxWait` after the oldest's."""
+    latest: datetime
+    """When it starts at the latest, whatever arrives: `maxWait` after the oldest's arrival."""
+
+    def message(self) -> str:
+        """The Task's message (reason Debouncing): `debouncing key X: starts at 12:00:30Z unless a
+        newer task arrives (at the latest 12:10:00Z)`; an older one names no time, so it is written
+        once however many arrive after it."""
+        if not self.mine:
+            return (f"debouncing key {self.key}: a newer task with the key was submitted; "
+                    f"this one ends Superseded when the newest starts")
+        return (f"debouncing key {self.key}: starts at {self.start_at:%H:%M:%SZ} unless a newer task arrives "
+                f"(at the latest {self.latest:%H:%M:%SZ})")
+
+    def described(self) -> str:
+        """`cronoq describe`'s line."""
+        if not self.mine:
+            return (f"debouncing key {self.key}: newer task {self.newest} supersedes this one when it starts "
+                    f"(at {self.start_at:%H:%M:%SZ} unless a newer task arrives, at the latest {self.latest:%H:%M:%SZ})")
+        return self.message()
+
+
+def debouncing(keys: Iterable[str], mine: Arrival, waiting: Mapping[str, Iterable[Arrival]], limits: Limits,
+               now: datetime) -> Debouncing | None:
+    """Whether a task that has not started waits for a Debounce key of it (the first such key, in
+    the task's order), or None when none holds it. `waiting`: key → the arrivals of the unfinished
+    tasks naming it that are still debouncing (this one's included or not). The newest of them
+    (with this one) starts at its arrival + quiet or the oldest's + maxWait, whichever is sooner."""
+    for key in keys:
+        entry = limits.rule(key)
+        if entry is None or entry.on_newer != "Debounce" or entry.debounce is None:
+            continue
+        burst = {*waiting.get(key, ()), mine}
+        newest, oldest = max(burst), min(burst)
+        latest = oldest[0] + entry.debounce.max_wait
+        start_at = min(newest[0] + entry.debounce.quiet, latest)
+        if newest == mine and now >= start_at:
+            continue
+        return Debouncing(key, newest[1], newest == mine, start_at, latest)
+    return None
+
+
+def due(wait: Debouncing, now: datetime) -> timedelta | None:
+    """When a debouncing task is to be looked at again: the newest at its start time; an older one
+    never (the newest's release wakes it)."""
+    return max(wait.start_at - now, timedelta(0)) if wait.mine else None

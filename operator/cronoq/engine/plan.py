@@ -14,7 +14,7 @@ from cronoq.engine.dependencies import DependencyPhase
 from cronoq.engine.gate import RUN, Gate
 from cronoq.engine.jobs import TaskServiceAccount
 from cronoq.engine.keys import KeyHolders
-from cronoq.engine.keylimits import KeyWait, Superseded
+from cronoq.engine.keylimits import Debouncing, KeyWait, Superseded
 from cronoq.engine.observed import AttemptJob
 from cronoq.engine.retention import unfinished_job_retention
 from cronoq.engine.retryrules import Labelled, labelled
@@ -179,6 +179,9 @@ class Observation:
     """A Workers pool, no attempt open: its live workers → how many more attempts each may take."""
     superseded: Superseded | None = None
     """A newer task naming a concurrency key of this one ends it (the key's onNewer policy)."""
+    debounce: Debouncing | None = None
+    """The task has not started and a Debounce concurrency key of it holds it: the burst of tasks
+    waiting on the key is not over, or a newer task is to start instead (engine.keylimits)."""
     key_wait: KeyWait | None = None
     """A concurrency key of the task has no room: which, its limit and who holds it (None: the task
     does not wait for a key)."""

@@ -35,6 +35,7 @@ INVALID_REPORT = "InvalidReport"  # a pull worker's report is not the SDK's docu
 WAITING_FOR_SLOT = "WaitingForSlot"
 WAITING_FOR_WORKER = "WaitingForWorker"  # a Workers pool with no live worker with room
 WAITING_FOR_KEY = "WaitingForKey"  # a concurrency key it names is held by its limit's worth of attempts, across pools
+DEBOUNCING = "Debouncing"  # a concurrency key with onNewer Debounce has not been quiet long enough (or a newer task supersedes it)
 RATE_LIMITED = "RateLimited"     # a free slot, but the pool's rateLimit has no token yet
 POOL_NOT_FOUND = "PoolNotFound"
 ATTEMPT_RUNNING = "AttemptRunning"

@@ -65,3 +65,18 @@ def test_the_task_page_shows_a_tasks_group_and_its_pools_next_start_while_rate_l
     assert "<th>Rate-limited</th><td>the pool's next start was due at 2026-12-06 12:00:01.500000+00:00" in held
     assert "Rate-limited" not in running
     assert "Rate-limited" not in pages["told"], "only while the operator says it waits for the rate limit"
+
+
+def test_the_task_page_shows_its_concurrency_keys_and_why_it_waits_for_one() -> None:
+    said = "debouncing key rebuild/site: starts at 12:00:30Z unless a newer task arrives (at the latest 12:10:00Z)"
+    pages = task_pages({name: {"metadata": {"creationTimestamp": "2026-12-06T12:00:00Z"},
+                               "spec": {"image": "busybox", "pool": "p", "concurrencyKeys": ["rebuild/site"]},
+                               "status": status}
+                        for name, status in (("debouncing", {"phase": "Queued", "message": said, "conditions": [
+                                                 {"type": "Running", "status": "False", "reason": "Debouncing",
+                                                  "message": said, "lastTransitionTime": "2026-12-06T12:00:00Z"}]}),
+                                             ("running", {"phase": "Running"}))},
+                       pool={})
+    assert "<th>Concurrency keys</th><td>rebuild/site</td>" in pages["debouncing"]
+    assert f"<th>Waiting for its key</th><td>{said}</td>" in pages["debouncing"]
+    assert "Waiting for its key" not in pages["running"] and "<th>Concurrency keys</th>" in pages["running"]

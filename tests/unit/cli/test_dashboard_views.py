@@ -91,6 +91,22 @@ def test_overview_counts_per_pool_the_last_hours_ends_and_the_longest_waiting():
     assert by["nowhere"].pool is None and by["nowhere"].queued == 1
 
 
+def test_overview_counts_the_queued_tasks_waiting_per_concurrency_key():
+    def waiting(name: str, reason: str, message: str):
+        return task(name, "Queued", pool="p", message=message, conditions=[
+            {"type": "Running", "status": "False", "reason": reason, "message": message,
+             "lastTransitionTime": T0.isoformat()}])
+    tasks = [
+        waiting("a", "WaitingForKey", "waiting for concurrency key deploy/x: 1 of 1 running across pools, held by z"),
+        waiting("b", "WaitingForKey", "waiting for concurrency key deploy/x: 1 of 1 running across pools, held by z"),
+        waiting("c", "Debouncing", "debouncing key rebuild/site: starts at 12:00:30Z unless a newer task arrives "
+                                   "(at the latest 12:10:00Z)"),
+        waiting("d", "WaitingForSlot", "queued in pool p"),
+    ]
+    (row,) = views.overview(tasks, [pool("p")], T0)
+    assert row.queued == 4 and row.key_waits == {"deploy/x": 2, "rebuild/site": 1}
+
+
 def test_the_timeline_places_attempts_on_one_span():
     t = task("t", "Running", attempt=2, attempts=[
         {"number": 1, "dispatchedAt": T0.isoformat(), "finishedAt": (T0 + timedelta(seconds=10)).isoformat(),

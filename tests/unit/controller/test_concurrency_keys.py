@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from tests.unit.fakes import World, pod, pool, task
+from tests.unit.fakes import World, counter, pod, pool, task
 
 
 def pool_named(name: str, concurrency: int, **spec: Any) -> dict[str, Any]:
@@ -218,4 +218,118 @@ def test_cancel_running_aborts_the_older_running_task_and_the_newest_runs_next()
         assert b1["phase"] == "Cancelled" and b1["message"] == "superseded by newer task b2 (concurrency key sync/x)"
         assert ("delete-job", "b1-a1") in world.writer.calls
         assert b1["attempts"][0]["reason"] == "Superseded"
+    asyncio.run(scenario())
+
+
+def debounce(world: World, quiet: str = "30s", max_wait: str = "10m") -> None:
+    world.controller.intake.on_pool(None, pool_named("p", 5, concurrencyKeyLimits=[
+        {"key": "build/*", "limit": 1, "onNewer": "Debounce", "debounce": {"quiet": quiet, "maxWait": max_wait}}]))
+    world.controller.intake.on_pool(None, pool_named("q", 5))
+
+
+def test_debounce_runs_only_the_newest_once_the_key_is_quiet_and_supersedes_the_older() -> None:
+    async def scenario() -> None:
+        world = World()
+        debounce(world)
+        submit(world, "b1", "p", "build/x")
+        await world.settle()
+        assert reason(world, "b1") == "Debouncing"
+        assert world.status("b1")["message"] == \
+            "debouncing key build/x: starts at 12:00:30Z unless a newer task arrives (at the latest 12:10:00Z)"
+        await world.clock.advance(20)
+        submit(world, "b2", "q", "build/x")
+        submit(world, "other", "q", "build/y")
+        await world.settle()
+        await world.clock.advance(20)
+        submit(world, "b3", "p", "build/x")
+        await world.settle()
+        assert reason(world, "b2") == "Debouncing" and "ends Superseded when the newest starts" in \
+            world.status("b2")["message"]
+        assert world.status("b3")["message"].startswith("debouncing key build/x: starts at 12:01:10Z")
+        assert running(world) == []
+
+        await world.clock.advance(29)  # 12:01:09: the quiet after b3 is not over
+        await world.settle()
+        assert running(world) == ["other"], "another key's burst is its own: quiet since 12:00:50"
+        await world.clock.advance(1.5)
+        await world.settle()
+        assert running(world) == ["b3", "other"], "the newest starts once the key has been quiet"
+        for older in ("b1", "b2"):
+            s = world.status(older)
+            assert s["phase"] == "Cancelled" and s["message"] == \
+                "superseded by newer task b3 (concurrency key build/x)"
+        assert started(world).count("b3") == 1 and "b1" not in started(world) and "b2" not in started(world)
+    asyncio.run(scenario())
+
+
+def test_debounce_max_wait_starts_the_newest_however_often_tasks_arrive() -> None:
+    async def scenario() -> None:
+        world = World()
+        debounce(world, quiet="30s", max_wait="45s")
+        for n, name in enumerate(("m1", "m2", "m3")):  # every 20 s: never quiet for 30 s
+            if n:
+                await world.clock.advance(20)
+            submit(world, name, "p", "build/x")
+            await world.settle()
+        assert world.status("m3")["message"].startswith("debouncing key build/x: starts at 12:00:45Z")
+        await world.clock.advance(5.5)  # 12:00:45.5: the oldest has waited maxWait
+        await world.settle()
+        assert running(world) == ["m3"]
+        assert [world.status(n)["phase"] for n in ("m1", "m2")] == ["Cancelled", "Cancelled"]
+    asyncio.run(scenario())
+
+
+def test_a_new_leader_debounces_from_the_tasks_submission_times_alone() -> None:
+    async def scenario() -> None:
+        old = World()
+        debounce(old)
+        submit(old, "d1", "p", "build/x")
+        await old.settle()
+        await old.clock.advance(10)
+        submit(old, "d2", "p", "build/x")
+        await old.settle()
+
+        new = World()  # at 12:00:00 on its own clock, with no memory of the burst
+        debounce(new)
+        new.writer.tasks = copy.deepcopy(old.writer.tasks)
+        new.writer.version = old.writer.version
+        await new.clock.advance(15)
+        for raw in copy.deepcopy(list(old.writer.tasks.values())):
+            new.controller.intake.on_task(None, raw)
+        await new.settle()
+        assert [c for c in new.writer.calls if c[0] == "status"] == [], "its statuses already say so"
+        await new.clock.advance(24)  # 12:00:39: still quiet until 12:00:40 (d2's arrival + 30 s)
+        assert running(new) == []
+        await new.clock.advance(1.5)
+        await new.settle()
+        assert running(new) == ["d2"] and new.status("d1")["phase"] == "Cancelled"
+    asyncio.run(scenario())
+
+
+def test_the_tasks_waiting_for_a_key_are_a_gauge_per_pool() -> None:
+    """cronoq_key_waiting_tasks: the tasks a key holds back, which cronoq_queue_depth does not count."""
+    async def scenario() -> None:
+        world = World()
+        two_pools(world)
+        submit(world, "a", "p", "deploy/x")
+        await world.settle()
+        submit(world, "b", "q", "deploy/x")
+        submit(world, "c", "q", "deploy/x")
+        submit(world, "d", "p", "deploy/x")
+        await world.settle()
+        ns = world.writer.tasks["a"]["metadata"]["namespace"]
+        gauge = {p: counter("cronoq_key_waiting_tasks", namespace=ns, pool=p) for p in ("p", "q")}
+        assert gauge == {"p": 1, "q": 2}
+        assert counter("cronoq_queue_depth", namespace=ns, pool="q") == 0
+        end(world, "a")
+        await world.settle()
+        assert counter("cronoq_key_waiting_tasks", namespace=ns, pool="q") \
+            + counter("cronoq_key_waiting_tasks", namespace=ns, pool="p") == 2, "one of them holds the key now"
+        for name in ("b", "c", "d"):
+            world.writer.tasks[name]["spec"]["cancel"] = True
+            raw = copy.deepcopy(world.writer.tasks[name])
+            raw["metadata"]["resourceVersion"] = str(int(raw["metadata"]["resourceVersion"]) + 1000)
+            world.controller.intake.on_task(None, raw)
+        await world.settle()
+        assert [counter("cronoq_key_waiting_tasks", namespace=ns, pool=p) for p in ("p", "q")] == [0, 0]
     asyncio.run(scenario())

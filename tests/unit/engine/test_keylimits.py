@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from cronoq.api import KeyLimit, TaskPoolSpec
 from cronoq.engine import keylimits
 from cronoq.engine.admission import Candidate, Queue
@@ -112,3 +114,82 @@ def test_where_pools_declare_one_key_differently_the_smaller_limit_then_the_stro
                        KeyLimit(key="j", limit=1), KeyLimit(key="j", limit=1, on_newer="SupersedeQueued")])
     assert (found.limit("k"), found.supersedes("k")) == (1, False)
     assert (found.limit("j"), found.supersedes("j")) == (1, True)
+
+
+# --------------------------------------------------------------------------- debounce
+
+
+def debounced(quiet: float = 30, max_wait: float = 600) -> Limits:
+    return Limits.of([KeyLimit(key="deploy/x", limit=1, on_newer="Debounce",
+                               debounce={"quiet": timedelta(seconds=quiet), "max_wait": timedelta(seconds=max_wait)})])
+
+
+def arrived(seconds: float, name: str) -> keylimits.Arrival:
+    return (T0 + timedelta(seconds=seconds), name)
+
+
+def test_debounce_is_refused_without_its_policy_and_required_with_it() -> None:
+    with pytest.raises(ValueError, match="debounce"):
+        KeyLimit(key="k", limit=1, on_newer="Debounce")
+    with pytest.raises(ValueError, match="debounce"):
+        KeyLimit(key="k", limit=1, debounce={"quiet": "1s", "maxWait": "1m"})
+    assert KeyLimit.model_validate({"key": "k", "limit": 1, "onNewer": "Debounce",
+                                    "debounce": {"quiet": "30s", "maxWait": "10m"}}).debounce is not None
+
+
+def test_a_lone_task_starts_once_its_key_has_been_quiet() -> None:
+    found, mine = debounced(), arrived(0, "a")
+    wait = keylimits.debouncing(["deploy/x"], mine, {"deploy/x": [mine]}, found, T0 + timedelta(seconds=10))
+    assert wait is not None and wait.mine and wait.newest == "a"
+    assert wait.start_at == T0 + timedelta(seconds=30) and wait.latest == T0 + timedelta(seconds=600)
+    assert keylimits.due(wait, T0 + timedelta(seconds=10)) == timedelta(seconds=20)
+    assert "starts at 12:00:30Z unless a newer task arrives (at the latest 12:10:00Z)" in wait.message()
+    assert keylimits.debouncing(["deploy/x"], mine, {"deploy/x": [mine]}, found, T0 + timedelta(seconds=30)) is None
+
+
+def test_each_arrival_starts_the_quiet_again_and_the_older_ones_wait_for_the_newest() -> None:
+    found = debounced()
+    burst = [arrived(0, "a"), arrived(20, "b"), arrived(40, "c")]
+    now = T0 + timedelta(seconds=50)
+    newest = keylimits.debouncing(["deploy/x"], burst[2], {"deploy/x": burst}, found, now)
+    assert newest is not None and newest.mine and newest.start_at == T0 + timedelta(seconds=70)
+    older = keylimits.debouncing(["deploy/x"], burst[0], {"deploy/x": burst}, found, now)
+    assert older is not None and not older.mine and older.newest == "c"
+    assert keylimits.due(older, now) is None, "an older one is woken by the newest's release"
+    assert "ends Superseded when the newest starts" in older.message()
+    assert "newer task c supersedes this one" in older.described()
+    # Past the newest's start the older ones still wait: they end when it is released.
+    later = T0 + timedelta(seconds=80)
+    assert keylimits.debouncing(["deploy/x"], burst[2], {"deploy/x": burst}, found, later) is None
+    assert keylimits.debouncing(["deploy/x"], burst[0], {"deploy/x": burst}, found, later) is not None
+
+
+def test_max_wait_caps_the_quiet_from_the_oldest_arrival() -> None:
+    found = debounced(quiet=30, max_wait=60)
+    burst = [arrived(s, f"t{s}") for s in range(0, 60, 10)]  # one every 10 s: never quiet for 30 s
+    wait = keylimits.debouncing(["deploy/x"], burst[-1], {"deploy/x": burst}, found, T0 + timedelta(seconds=55))
+    assert wait is not None and wait.start_at == wait.latest == T0 + timedelta(seconds=60)
+    assert keylimits.debouncing(["deploy/x"], burst[-1], {"deploy/x": burst}, found,
+                                T0 + timedelta(seconds=60)) is None
+
+
+def test_the_wait_is_computed_from_the_arrivals_alone_whoever_asks() -> None:
+    """A new leader (no memory) computes the same times from the same tasks' submission times,
+    whichever task's reconcile asks and whatever order it lists them in."""
+    found = debounced(quiet=30, max_wait=100)
+    burst = [arrived(0, "a"), arrived(45, "b"), arrived(90, "c")]
+    now = T0 + timedelta(seconds=95)
+    seen = {keylimits.debouncing(["deploy/x"], mine, {"deploy/x": order}, found, now).start_at  # type: ignore[union-attr]
+            for mine in burst for order in (burst, burst[::-1], [b for b in burst if b != mine])}
+    assert seen == {T0 + timedelta(seconds=100)}
+
+
+def test_keys_without_debounce_hold_nothing_and_a_newer_released_task_supersedes() -> None:
+    found = Limits.of([KeyLimit(key="q", limit=1), *debounced().exact.values()])
+    mine = arrived(0, "a")
+    assert keylimits.debouncing(["q"], mine, {"q": [mine, arrived(5, "b")]}, found, T0) is None
+    assert keylimits.debounces("deploy/x", found) and not keylimits.debounces("q", found)
+    # Debounce supersedes like SupersedeQueued, among the tasks the caller gives (the released ones).
+    ended = keylimits.superseded(["deploy/x"], mine, False, {"deploy/x": [mine, arrived(5, "b")]}, found)
+    assert ended is not None and ended.by == "b"
+    assert keylimits.superseded(["deploy/x"], mine, True, {"deploy/x": [arrived(5, "b")]}, found) is None

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cronoq.api import Task, TaskPool, TaskPoolSpec
-from cronoq.engine import reasons
+from cronoq.engine import keylimits, reasons
 from cronoq.engine.admission import Queue, fair_group, marks, submitter_of
 from cronoq.engine.attempts import reconcile, waiting
 from cronoq.engine.attempts.waiting import Held
@@ -368,11 +368,13 @@ def test_one_explanation_from_the_tasks_facts_its_pools_and_the_clock(
 
 def test_every_reason_wait_gives_is_a_kind_of_wait_worded_for_the_task_and_for_describe() -> None:
     limited = spec(rateLimit={"startsPerSecond": 2})
-    given = {waiting.wait("p", limited, **facts).reason for facts in (
-        dict(found=False), dict(no_worker=True), dict(next_start_at=T0), dict())}
+    burst = keylimits.Debouncing("deploy/x", "b", True, T0, T0)
+    given = {waiting.wait("p", limited, **facts).reason for facts in (  # type: ignore[arg-type]
+        dict(found=False), dict(no_worker=True), dict(next_start_at=T0), dict(), dict(debounce=burst))}
     assert given == set(waiting.KINDS)
     for reason in given:
-        w = waiting.Wait("p", reason, Held.FREE, limited, T0 if reason == reasons.RATE_LIMITED else None)
+        w = waiting.Wait("p", reason, Held.FREE, limited, T0 if reason == reasons.RATE_LIMITED else None,
+                         debounce=burst if reason == reasons.DEBOUNCING else None)
         assert waiting.message(w) and waiting.described(w, "PLACE", at(0.2))
 
 
@@ -387,3 +389,22 @@ def test_a_new_kind_of_wait_is_one_entry_in_kinds(monkeypatch: pytest.MonkeyPatc
     assert waiting.described(w, "PLACE", T0) == "PLACE; another task holds its key"
     paused = waiting.Wait("p", "WaitingForKey", Held.PAUSED, spec(paused=True))
     assert waiting.described(paused, "PLACE", T0).startswith("PLACE; pool p is paused")
+
+
+def test_a_debouncing_task_is_explained_in_the_operators_words_wherever_it_is_read() -> None:
+    """The operator words the wait from the burst (keylimits.Debouncing); a client (describe, the
+    dashboard) reads the same words from the status, whatever the pool's slots say."""
+    burst = keylimits.Debouncing("rebuild/site", "a", True, at(30), at(600))
+    operator = waiting.wait("p", spec(), debounce=burst)
+    said = waiting.message(operator)
+    assert operator.reason == reasons.DEBOUNCING
+    assert said == "debouncing key rebuild/site: starts at 12:00:30Z unless a newer task arrives (at the latest 12:10:00Z)"
+    task = make_task("a").spec(pool="p", concurrencyKeys=["rebuild/site"]).status({
+        "phase": "Queued", "message": said, "conditions": [{"type": "Running", "status": "False",
+                                                          "reason": reasons.DEBOUNCING, "message": said,
+                                                          "lastTransitionTime": T0.isoformat()}]}).obj()
+    client = waiting.explain(task, pool(concurrency=5), at(1), place="PLACE")
+    assert client.wait is not None and client.wait.reason == reasons.DEBOUNCING
+    assert client.waiting_text() == said, "no place: it is in no queue while it debounces"
+    assert waiting.explain(queued_task(), pool(concurrency=5), at(1), place="PLACE").wait.reason \
+        == reasons.WAITING_FOR_SLOT  # type: ignore[union-attr]

@@ -14,7 +14,9 @@ from cronoq.api import TERMINAL_PHASES, AttemptOutcome, DurationError, Task, Tas
 from cronoq.api.durations import parse as parse_duration
 from cronoq.archive import Filter
 from cronoq.cli.render import passed_on
+from cronoq.engine import keylimits
 from cronoq.engine.attempts import waiting
+from cronoq.engine.attempts.wording import told
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -251,6 +253,8 @@ class PoolRow:
     running: int = 0
     finished: dict[str, int] = field(default_factory=dict)
     oldest_waiting: Task | None = None
+    key_waits: dict[str, int] = field(default_factory=dict)
+    """Concurrency key → its queued tasks that wait for it (WaitingForKey) or debounce on it."""
 
     @property
     def concurrency(self) -> int | None:
@@ -262,8 +266,9 @@ class PoolRow:
 
 
 def overview(tasks: Iterable[Task], pools: Iterable[TaskPool], now: datetime) -> list[PoolRow]:
-    """Per namespace and pool: tasks queued, blocked and running, those that finished in the last
-    hour by phase, the pool's concurrency and pause, and the task waiting longest."""
+    """Per namespace and pool: tasks queued (and of them, those waiting per concurrency key),
+    blocked and running, those that finished in the last hour by phase, the pool's concurrency and
+    pause, and the task waiting longest."""
     rows: dict[tuple[str, str], PoolRow] = {}
 
     def row(namespace: str, name: str) -> PoolRow:
@@ -276,6 +281,9 @@ def overview(tasks: Iterable[Task], pools: Iterable[TaskPool], now: datetime) ->
         phase = task.phase
         if phase in (TaskPhase.QUEUED, TaskPhase.RETRYING):
             r.queued += 1
+            status = task.status
+            if status is not None and (key := keylimits.key_of_wait(told(status), status.message)) is not None:
+                r.key_waits[key] = r.key_waits.get(key, 0) + 1
         elif phase is TaskPhase.BLOCKED:
             r.blocked += 1
         elif phase is TaskPhase.RUNNING:

@@ -388,6 +388,9 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
         return draft.finish(TaskPhase.FAILED, reasons.INVALID_SPEC,
                             wording.POD_FIELDS_GIVEN.format(pool=seen.pool_name, fields=", ".join(given)))
 
+    if ready and n == 0 and seen.debounce is not None and not draft.ended:
+        return _debounce(draft, seen.debounce)
+
     if ready and seen.pool_found and seen.admit and (seen.worker is not None or not settings.workers):
         return _start(draft, settings)
 
@@ -420,6 +423,22 @@ def _next(draft: _Draft, settings: Effective) -> Plan:
     if not wording.acknowledged(status, draft.generation):  # a priority change: say it was seen
         return draft.written(wants_slot=ready)
     return draft.plan(wants_slot=ready)
+
+
+def _debounce(draft: _Draft, debounce: keylimits.Debouncing) -> Plan:
+    """A task held by a Debounce concurrency key: Queued with reason Debouncing, asking for no slot
+    (a grant it got before its first look goes back); the newest looked at again at its start
+    time, an older one when the newest is released (it then ends Superseded)."""
+    seen, status = draft.seen, draft.status
+    wait = waiting.wait(seen.pool_name, seen.pool, found=seen.pool_found, debounce=debounce)
+    message = waiting.message(wait)
+    due = keylimits.due(debounce, seen.now)
+    requeue = due.total_seconds() if due is not None else None
+    if wording.said(status, TaskPhase.QUEUED, wait.reason, draft.generation) and status.message == message:
+        return draft.plan(requeue_after=requeue)
+    queued = status.model_copy(update={"phase": TaskPhase.QUEUED, "next_attempt_at": None, "next_start_at": None,
+                                       "submitted_at": status.submitted_at or seen.first_seen or seen.now})
+    return draft.say(queued, wait.reason, message).written(requeue_after=requeue)
 
 
 def _start(draft: _Draft, settings: Effective) -> Plan:

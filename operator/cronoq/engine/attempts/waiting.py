@@ -35,6 +35,7 @@ from enum import Enum
 from cronoq.api import FairShare, QueueMarks, Task, TaskPhase, TaskPool, TaskPoolSpec, TaskStatus
 from cronoq.api.durations import format as format_duration
 from cronoq.engine import admission, delay, reasons
+from cronoq.engine.keylimits import Debouncing
 from cronoq.engine.admission import Candidate, Queue
 from cronoq.engine.attempts import task_deadlines, wording
 from cronoq.engine.observed import AttemptJob, KueueHold
@@ -77,6 +78,10 @@ class Wait:
     group_running: int = 0
     share: Share | None = None
     """Its group's part of the pool, when the pool shares its slots (fairShare) and it was counted."""
+    debounce: Debouncing | None = None
+    """Debouncing (the operator's view): the burst on its Debounce key is not over."""
+    said: str = ""
+    """Debouncing as a client reads it: the operator's message, which names the times."""
 
 
 @dataclass(frozen=True)
@@ -114,16 +119,20 @@ def named(group: str, fair: FairShare | None) -> str:
 
 def wait(pool: str, spec: TaskPoolSpec | None, *, found: bool = True, no_worker: bool = False,
          next_start_at: datetime | None = None, running: int | None = None, group: str | None = None,
-         group_running: Callable[[], int] | None = None, share: Callable[[], Share] | None = None) -> Wait:
+         group_running: Callable[[], int] | None = None, share: Callable[[], Share] | None = None,
+         debounce: Debouncing | None = None, debounce_said: str | None = None) -> Wait:
     """Why a ready task of pool `pool` (its spec: `spec`; `found`: it exists) waits: no live
     worker with room (`no_worker`, a Workers pool), the rate limit's next start due at
     `next_start_at`, else a slot. With the pool's `running` count, also what holds the slot:
     paused, concurrency 0, full, or the task's `group` (its fairness group in the pool) at its
     cap, which `group_running` counts (called only when the pool caps groups and nothing else
     holds the task); and, when the pool shares its slots, its group's part (`share`, called only
-    when the pool is full or the group is at its cap)."""
+    when the pool is full or the group is at its cap). A task debouncing on a concurrency key
+    (`debounce`, or as a client reads it: the operator's message `debounce_said`) waits for that first."""
     if not found:
         return Wait(pool, reasons.POOL_NOT_FOUND)
+    if debounce is not None or debounce_said is not None:
+        return Wait(pool, reasons.DEBOUNCING, Held.UNKNOWN, spec, debounce=debounce, said=debounce_said or "")
     if no_worker:
         reason = reasons.WAITING_FOR_WORKER
     elif next_start_at is not None and spec is not None and spec.rate_limit is not None:
@@ -163,10 +172,11 @@ def of_task(task: Task, pool: TaskPool | None, group_running: Callable[[], int] 
     told = wording.told(status) if status is not None else None
     due = status.next_start_at if status is not None and told == reasons.RATE_LIMITED else None
     fair = pool.spec.fair_share if pool is not None else None
+    said = (status.message or "") if status is not None and told == reasons.DEBOUNCING else None
     return wait(task.spec.pool, pool.spec if pool is not None else None, found=pool is not None, next_start_at=due,
                 running=(pool.status.running if pool.status else 0) if pool is not None else None,
                 group=admission.fair_group(task.spec.group, admission.submitter_of(task), fair),
-                group_running=group_running, share=share)
+                group_running=group_running, share=share, debounce_said=said)
 
 
 def message(w: Wait) -> str:
@@ -188,6 +198,14 @@ def _rate_limited(w: Wait) -> str:
     if rate is None or w.next_start_at is None:
         return _queued(w)
     return wording.rate_limited(w.pool, rate.starts_per_second, rate.burst, w.next_start_at)
+
+
+def _debouncing(w: Wait) -> str:
+    return w.debounce.message() if w.debounce is not None else w.said
+
+
+def _debounce_detail(w: Wait, now: datetime) -> str | None:
+    return w.debounce.described() if w.debounce is not None else (w.said or None)
 
 
 def _queued(w: Wait) -> str:
@@ -221,6 +239,8 @@ def described(w: Wait, place: str, now: datetime) -> str:
                 f"`cronoq pool resume {name}` starts it again")
     if w.held is Held.STOPPED:
         return f"{place}; pool {name} has concurrency 0: it starts nothing"
+    if w.reason == reasons.DEBOUNCING:  # it asks for no slot yet: it has no place in the pool's queue
+        return KINDS[w.reason].detail(w, now) or message(w)
     return f"{place}; {KINDS[w.reason].detail(w, now) or _slot(w)}"
 
 
@@ -259,6 +279,8 @@ KINDS: dict[str, Kind] = {
     reasons.WAITING_FOR_WORKER: Kind(_no_worker, _no_detail),
     reasons.RATE_LIMITED: Kind(_rate_limited, countdown),
     reasons.WAITING_FOR_SLOT: Kind(_queued, _no_detail),
+    # A concurrency key with onNewer Debounce: not yet quiet long enough (engine.keylimits).
+    reasons.DEBOUNCING: Kind(_debouncing, _debounce_detail),
 }
 """Every kind of wait for a slot, by reason."""
 
