@@ -126,7 +126,7 @@ def markdown(r: dict[str, Any]) -> str:
             out.append("")
 
     out += _pull(r)
-    out += _archive(r)
+    out += _onoff(r)
 
     runs = idle_runs(r)
     if len(runs) > 1:
@@ -320,27 +320,42 @@ def _pull(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def _archive(r: dict[str, Any]) -> list[str]:
-    """The same burst with the operator's archive off and on (bench/archive.py), row by row."""
-    rows = [row["archive"] for row in r.get("throughput", []) if row.get("archive")]
-    if not rows:
-        return []
-    out = ["## The archive off and on (`--archive`, SQLite), same run", "",
-           "The same burst twice, the operator without then with an archive. With it, the operator's CPU is read "
-           "once the archive holds every task's row, so its writes are in the figure.", "",
-           "| N | archive | tasks / s | create → Job p50 / p99 | create → Succeeded p50 / p99 | operator CPU ms / task "
-           "| RSS after | rows (tasks, attempts, duplicates) |",
-           "|---|---|---|---|---|---|---|---|"]
-    for a in rows:
-        for mode, run in (("off", a["off"]), ("on", a["on"])):
-            lat, o = run["latency"], run["operator"]
-            kept = run.get("after")
-            out.append(f"| {a['n']} | {mode} | {_s(run.get('throughput'), '', 1)} | "
-                       f"{_s(lat['to_job']['p50'], '', 3)} / {_s(lat['to_job']['p99'], '', 3)} | "
-                       f"{_s(lat['to_succeeded']['p50'], '', 3)} / {_s(lat['to_succeeded']['p99'], '', 3)} | "
-                       f"{o['cpu_seconds_per_task'] * 1000:.2f} | {o['rss_after'] / MIB:.0f} MiB | "
-                       + (f"{kept['task_rows']}, {kept['attempt_rows']}, {kept['duplicate_rows']} |" if kept else "— |"))
-    return out + [""]
+ONOFF = {"archive": ("the archive (`--archive`, SQLite)", "rows archived (tasks, attempts, duplicates)"),
+         "keys": ("concurrency keys (4 keys of limit 25, across two pools)", ""),
+         "tracing": ("tracing (OTLP to a local Jaeger)", "traces stored")}
+
+
+def _onoff(r: dict[str, Any]) -> list[str]:
+    """Each feature off and on in the same run (bench/onoff.py), side by side."""
+    out = []
+    for feature, (what, kept) in ONOFF.items():
+        rows = [row[feature] for row in r.get("throughput", []) if row.get(feature)]
+        if not rows:
+            continue
+        out += [f"## {what[0].upper()}{what[1:]}: off and on, same run", "",
+                "The same burst twice, the feature off then on; with an `after` column, the operator's CPU is read "
+                "once that much of the burst was stored, so the feature's work for it is in the figure.", "",
+                "| N | feature | tasks / s | create → Job p50 / p99 | create → Succeeded p50 / p99 | operator CPU ms / task "
+                f"| writes / task | RSS after | {kept or 'after'} |", "|---|---|---|---|---|---|---|---|---|"]
+        for ab in rows:
+            for mode in ("off", "on"):
+                run = ab[mode]
+                lat, o, after = run["latency"], run["operator"], run.get("after")
+                writes = ranges.per_task_writes(run) if run.get("api") else None
+                out.append(f"| {ab['n']} | {mode} | {_s(run.get('throughput'), '', 1)} | "
+                           f"{_s(lat['to_job']['p50'], '', 3)} / {_s(lat['to_job']['p99'], '', 3)} | "
+                           f"{_s(lat['to_succeeded']['p50'], '', 3)} / {_s(lat['to_succeeded']['p99'], '', 3)} | "
+                           f"{o['cpu_seconds_per_task'] * 1000:.2f} | {_s(writes, '', 2)} | "
+                           f"{o['rss_after'] / MIB:.0f} MiB | {_after(after)} |")
+        out.append("")
+    return out
+
+
+def _after(after: dict[str, Any] | None) -> str:
+    if not after:
+        return "—"
+    rows = after.get("rows", after.get("task_rows"))
+    return f"{rows}, {after['attempt_rows']}, {after['duplicate_rows']}" if "attempt_rows" in after else f"{rows}"
 
 
 def _cronoq_paced(r: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench import peers, workload
-from bench.audit import AuditLog, breakdown
-from bench.cluster import OPERATOR_USER, log
+from bench.cluster import log
 from bench.kubeapi import jobs_path, workflows_path
 from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
-from bench.procstat import PeakRss, load_average
-from bench.throughput import Context, _fmt, _spent, cronoq, throughput, wait_until
+from bench.procstat import wait_until
+from bench.throughput import Context, Window, _fmt, cronoq, throughput
 
 PROBE_CLASS, PROBE_PRIORITY = "bench-high", 1000
 PROBE_CONCURRENCY = 50
@@ -59,35 +58,19 @@ def _measure(ctx: Context, *, system: str, label: str, n: int, ns: str, controll
              milestones: Callable[[dict[str, Any]], tuple[dict[str, float], dict[str, float]]],
              during: Callable[[ObserverProcess], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Submit `objects`, wait for the observer's goal, and measure as the cronoq scenario does."""
-    audit = AuditLog(ctx.cluster.audit_log)
-    mark = audit.mark()
-    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=until,
-                               workflows=workflows)
-    cpu_before, rss_before, load_before = controller.cpu(), controller.rss(), load_average()
-    cluster_cpu = ctx.cluster.component_cpu()
-    peak = PeakRss(controller.pid).start()
+    window = Window(ctx, ns, controller.pid, until=until, workflows=workflows)
     sub = submit(ctx.cluster.api, path, objects, creators=ctx.creators, rate=rate)
-    extra = during(observer) if during else {}
-    seen = observer.result()
-    cpu_after, rss_after, rss_peak = controller.cpu(), controller.rss(), peak.stop()
-    load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
-    audit.settle()
-    requests = audit.requests(mark, OPERATOR_USER)
-    running, succeeded = milestones(seen)
-    names = [o["metadata"]["name"] for o in objects]
-    sent = {name: sub.sent[name] for name in names if name in sub.sent}
-    done = [v for k, v in succeeded.items() if k in sent and v]
+    extra = during(window.observer) if during else {}
     items = len(objects)
+    seen, figures = window.close(items, sub, leader_lease=())
+    running, succeeded = milestones(seen)
+    done = [v for k, v in succeeded.items() if k in sub.sent and v]
     result = {
-        "system": system, "n": items, "label": label, "paced_rate": rate, "submitted": len(sub.sent),
-        "submit_errors": len(sub.errors), "submit_rate": sub.rate, "timed_out": seen["timed_out"],
+        "system": system, "n": items, "label": label, "paced_rate": rate, **figures,
         "succeeded": len(done), "throughput": throughput(items, sub.started, done),
-        "latency": {"to_running": summary(between(sent, running)), "to_succeeded": summary(between(sent, succeeded))},
-        "operator": {"cpu_seconds": cpu_after - cpu_before, "cpu_seconds_per_task": (cpu_after - cpu_before) / items,
-                     "rss_before": rss_before, "rss_after": rss_after, "rss_peak": rss_peak},
-        "api": breakdown(requests, items),
-        "load_average": {"before": load_before, "after": load_after},
-        "cluster_cpu_seconds": cluster_cpu, "namespace": ns, **extra,
+        "latency": {"to_running": summary(between(sub.sent, running)),
+                    "to_succeeded": summary(between(sub.sent, succeeded))},
+        "namespace": ns, **extra,
     }
     if not controller.alive():
         result["error"] = f"the {system} controller exited with {controller.process.returncode}; see {controller.log_path}"
@@ -194,7 +177,7 @@ class _kueue_running:
             api.ensure(path, body)
         assert self.bins.kueue is not None
         self.controller = peers.start_kueue(self.bins.kueue, self.ctx.cluster.operator_kubeconfig, self.ctx.work)
-        peers.wait_for(lambda: _cq_active(api, self.queue) or not self.controller.alive(), 180,
+        wait_until(lambda: _cq_active(api, self.queue) or not self.controller.alive(), 180, what=
                        f"Kueue to make ClusterQueue {self.queue} active")
         if not self.controller.alive():
             raise RuntimeError(f"Kueue exited; see {self.controller.log_path}")
