@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from bench.kubeapi import Api
 from bench.procstat import cpu_seconds, wait_until
@@ -26,6 +27,7 @@ DEFAULT_OFFSET = 3000
 IDENTITY_NAMESPACE = "cronoq-bench-system"
 IDENTITY = "cronoq-bench"
 OPERATOR_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{IDENTITY}"
+T = TypeVar("T")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
@@ -107,14 +109,15 @@ class BenchCluster:
                            f"CRONOQ_CLUSTER_DIR={self.directory} CRONOQ_PORT_OFFSET={self.port_offset} "
                            "python3 hack/devcluster.py down")
 
+    def of(self, component: str, read: Callable[[int], T]) -> T | None:
+        """`read(pid)` of a control-plane component (its pid from devcluster's file); None if it does not run."""
+        try:
+            return read(int((self.directory / "run" / f"{component}.pid").read_text()))
+        except (OSError, ValueError):
+            return None
+
     def _processes_alive(self) -> bool:
-        for name in COMPONENTS:
-            try:
-                os.kill(int((self.directory / "run" / f"{name}.pid").read_text()), 0)
-                return True
-            except (OSError, ValueError):
-                continue
-        return False
+        return any(self.of(name, lambda pid: os.kill(pid, 0) or True) for name in COMPONENTS)
 
     def down(self) -> None:
         if self.started_here:
@@ -123,13 +126,7 @@ class BenchCluster:
 
     def component_cpu(self) -> dict[str, float]:
         """CPU seconds used so far by each control-plane process (the bench's share of the machine)."""
-        out = {}
-        for name in COMPONENTS:
-            try:
-                out[name] = cpu_seconds(int((self.directory / "run" / f"{name}.pid").read_text()))
-            except (OSError, ValueError):
-                pass
-        return out
+        return {name: cpu for name in COMPONENTS if (cpu := self.of(name, cpu_seconds)) is not None}
 
     # ---------------------------------------------------------------- namespaces
 

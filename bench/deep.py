@@ -63,7 +63,7 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
             return {"n": n, "error": "no replica became leader within 90s"}
         leader, standby = found
         before = {"leader": settled_rss(leader.pid), "standby": settled_rss(standby.pid),
-                  "apiserver": _component_rss(ctx, "kube-apiserver")}
+                  "apiserver": ctx.cluster.of("kube-apiserver", rss_bytes)}
         tasks = [realistic_task(name, i) for i, name in enumerate(workload.names("d", n))]
         spec_bytes = sum(len(str(t["spec"])) for t in tasks[:100]) / 100
         sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators)
@@ -71,7 +71,7 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
         log(f"deep: {len(sub.sent)} submitted at {sub.rate:.0f}/s, {len(sub.errors)} errors")
         quiet = _quiet(leader.pid)
         held = {"leader": settled_rss(leader.pid), "standby": settled_rss(standby.pid),
-                "apiserver": _component_rss(ctx, "kube-apiserver"), "etcd_db": _etcd_db(ctx)}
+                "apiserver": ctx.cluster.of("kube-apiserver", rss_bytes), "etcd_db": _etcd_db(ctx)}
         log(f"deep: leader RSS {before['leader'] >> 20} → {held['leader'] >> 20} MiB with {n} queued")
 
         def finished() -> int:
@@ -141,13 +141,6 @@ def _quiet(pid: int, still: float = 0.2, window: float = 5.0, timeout: float = 3
         if cpu_seconds(pid) - cpu < still:
             break
     return time.monotonic() - start
-
-
-def _component_rss(ctx: Context, name: str) -> int | None:
-    try:
-        return rss_bytes(int((ctx.cluster.directory / "run" / f"{name}.pid").read_text()))
-    except (OSError, ValueError):
-        return None
 
 
 def _etcd_db(ctx: Context) -> int | None:

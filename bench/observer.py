@@ -155,12 +155,6 @@ class ObserverProcess:
         self.process.wait(timeout=timeout)
         return json.loads(self.out.read_text())
 
-    def stop(self) -> dict[str, Any]:
-        """Stop now (SIGTERM) and return what was seen."""
-        if self.process.poll() is None:
-            self.process.terminate()
-        return self.result(timeout=60)
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()

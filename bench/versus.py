@@ -9,6 +9,7 @@ Job's Complete condition and the Workflow's Succeeded phase.
 """
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
         result = _measure(ctx, system="kueue", label="backlog", n=n, ns=ns, controller=controller,
                           path=jobs_path(ns), objects=jobs, rate=None, until=f"jobs={n + len(probes)}",
                           workflows=False, milestones=_job_milestones, during=send_probes)
-    seen = _read_observation(ctx, ns)
+    seen = json.loads((ctx.work / f"obs-{ns}.json").read_text())  # the observer's, kept
     for p in result["probes"]:
         started = (seen["jobs"].get(p["name"]) or {}).get("started")
         p["dispatch_seconds"] = started - p.pop("sent") if started else None
@@ -156,11 +157,6 @@ def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
                                         if p["dispatch_seconds"] is not None), default=None)
     result["version"] = bins.versions["kueue"]
     return result
-
-
-def _read_observation(ctx: Context, ns: str) -> dict[str, Any]:
-    import json
-    return json.loads((ctx.work / f"obs-{ns}.json").read_text())
 
 
 class _kueue_running:
