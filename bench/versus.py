@@ -38,19 +38,15 @@ class Peers:
 
     @classmethod
     def install(cls, ctx: Context, which: set[str]) -> Peers:
-        out = cls(versions={})
-        cluster = ctx.cluster
+        out, cluster = cls(versions={}), ctx.cluster
+        for name, module, crds in (("kueue", peers.KUEUE_MODULE, "config/components/crd/bases"),
+                                   ("argo", peers.ARGO_MODULE, "manifests/base/crds/minimal")):
+            if name in which:
+                setattr(out, name, peers.build(name))
+                out.versions[name] = peers.version(name, module)
+                peers.apply_crds(cluster.kubectl, cluster.kubeconfig, peers.module_dir(name, module) / crds)
         if "kueue" in which:
-            out.kueue = peers.build("kueue")
-            out.versions["kueue"] = peers.version("kueue", peers.KUEUE_MODULE)
-            crds = peers.module_dir("kueue", peers.KUEUE_MODULE) / "config" / "components" / "crd" / "bases"
-            peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
             cluster.api.ensure("/api/v1/namespaces", {"metadata": {"name": peers.KUEUE_NAMESPACE}})
-        if "argo" in which:
-            out.argo = peers.build("argo")
-            out.versions["argo"] = peers.version("argo", peers.ARGO_MODULE)
-            crds = peers.module_dir("argo", peers.ARGO_MODULE) / "manifests" / "base" / "crds" / "minimal"
-            peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
         return out
 
 
