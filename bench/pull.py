@@ -39,8 +39,8 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     names = [f"bench-worker-{i}" for i in range(workers)]
     procs = [start_worker(ctx, ns, name, journal, concurrency) for name in names]
     wait_until(lambda: (operator.metric("cronoq_workers") or 0) >= workers or all_announced(ctx, ns, workers), 60)
-    workers_before = sum(p.cpu() for p in procs)
     window = Window(ctx, ns, operator.pid, until=f"tasks={n}")
+    workers_before = sum(p.cpu() for p in procs)  # read as the operator's is: from the window's opening
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators, rate=rate)
     seen, figures = window.close(n, sub, leader_lease=(*ctx.leader_lease, *names),
                                  after=lambda: sum(p.cpu() for p in procs) - workers_before)
