@@ -21,6 +21,7 @@ import tempfile
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
 
 from cronoq.archive import Database, Filter
 
@@ -29,13 +30,18 @@ OUTCOMES = ("Success", "Success", "Success", "Retryable", "Retryable", "Permanen
 REASONS = ("Completed", "Completed", "Completed", "Error", "OOMKilled", "PermanentExitCode", "Completed", "Cancelled")
 
 
+INSERT_ATTEMPTS = ("INSERT INTO cronoq_attempts (task_uid, attempt, namespace, name, pool, key, delivery, trigger, "
+                   "outcome, reason, exit_code, response_code, message, dispatched_at, started_at, finished_at, "
+                   "duration_ms, job, worker, archived_at)")
+INSERT_TASKS = ("INSERT INTO cronoq_tasks (task_uid, namespace, name, pool, key, phase, attempts, reason, message, "
+                "output, output_available, duplicate_of, created_at, submitted_at, finished_at, archived_at)")
+
+
 def fill_postgres(db: Database, rows: int) -> None:
     conn = db.connection()
     conn.execute("BEGIN")
     conn.execute(f"""
-        INSERT INTO cronoq_attempts (task_uid, attempt, namespace, name, pool, key, delivery, trigger, outcome,
-            reason, exit_code, response_code, message, dispatched_at, started_at, finished_at, duration_ms, job,
-            worker, archived_at)
+        {INSERT_ATTEMPTS}
         SELECT 'uid-' || (i / 2), 1 + i % 2, 'team-' || (i % 20), 'task-' || (i / 2), 'pool-' || (i % 10),
                CASE WHEN (i / 2) % 7 = 0 THEN 'key-' || (i / 2) END, 'Job',
                CASE WHEN i % 2 = 0 THEN 'First' ELSE 'Retry' END, (ARRAY{list(OUTCOMES)})[1 + i % 8], (ARRAY{list(REASONS)})[1 + i % 8],
@@ -45,8 +51,7 @@ def fill_postgres(db: Database, rows: int) -> None:
         FROM (SELECT i, TIMESTAMPTZ '{NOW.isoformat()}' - (i * interval '1 second') * (2592000.0 / {rows}) AS ts
               FROM generate_series(0, {rows - 1}) AS i) s""")
     conn.execute(f"""
-        INSERT INTO cronoq_tasks (task_uid, namespace, name, pool, key, phase, attempts, reason, message, output,
-            output_available, duplicate_of, created_at, submitted_at, finished_at, archived_at)
+        {INSERT_TASKS}
         SELECT 'uid-' || j, 'team-' || ((2 * j) % 20), 'task-' || j, 'pool-' || ((2 * j) % 10),
                CASE WHEN j % 7 = 0 THEN 'key-' || j END,
                CASE WHEN j % 50 = 0 THEN 'DeadLettered' WHEN j % 10 = 0 THEN 'Failed' ELSE 'Succeeded' END, 2,
@@ -67,9 +72,7 @@ def fill_sqlite(db: Database, rows: int) -> None:
     ts = f"strftime('%Y-%m-%dT%H:%M:%f000Z', {start} - i * {step}, 'unixepoch')"
     conn.execute(f"""
         WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < {rows - 1})
-        INSERT INTO cronoq_attempts (task_uid, attempt, namespace, name, pool, key, delivery, trigger, outcome,
-            reason, exit_code, response_code, message, dispatched_at, started_at, finished_at, duration_ms, job,
-            worker, archived_at)
+        {INSERT_ATTEMPTS}
         SELECT 'uid-' || (i / 2), 1 + i % 2, 'team-' || (i % 20), 'task-' || (i / 2), 'pool-' || (i % 10),
                CASE WHEN (i / 2) % 7 = 0 THEN 'key-' || (i / 2) END, 'Job',
                CASE WHEN i % 2 = 0 THEN 'First' ELSE 'Retry' END, {outcome}, {reason}, CASE WHEN i % 8 IN (0, 1, 2, 6) THEN 0 ELSE 1 END, NULL,
@@ -78,8 +81,7 @@ def fill_sqlite(db: Database, rows: int) -> None:
     tts = f"strftime('%Y-%m-%dT%H:%M:%f000Z', {start} - 2 * j * {step}, 'unixepoch')"
     conn.execute(f"""
         WITH RECURSIVE s(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM s WHERE j < {rows // 2 - 1})
-        INSERT INTO cronoq_tasks (task_uid, namespace, name, pool, key, phase, attempts, reason, message, output,
-            output_available, duplicate_of, created_at, submitted_at, finished_at, archived_at)
+        {INSERT_TASKS}
         SELECT 'uid-' || j, 'team-' || ((2 * j) % 20), 'task-' || j, 'pool-' || ((2 * j) % 10),
                CASE WHEN j % 7 = 0 THEN 'key-' || j END,
                CASE WHEN j % 50 = 0 THEN 'DeadLettered' WHEN j % 10 = 0 THEN 'Failed' ELSE 'Succeeded' END, 2,
@@ -112,29 +114,25 @@ KEYS = [f"key-{7 * j}" for j in range(0, 2 * 500, 2)]
 """500 keys a burst of keyed tasks asks about at once (controller/archive.py's batch): every other one held."""
 
 
-def measure(db: Database) -> list[tuple[str, int, float, float]]:
-    out = []
-    last = db.query(replace(DEEP, limit=1, offset=99 * 50 - 1))[0]
-    deep = replace(DEEP, older_than=(last["finished_at"], last["task_uid"], last["attempt"]))
-    for label, where in {**QUERIES, "dashboard: namespace + pool, page 100": deep}.items():
-        db.query(where)  # cold
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            found = db.query(where)
-            times.append(time.perf_counter() - start)
-        out.append((label, len(found), statistics.median(times) * 1000, max(times) * 1000))
-    asked = [(f"team-{(2 * int(k[4:])) % 20}", f"pool-{(2 * int(k[4:])) % 10}", k) for k in KEYS]
-    asked = [(ns, pool, k) if i % 2 == 0 else (ns, pool, k + "-none") for i, (ns, pool, k) in enumerate(asked)]
-    db.originals(asked)
+def _timed(query: Callable[[], Any]) -> tuple[int, float, float]:
+    """Rows found, median and worst ms of 5 warm runs (after a cold one)."""
+    query()
     times = []
     for _ in range(5):
         start = time.perf_counter()
-        found_keys = db.originals(asked)
+        found = query()
         times.append(time.perf_counter() - start)
-    out.append(("a deleted original's key: 500 asked in one batch", len(found_keys),
-                statistics.median(times) * 1000, max(times) * 1000))
-    return out
+    return len(found), statistics.median(times) * 1000, max(times) * 1000
+
+
+def measure(db: Database) -> list[tuple[str, int, float, float]]:
+    last = db.query(replace(DEEP, limit=1, offset=99 * 50 - 1))[0]
+    deep = replace(DEEP, older_than=(last["finished_at"], last["task_uid"], last["attempt"]))
+    out = [(label, *_timed(lambda: db.query(where)))
+           for label, where in {**QUERIES, "dashboard: namespace + pool, page 100": deep}.items()]
+    asked = [(f"team-{(2 * int(k[4:])) % 20}", f"pool-{(2 * int(k[4:])) % 10}", k) for k in KEYS]
+    asked = [(ns, pool, k) if i % 2 == 0 else (ns, pool, k + "-none") for i, (ns, pool, k) in enumerate(asked)]
+    return out + [("a deleted original's key: 500 asked in one batch", *_timed(lambda: db.originals(asked)))]
 
 
 def main() -> None:

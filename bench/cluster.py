@@ -16,8 +16,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from bench.kubeapi import Api
+from bench.procstat import cpu_seconds, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = Path("/tmp/cronoq-bench")
@@ -25,6 +27,7 @@ DEFAULT_OFFSET = 3000
 IDENTITY_NAMESPACE = "cronoq-bench-system"
 IDENTITY = "cronoq-bench"
 OPERATOR_USER = f"system:serviceaccount:{IDENTITY_NAMESPACE}:{IDENTITY}"
+T = TypeVar("T")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
@@ -89,7 +92,7 @@ class BenchCluster:
         subprocess.run([str(self.kubectl), f"--kubeconfig={self.kubeconfig}", "apply", "--server-side",
                         "--force-conflicts", "-f", str(directory)], check=True, capture_output=True)
         for crd in ("tasks.cronoq.io", "taskpools.cronoq.io", "taskschedules.cronoq.io"):
-            self._wait(lambda: _established(self.api, crd), 30, f"CRD {crd} established")
+            wait_until(lambda: _established(self.api, crd), 30, what=f"CRD {crd} established")
         self.crds = directory
 
     def _healthy_or_absent(self) -> bool:
@@ -106,14 +109,15 @@ class BenchCluster:
                            f"CRONOQ_CLUSTER_DIR={self.directory} CRONOQ_PORT_OFFSET={self.port_offset} "
                            "python3 hack/devcluster.py down")
 
+    def of(self, component: str, read: Callable[[int], T]) -> T | None:
+        """`read(pid)` of a control-plane component (its pid from devcluster's file); None if it does not run."""
+        try:
+            return read(int((self.directory / "run" / f"{component}.pid").read_text()))
+        except (OSError, ValueError):
+            return None
+
     def _processes_alive(self) -> bool:
-        for name in COMPONENTS:
-            try:
-                os.kill(int((self.directory / "run" / f"{name}.pid").read_text()), 0)
-                return True
-            except (OSError, ValueError):
-                continue
-        return False
+        return any(self.of(name, lambda pid: os.kill(pid, 0) or True) for name in COMPONENTS)
 
     def down(self) -> None:
         if self.started_here:
@@ -122,14 +126,7 @@ class BenchCluster:
 
     def component_cpu(self) -> dict[str, float]:
         """CPU seconds used so far by each control-plane process (the bench's share of the machine)."""
-        from bench.procstat import cpu_seconds
-        out = {}
-        for name in COMPONENTS:
-            try:
-                out[name] = cpu_seconds(int((self.directory / "run" / f"{name}.pid").read_text()))
-            except (OSError, ValueError):
-                pass
-        return out
+        return {name: cpu for name in COMPONENTS if (cpu := self.of(name, cpu_seconds)) is not None}
 
     # ---------------------------------------------------------------- namespaces
 
@@ -138,8 +135,7 @@ class BenchCluster:
         self.delete_namespace(name)
         self.api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                "metadata": {"name": name, "labels": {"cronoq.io/bench": "true"}}})
-        self._wait(lambda: self.api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None, 60,
-                   f"the default ServiceAccount of {name}")
+        wait_until(lambda: self.api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default") is not None, 60, what=f"the default ServiceAccount of {name}")
         return name
 
     def delete_namespace(self, name: str, wait: float = 900) -> None:
@@ -147,7 +143,7 @@ class BenchCluster:
         if self.api.get(f"/api/v1/namespaces/{name}") is None:
             return
         self.api.delete(f"/api/v1/namespaces/{name}")
-        self._wait(lambda: self.api.get(f"/api/v1/namespaces/{name}") is None, wait, f"namespace {name} to go")
+        wait_until(lambda: self.api.get(f"/api/v1/namespaces/{name}") is None, wait, what=f"namespace {name} to go")
 
     # ---------------------------------------------------------------- the operator's identity
 
@@ -177,15 +173,6 @@ class BenchCluster:
             "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
         assert who["status"]["userInfo"]["username"] == OPERATOR_USER, who
-
-    @staticmethod
-    def _wait(check, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
-            time.sleep(0.25)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def _established(api: Api, crd: str) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import workload
 from bench.cluster import log
-from bench.failover import JobWatch
+from bench.failover import pair, roles, takeover
 from bench.kubeapi import pools_path, tasks_path
 from bench.load import submit
 from bench.procstat import cpu_seconds, rss_bytes, settled_rss
@@ -56,18 +56,14 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
     api = ctx.cluster.api
     ns = ctx.cluster.namespace(f"bench-deep-{n}")
     api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY, paused=True))
-    election = ("--leader-election", f"--lease-namespace={ns}", f"--lease-name={LEASE}")
-    replicas = [ctx.replica(ns, name=f"cronoq-deep-{x}", extra=election) for x in "ab"]
-    for r in replicas:
-        r.start(wait_ready=False)
-    watch = JobWatch(str(ctx.cluster.kubeconfig), ns)
+    replicas, watch = pair(ctx, ns, LEASE, "cronoq-deep")
     try:
-        if not wait_until(lambda: sum(r.leading() for r in replicas) == 1, timeout=90):
+        found = roles(replicas)
+        if found is None:
             return {"n": n, "error": "no replica became leader within 90s"}
-        leader = next(r for r in replicas if r.leading())
-        standby = next(r for r in replicas if r is not leader)
+        leader, standby = found
         before = {"leader": settled_rss(leader.pid), "standby": settled_rss(standby.pid),
-                  "apiserver": _component_rss(ctx, "kube-apiserver")}
+                  "apiserver": ctx.cluster.of("kube-apiserver", rss_bytes)}
         tasks = [realistic_task(name, i) for i, name in enumerate(workload.names("d", n))]
         spec_bytes = sum(len(str(t["spec"])) for t in tasks[:100]) / 100
         sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators)
@@ -75,7 +71,7 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
         log(f"deep: {len(sub.sent)} submitted at {sub.rate:.0f}/s, {len(sub.errors)} errors")
         quiet = _quiet(leader.pid)
         held = {"leader": settled_rss(leader.pid), "standby": settled_rss(standby.pid),
-                "apiserver": _component_rss(ctx, "kube-apiserver"), "etcd_db": _etcd_db(ctx)}
+                "apiserver": ctx.cluster.of("kube-apiserver", rss_bytes), "etcd_db": _etcd_db(ctx)}
         log(f"deep: leader RSS {before['leader'] >> 20} → {held['leader'] >> 20} MiB with {n} queued")
 
         def finished() -> int:
@@ -85,13 +81,7 @@ def deep(ctx: Context, n: int, drain_seconds: float | None = None) -> dict[str, 
         cpu_at_kill, killed = cpu_seconds(standby.pid), time.monotonic()
         leader.kill(signal.SIGKILL)
         api.patch(f"{pools_path(ns)}/{POOL}", {"spec": {"paused": False}})
-        led = first_job = None
-        while time.monotonic() < killed + 300 and first_job is None:
-            if led is None and standby.leading():
-                led = time.monotonic() - killed
-            if watch.seen:
-                first_job = min(watch.seen.values()) - killed
-            time.sleep(0.05)
+        led, first_job = takeover(killed, standby, lambda: min(watch.seen.values(), default=None), 300)
         log(f"deep: the standby led {led}s and created its first Job {first_job}s after the SIGKILL")
         cpu_start, drain_start = cpu_seconds(standby.pid), time.monotonic()
 
@@ -151,13 +141,6 @@ def _quiet(pid: int, still: float = 0.2, window: float = 5.0, timeout: float = 3
         if cpu_seconds(pid) - cpu < still:
             break
     return time.monotonic() - start
-
-
-def _component_rss(ctx: Context, name: str) -> int | None:
-    try:
-        return rss_bytes(int((ctx.cluster.directory / "run" / f"{name}.pid").read_text()))
-    except (OSError, ValueError):
-        return None
 
 
 def _etcd_db(ctx: Context) -> int | None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from bench import workload
 from bench.cluster import log
 from bench.kubeapi import OBSERVER_AGENT, Api, jobs_path, pools_path, tasks_path
 from bench.observer import follow
-from bench.throughput import Context, wait_until
+from bench.procstat import wait_until
+from bench.replica import Replica
+from bench.throughput import Context
 
 POOL = "failover"
 LEASE = "bench-leader"
@@ -41,24 +43,52 @@ class JobWatch:
             self.seen.setdefault(task, now)
 
 
+def pair(ctx: Context, ns: str, lease: str, prefix: str) -> tuple[list[Replica], JobWatch]:
+    """Two replicas of the operator electing a leader on Lease `lease`, started, and a watch on the Jobs."""
+    election = ("--leader-election", f"--lease-namespace={ns}", f"--lease-name={lease}")
+    replicas = [ctx.replica(ns, name=f"{prefix}-{x}", extra=election) for x in "ab"]
+    for r in replicas:
+        r.start(wait_ready=False)
+    return replicas, JobWatch(str(ctx.cluster.kubeconfig), ns)
+
+
+def roles(replicas: list[Replica]) -> tuple[Replica, Replica] | None:
+    """(leader, standby) once exactly one replica leads; None if none does within 90 s."""
+    if not wait_until(lambda: sum(r.leading() for r in replicas) == 1, timeout=90):
+        return None
+    leader = next(r for r in replicas if r.leading())
+    return leader, next(r for r in replicas if r is not leader)
+
+
+def takeover(killed: float, standby: Replica, first_job: Callable[[], float | None],
+             timeout: float) -> tuple[float | None, float | None]:
+    """Seconds from `killed` until the standby leads, and until `first_job()` (a Job's first-seen time)."""
+    led = first = None
+    while time.monotonic() < killed + timeout and first is None:
+        if led is None and standby.leading():
+            led = time.monotonic() - killed
+        seen = first_job()
+        first = None if seen is None else seen - killed
+        time.sleep(0.05)
+    return led, first
+
+
 def failover(ctx: Context, rounds: int = 3) -> dict[str, Any]:
     """`rounds` rounds of SIGTERM, then `rounds` of SIGKILL."""
     api = ctx.cluster.api
     ns = ctx.cluster.namespace("bench-failover")
     api.create(pools_path(ns), workload.pool(POOL, 10_000))
-    election = ("--leader-election", f"--lease-namespace={ns}", f"--lease-name={LEASE}")
-    replicas = [ctx.replica(ns, name=f"cronoq-bench-{x}", extra=election) for x in "ab"]
-    for r in replicas:
-        r.start(wait_ready=False)
-    watch = JobWatch(str(ctx.cluster.kubeconfig), ns)
+    replicas, watch = pair(ctx, ns, LEASE, "cronoq-bench")
     results = []
     try:
-        if not wait_until(lambda: sum(r.leading() for r in replicas) == 1, timeout=90):
+        if roles(replicas) is None:
             return {"error": "no replica became leader within 90s"}
         _warm(api, ns, watch)
         for round_, sig in enumerate([signal.SIGTERM] * rounds + [signal.SIGKILL] * rounds):
-            leader = next(r for r in replicas if r.leading())
-            standby = next(r for r in replicas if r is not leader)
+            found = roles(replicas)
+            if found is None:
+                raise RuntimeError(f"failover round {round_ + 1}: no replica leads")
+            leader, standby = found
             marks: dict[str, float] = {}
             stop = threading.Event()
 
@@ -75,16 +105,8 @@ def failover(ctx: Context, rounds: int = 3) -> dict[str, Any]:
             leader.kill(sig)
             thread = threading.Thread(target=markers, daemon=True)
             thread.start()
-            took_over = None
-            deadline = killed + 120
-            first_job = None
-            while time.monotonic() < deadline and first_job is None:
-                if took_over is None and standby.leading():
-                    took_over = time.monotonic() - killed
-                hits = [watch.seen[m] for m in list(marks) if m in watch.seen]
-                if hits:
-                    first_job = min(hits) - killed
-                time.sleep(0.05)
+            took_over, first_job = takeover(killed, standby, lambda: min(
+                (watch.seen[m] for m in list(marks) if m in watch.seen), default=None), 120)
             stop.set()
             thread.join()
             results.append({"round": round_ + 1, "signal": sig.name, "seconds_to_first_job": first_job,

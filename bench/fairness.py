@@ -41,85 +41,65 @@ def _tasks(prefix: str, n: int, group: str | None) -> list[dict[str, Any]]:
     return tasks
 
 
-def _run(ctx: Context, label: str, a_tasks: int, grouped: bool) -> dict[str, Any]:
-    api = ctx.cluster.api
-    ns = ctx.cluster.namespace(f"bench-fair-{label}")
-    api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY))
-    a = _tasks("a", a_tasks, "tenant-a" if grouped else None)
-    b = _tasks("b", B_TASKS, "tenant-b" if grouped else None)
-    operator = ctx.replica(ns).start()
-    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json",
-                               until=f"tasks={a_tasks + B_TASKS}")
-    sub_a = submit(api, tasks_path(ns), a, creators=ctx.creators) if a else None
-    sub_b = submit(api, tasks_path(ns), b, creators=ctx.creators)
-    seen = observer.result()
-    operator.stop()
-    done = {name: s["phases"].get("Succeeded") for name, s in seen["tasks"].items()}
-    b_done = [done.get(t["metadata"]["name"]) for t in b]
-    a_done = [done.get(t["metadata"]["name"]) for t in a]
-    result = {
-        "label": label, "a_tasks": a_tasks, "b_tasks": B_TASKS, "concurrency": CONCURRENCY, "grouped": grouped,
-        "timed_out": seen["timed_out"], "submit_errors": len(sub_b.errors) + (len(sub_a.errors) if sub_a else 0),
-        "b_last_finished_seconds": (max(b_done) - sub_b.started) if all(b_done) else None,
-        "a_drained_seconds": (max(a_done) - sub_a.started) if sub_a and all(a_done) else None,
-    }
-    log(f"fairness {label}: B's last task finished {result['b_last_finished_seconds']}s after B was submitted; "
-        f"A drained in {result['a_drained_seconds']}s")
-    ctx.cluster.delete_namespace(ns)
-    return result
-
-
 GAMING_GROUPS = 60
 SUBMITTER = "cronoq.io/submitter"
 
 
-def _gaming_run(ctx: Context, label: str, a_tasks: int, fair: dict[str, Any] | None) -> dict[str, Any]:
+def _run(ctx: Context, label: str, a: list[dict[str, Any]], b: list[dict[str, Any]], **pool: Any) -> dict[str, Any]:
+    """Tenant A's tasks, then B's, on an empty pool of its own: when each started and finished."""
     api = ctx.cluster.api
-    ns = ctx.cluster.namespace(f"bench-gaming-{label}")
-    api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY, **({"fairShare": fair} if fair else {})))
-    a = _tasks("a", a_tasks, None)
-    b = _tasks("b", B_TASKS, "tenant-b")
-    for i, task in enumerate(a):
-        task["spec"].update(group=f"name-{i % GAMING_GROUPS}", priority=1000)
-        task["metadata"]["annotations"] = {SUBMITTER: "tenant-a"}
-    for task in b:
-        task["metadata"]["annotations"] = {SUBMITTER: "tenant-b"}
+    ns = ctx.cluster.namespace(f"bench-{label}")
+    api.create(pools_path(ns), workload.pool(POOL, CONCURRENCY, **pool))
     operator = ctx.replica(ns).start()
-    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json",
-                               until=f"tasks={a_tasks + B_TASKS}")
-    sub_a = submit(api, tasks_path(ns), a, creators=ctx.creators)
+    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={len(a) + len(b)}")
+    sub_a = submit(api, tasks_path(ns), a, creators=ctx.creators) if a else None
     sub_b = submit(api, tasks_path(ns), b, creators=ctx.creators)
     seen = observer.result()
     operator.stop()
-    started = {name: s["phases"].get("Running") for name, s in seen["tasks"].items()}
-    b_started = [started.get(t["metadata"]["name"]) for t in b]
-    share = None
-    if all(b_started):
-        until = max(b_started)
-        a_before = sum(1 for t in a if (at := started.get(t["metadata"]["name"])) is not None and at <= until)
-        share = a_before / (a_before + len(b))
-    done = {name: s["phases"].get("Succeeded") for name, s in seen["tasks"].items()}
-    b_done = [done.get(t["metadata"]["name"]) for t in b]
-    result = {
-        "label": label, "a_tasks": a_tasks, "b_tasks": B_TASKS, "concurrency": CONCURRENCY, "fair_share": fair,
-        "timed_out": seen["timed_out"], "submit_errors": len(sub_a.errors) + len(sub_b.errors),
-        "gamer_share": share,
-        "b_last_finished_seconds": (max(b_done) - sub_b.started) if all(b_done) else None,
-    }
-    log(f"gaming {label}: the gamer's share of the starts while B waited {share}; B's last task finished "
-        f"{result['b_last_finished_seconds']}s after B was submitted")
     ctx.cluster.delete_namespace(ns)
-    return result
 
+    def at(phase: str, tasks: list[dict[str, Any]]) -> list[float | None]:
+        return [(seen["tasks"].get(t["metadata"]["name"]) or {}).get("phases", {}).get(phase) for t in tasks]
 
-def gaming(ctx: Context, a_tasks: int) -> dict[str, Any]:
-    """The gamer's share beside an honest tenant: in the default order, and sharing by submitter."""
-    return {"default": _gaming_run(ctx, "default", a_tasks, None),
-            "shares": _gaming_run(ctx, "shares", a_tasks, {"by": "Submitter"})}
+    a_done, b_done = at("Succeeded", a), at("Succeeded", b)
+    return {"label": label, "a_tasks": len(a), "b_tasks": len(b), "concurrency": CONCURRENCY,
+            "timed_out": seen["timed_out"], "submit_errors": len(sub_b.errors) + (len(sub_a.errors) if sub_a else 0),
+            "b_last_finished_seconds": (max(b_done) - sub_b.started) if all(b_done) else None,
+            "a_drained_seconds": (max(a_done) - sub_a.started) if sub_a and all(a_done) else None,
+            "started": (at("Running", a), at("Running", b))}
 
 
 def fairness(ctx: Context, a_tasks: int) -> dict[str, Any]:
     """B's wait beside A's backlog of `a_tasks`: with groups, without, and B alone."""
-    return {"grouped": _run(ctx, "grouped", a_tasks, grouped=True),
-            "ungrouped": _run(ctx, "ungrouped", a_tasks, grouped=False),
-            "alone": _run(ctx, "alone", 0, grouped=True)}
+    out = {}
+    for label, n, grouped in (("grouped", a_tasks, True), ("ungrouped", a_tasks, False), ("alone", 0, True)):
+        run = _run(ctx, f"fair-{label}", _tasks("a", n, "tenant-a" if grouped else None),
+                   _tasks("b", B_TASKS, "tenant-b" if grouped else None))
+        del run["started"]
+        out[label] = {**run, "label": label, "grouped": grouped}
+        log(f"fairness {label}: B's last task finished {run['b_last_finished_seconds']}s after B was submitted; "
+            f"A drained in {run['a_drained_seconds']}s")
+    return out
+
+
+def gaming(ctx: Context, a_tasks: int) -> dict[str, Any]:
+    """The gamer's share beside an honest tenant: in the default order, and sharing by submitter."""
+    out = {}
+    for label, fair in (("default", None), ("shares", {"by": "Submitter"})):
+        a, b = _tasks("a", a_tasks, None), _tasks("b", B_TASKS, "tenant-b")
+        for i, task in enumerate(a):
+            task["spec"].update(group=f"name-{i % GAMING_GROUPS}", priority=1000)
+        for tenant, tasks in (("tenant-a", a), ("tenant-b", b)):
+            for task in tasks:
+                task["metadata"]["annotations"] = {SUBMITTER: tenant}
+        run = _run(ctx, f"gaming-{label}", a, b, **({"fairShare": fair} if fair else {}))
+        a_started, b_started = run.pop("started")
+        share = None
+        if all(b_started):
+            a_before = sum(1 for t in a_started if t is not None and t <= max(b_started))
+            share = a_before / (a_before + len(b))
+        del run["a_drained_seconds"]
+        out[label] = {**run, "label": label, "fair_share": fair, "gamer_share": share}
+        log(f"gaming {label}: the gamer's share of the starts while B waited {share}; B's last task finished "
+            f"{run['b_last_finished_seconds']}s after B was submitted")
+    return out

@@ -97,25 +97,10 @@ class Api:
                         yield orjson.loads(line)
 
 
-def tasks_path(namespace: str) -> str:
-    return f"/apis/cronoq.io/v1alpha1/namespaces/{namespace}/tasks"
-
-
-def pools_path(namespace: str) -> str:
-    return f"/apis/cronoq.io/v1alpha1/namespaces/{namespace}/taskpools"
-
-
-def jobs_path(namespace: str) -> str:
-    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
-
-
-def pods_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods"
-
-
-def leases_path(namespace: str) -> str:
-    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-
-
-def workflows_path(namespace: str) -> str:
-    return f"/apis/argoproj.io/v1alpha1/namespaces/{namespace}/workflows"
+# The collections the bench reads and writes, by namespace: `tasks_path(ns)`.
+tasks_path = "/apis/cronoq.io/v1alpha1/namespaces/{}/tasks".format
+pools_path = "/apis/cronoq.io/v1alpha1/namespaces/{}/taskpools".format
+jobs_path = "/apis/batch/v1/namespaces/{}/jobs".format
+pods_path = "/api/v1/namespaces/{}/pods".format
+leases_path = "/apis/coordination.k8s.io/v1/namespaces/{}/leases".format
+workflows_path = "/apis/argoproj.io/v1alpha1/namespaces/{}/workflows".format

@@ -45,18 +45,23 @@ class Milestones:
         self.jobs_done = 0
         self.workflows_done = 0
 
+    @staticmethod
+    def _phases(table: dict[str, dict[str, Any]], obj: dict[str, Any], now: float, terminal: set[str]) -> bool:
+        """Note each phase of the object when first seen; True when it is its first terminal phase."""
+        phase = (obj.get("status") or {}).get("phase")
+        seen = table.setdefault(obj["metadata"]["name"], {"added": now, "phases": {}})
+        if phase and phase not in seen["phases"]:
+            seen["phases"][phase] = now
+            if phase in terminal and not seen.get("terminal"):
+                seen["terminal"] = phase
+                return True
+        return False
+
     def on_task(self, obj: dict[str, Any], now: float) -> None:
-        name = obj["metadata"]["name"]
-        status = obj.get("status") or {}
-        phase = status.get("phase")
         with self.lock:
-            seen = self.tasks.setdefault(name, {"added": now, "phases": {}})
-            if phase and phase not in seen["phases"]:
-                seen["phases"][phase] = now
-                if phase in TERMINAL and not seen.get("terminal"):
-                    seen["terminal"] = phase
-                    seen["attempt"] = status.get("attempt")
-                    self.tasks_done += 1
+            if self._phases(self.tasks, obj, now, TERMINAL):
+                self.tasks[obj["metadata"]["name"]]["attempt"] = (obj.get("status") or {}).get("attempt")
+                self.tasks_done += 1
 
     def on_job(self, obj: dict[str, Any], now: float) -> None:
         meta = obj["metadata"]
@@ -76,14 +81,8 @@ class Milestones:
 
     def on_workflow(self, obj: dict[str, Any], now: float) -> None:
         """An Argo Workflow's phases (Pending, Running, Succeeded, ...), each first seen."""
-        phase = (obj.get("status") or {}).get("phase")
         with self.lock:
-            seen = self.workflows.setdefault(obj["metadata"]["name"], {"added": now, "phases": {}})
-            if phase and phase not in seen["phases"]:
-                seen["phases"][phase] = now
-                if phase in WORKFLOW_TERMINAL and not seen.get("terminal"):
-                    seen["terminal"] = phase
-                    self.workflows_done += 1
+            self.workflows_done += self._phases(self.workflows, obj, now, WORKFLOW_TERMINAL)
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -97,11 +96,14 @@ class Milestones:
 
 def follow(api: Api, path: str, feed, connected: threading.Event, stop: threading.Event) -> None:
     """List once for a resourceVersion (and any objects already there), then watch, reconnecting."""
-    listing = api.request("GET", f"{path}?limit=500")
-    now = time.monotonic()
-    for item in listing.get("items", []):
-        feed(item, now)
-    rv = listing["metadata"]["resourceVersion"]
+    def listed(query: str) -> str:
+        listing = api.request("GET", f"{path}?{query}")
+        now = time.monotonic()
+        for item in listing.get("items", []):
+            feed(item, now)
+        return listing["metadata"]["resourceVersion"]
+
+    rv = listed("limit=500")
     while not stop.is_set():
         try:
             for event in api.watch(path, rv, on_connected=connected.set):
@@ -113,11 +115,7 @@ def follow(api: Api, path: str, feed, connected: threading.Event, stop: threadin
                     raise event_error(obj)
         except ApiError as err:
             if err.status == 410:  # too old: list again; milestones already seen stay first-seen
-                listing = api.request("GET", f"{path}?limit=0")
-                rv = listing["metadata"]["resourceVersion"]
-                now = time.monotonic()
-                for item in listing.get("items", []):
-                    feed(item, now)
+                rv = listed("limit=0")
             else:
                 print(f"observer: watch {path}: {err}", file=sys.stderr, flush=True)
                 time.sleep(0.5)
@@ -156,12 +154,6 @@ class ObserverProcess:
         """Wait for the goal (or the observer's own timeout) and return the milestones."""
         self.process.wait(timeout=timeout)
         return json.loads(self.out.read_text())
-
-    def stop(self) -> dict[str, Any]:
-        """Stop now (SIGTERM) and return what was seen."""
-        if self.process.poll() is None:
-            self.process.terminate()
-        return self.result(timeout=60)
 
 
 def main(argv: list[str] | None = None) -> int:

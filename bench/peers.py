@@ -23,17 +23,15 @@ webhooks. kwok plays the pods.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bench import procstat
+from bench.procstat import Running
 from bench.replica import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -187,7 +185,7 @@ def argo_workflow(name: str, image: str, pod_annotations: dict[str, str]) -> dic
 
 
 @dataclass
-class PeerProcess:
+class PeerProcess(Running):
     """A peer controller running on this machine: started, measured from /proc, stopped."""
     argv: list[str]
     log_path: Path
@@ -195,36 +193,8 @@ class PeerProcess:
     process: subprocess.Popen | None = None
 
     def start(self) -> PeerProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.argv, env={**os.environ, **self.env}, stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.launch(self.argv, dict(self.env))
         return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def cpu(self) -> float:
-        return procstat.cpu_seconds(self.pid)
-
-    def rss(self) -> int:
-        return procstat.rss_bytes(self.pid)
-
-    def stop(self, timeout: float = 20) -> None:
-        if not self.alive():
-            return
-        assert self.process is not None
-        self.process.terminate()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def self_signed(into: Path) -> None:
@@ -278,15 +248,6 @@ def apply_crds(kubectl: Path, kubeconfig: Path, directory: Path) -> None:
                            "--timeout=60s", *files], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the CRDs of {directory} were not established: {done.stderr[-2000:]}")
-
-
-def wait_for(check, timeout: float, what: str, interval: float = 0.25) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 if __name__ == "__main__":  # `python -m bench.peers [kueue|argo]...`: build those named (default: both)

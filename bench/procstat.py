@@ -1,12 +1,15 @@
-"""What a process costs, read from /proc: resident memory and CPU time, and a sampler that
-keeps the peak resident memory over a window (a finished run's RSS says little about its peak).
-"""
+"""What a process costs, read from /proc (resident memory, CPU time, a sampler that keeps the peak
+RSS over a window: a finished run's RSS says little about its peak), and the bench's one way to run
+a process (the operator, a peer controller) and to wait on a condition."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -39,6 +42,71 @@ def cpu_seconds(pid: int) -> float:
 
 def load_average() -> tuple[float, float, float]:
     return os.getloadavg()
+
+
+def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, what: str | None = None) -> bool:
+    """Poll `check` until it is true; False at the timeout, or, naming `what`, a TimeoutError."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(interval)
+    if what:
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+    return False
+
+
+class Running:
+    """A process the bench started (`process`, logging to `log_path`): its pid, CPU, RSS, stop."""
+    process: subprocess.Popen | None
+    log_path: Path
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path, self.process = log_path, None
+
+    def launch(self, argv: list[str], env: dict[str, str | None], **popen: Any) -> None:
+        """Start `argv` with the bench's environment and `env` (None: a variable taken away)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **env}
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(argv, env={k: v for k, v in env.items() if v is not None}, stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def rss(self) -> int:
+        return rss_bytes(self.pid)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive():
+            assert self.process is not None
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM, and SIGKILL if it has not ended after `timeout`."""
+        if self.alive():
+            assert self.process is not None
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
 
 class PeakRss:

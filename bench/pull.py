@@ -9,21 +9,17 @@ renewals cost per second, not per task, and are set apart like the leader Lease'
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from bench import workload
-from bench.audit import AuditLog, breakdown
-from bench.cluster import OPERATOR_USER, log
-from bench.kubeapi import pools_path, tasks_path
+from bench.cluster import log
+from bench.kubeapi import leases_path, pools_path, tasks_path
 from bench.latency import between, summary
 from bench.load import submit
-from bench.observer import ObserverProcess
-from bench.procstat import PeakRss, cpu_seconds, load_average
-from bench.throughput import POOL, Context, _fmt, _spent, throughput, wait_until
+from bench.procstat import Running, wait_until
+from bench.throughput import POOL, Context, Window, _fmt, outcomes
 
 REPO = Path(__file__).resolve().parent.parent
 WORKERS = 2
@@ -43,40 +39,18 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     names = [f"bench-worker-{i}" for i in range(workers)]
     procs = [start_worker(ctx, ns, name, journal, concurrency) for name in names]
     wait_until(lambda: (operator.metric("cronoq_workers") or 0) >= workers or all_announced(ctx, ns, workers), 60)
-    audit = AuditLog(ctx.cluster.audit_log)
-    mark = audit.mark()
-    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=f"tasks={n}")
-    cpu_before, load_before = operator.cpu(), load_average()
-    workers_before = sum(cpu_seconds(p.pid) for p in procs)
-    cluster_cpu = ctx.cluster.component_cpu()
-    peak = PeakRss(operator.pid).start()
+    window = Window(ctx, ns, operator.pid, until=f"tasks={n}")
+    workers_before = sum(p.cpu() for p in procs)  # read as the operator's is: from the window's opening
     sub = submit(api, tasks_path(ns), tasks, creators=ctx.creators, rate=rate)
-    seen = observer.result()
-    cpu_after, rss_peak = operator.cpu(), peak.stop()
-    workers_cpu = sum(cpu_seconds(p.pid) for p in procs) - workers_before
-    load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
-    audit.settle()
-    requests = audit.requests(mark, OPERATOR_USER)
-
-    started = read_journal(journal)
-    by_task = seen["tasks"]
-    succeeded = {name: s["phases"].get("Succeeded") for name, s in by_task.items()}
-    first_attempt = sum(1 for s in by_task.values() if s.get("terminal") == "Succeeded" and s.get("attempt") == 1)
+    seen, figures = window.close(n, sub, leader_lease=(*ctx.leader_lease, *names),
+                                 after=lambda: sum(p.cpu() for p in procs) - workers_before)
+    succeeded, counts = outcomes(seen, sub, n)
+    workers_cpu = figures.pop("after")
     result = {
         "n": n, "label": label, "paced_rate": rate, "workers": workers, "worker_concurrency": concurrency,
-        "submitted": len(sub.sent), "submit_errors": len(sub.errors), "submit_rate": sub.rate,
-        "timed_out": seen["timed_out"], "succeeded": sum(1 for v in succeeded.values() if v),
-        "succeeded_first_attempt": first_attempt,
-        "throughput": throughput(n, sub.started, [v for v in succeeded.values() if v]),
-        "latency": {"to_handler": summary(between(sub.sent, started)),
+        **counts, **figures, "workers_cpu_seconds_per_task": workers_cpu / n, "namespace": ns,
+        "latency": {"to_handler": summary(between(sub.sent, read_journal(journal))),
                     "to_succeeded": summary(between(sub.sent, succeeded))},
-        "operator": {"cpu_seconds": cpu_after - cpu_before, "cpu_seconds_per_task": (cpu_after - cpu_before) / n,
-                     "rss_peak": rss_peak},
-        "workers_cpu_seconds_per_task": workers_cpu / n,
-        "api": breakdown(requests, n, leader_lease=(*ctx.leader_lease, *names)),
-        "load_average": {"before": load_before, "after": load_after},
-        "cluster_cpu_seconds": cluster_cpu,
-        "namespace": ns,
     }
     log(f"pull {label} n={n}: {_fmt(result['throughput'])} tasks/s, create→handler p50 "
         f"{_fmt(result['latency']['to_handler']['p50'])}s, {_fmt(result['api']['writes_per_task'])} writes/task")
@@ -86,15 +60,13 @@ def pull(ctx: Context, n: int, rate: float | None = None, label: str = "burst", 
     return result
 
 
-def stop_workers(procs: list[subprocess.Popen]) -> None:
+def stop_workers(procs: list[Running]) -> None:
     """SIGTERM every worker (they drain), then wait for each, killing one that takes over 40 s."""
     for proc in procs:
-        proc.send_signal(signal.SIGTERM)
+        if proc.process and proc.alive():
+            proc.process.terminate()
     for proc in procs:
-        try:
-            proc.wait(40)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        proc.stop(40)
 
 
 def served_task(name: str) -> dict[str, Any]:
@@ -102,17 +74,16 @@ def served_task(name: str) -> dict[str, Any]:
             "spec": {"pool": POOL, "payload": {"n": name}}}
 
 
-def start_worker(ctx: Context, ns: str, name: str, journal: Path, concurrency: int) -> subprocess.Popen:
-    env = {**os.environ, "KUBECONFIG": str(ctx.cluster.operator_kubeconfig), "CRONOQ_NAMESPACE": ns,
-           "PYTHONPATH": os.pathsep.join(p for p in (ctx.source, str(REPO)) if p)}
-    env.pop("POD_NAME", None)
-    log_file = open(ctx.work / f"worker-{ns}-{name}.log", "ab")
-    return subprocess.Popen([sys.executable, "-m", "bench.pull_worker", POOL, name, str(journal), str(concurrency)],
-                            env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO)
+def start_worker(ctx: Context, ns: str, name: str, journal: Path, concurrency: int) -> Running:
+    worker = Running(ctx.work / f"worker-{ns}-{name}.log")
+    worker.launch([sys.executable, "-m", "bench.pull_worker", POOL, name, str(journal), str(concurrency)],
+                  {"KUBECONFIG": str(ctx.cluster.operator_kubeconfig), "CRONOQ_NAMESPACE": ns, "POD_NAME": None,
+                   "PYTHONPATH": os.pathsep.join(p for p in (ctx.source, str(REPO)) if p)}, cwd=REPO)
+    return worker
 
 
 def all_announced(ctx: Context, ns: str, workers: int) -> bool:
-    leases = ctx.cluster.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases?labelSelector=cronoq.io%2Fworker-pool")
+    leases = ctx.cluster.api.get(leases_path(ns) + "?labelSelector=cronoq.io%2Fworker-pool")
     return len((leases or {}).get("items", [])) >= workers
 
 

@@ -81,6 +81,15 @@ def figures(r: dict[str, Any]) -> Iterator[tuple[str, str, float | None]]:
             if base:
                 yield "pull.throughput_vs_bare_jobs", where, of(p, lambda: p["throughput"] / base)
             yield "pull.writes_per_task", where, of(p, lambda: per_task_writes(p))
+        for feature in ("keys", "tracing"):  # bench/onoff.py: the same burst with the feature off, then on
+            ab = row.get(feature)
+            if ab:
+                off, on = ab["off"], ab["on"]
+                valid = clean(off) and clean(on)
+                yield f"{feature}.throughput_vs_off", where, on["throughput"] / off["throughput"] if valid else None
+                yield f"{feature}.operator_cpu_vs_off", where, (on["operator"]["cpu_seconds"] /
+                                                               off["operator"]["cpu_seconds"]) if valid else None
+                yield f"{feature}.writes_per_task", where, of(on, lambda: per_task_writes(on))
     largest = [row["cronoq"] for row in rows if row.get("cronoq")][-1:]
     for c in largest:
         yield "burst.dispatch_p99_s", f"N={c['n']}", of(c, lambda: c["latency"]["to_job"]["p99"])

@@ -6,7 +6,6 @@ runs the same operator through another module (`bench/kopf_watch.py`), with the 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import procstat
+from bench.procstat import Running
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +27,7 @@ def free_port() -> int:
 
 
 @dataclass
-class Replica:
+class Replica(Running):
     kubeconfig: str
     namespaces: tuple[str, ...]
     log_path: Path
@@ -36,37 +35,22 @@ class Replica:
     """A directory holding the `cronoq` package to run (put first on PYTHONPATH); None: as installed."""
     extra_args: tuple[str, ...] = ()
     pod_name: str = "cronoq-bench-0"
-    python: str = sys.executable
     module: str = "cronoq"
     """What `python -m` runs: cronoq, or bench.kopf_watch (cronoq with kopf's watches)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The operator's environment beside the bench's, e.g. OTEL_EXPORTER_OTLP_ENDPOINT."""
     metrics_port: int = field(default_factory=free_port)
     probe_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
 
     def start(self, wait_ready: bool = True, timeout: float = 120) -> Replica:
-        argv = [self.python, "-m", self.module, "operator", f"--metrics-port={self.metrics_port}",
+        argv = [sys.executable, "-m", self.module, "operator", f"--metrics-port={self.metrics_port}",
                 f"--probe-port={self.probe_port}", "--log-level=warning", *self.extra_args]
         argv += [f"--namespace={ns}" for ns in self.namespaces]
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "POD_NAME": self.pod_name}
-        env.pop("CRONOQ_KUBECONFIG", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.source, str(REPO)) if p)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
-        if wait_ready:
-            self.wait(self.ready, timeout, "/readyz")
-        else:
-            self.wait(self.serving, timeout, "/metrics")
+        self.launch(argv, {"KUBECONFIG": self.kubeconfig, "CRONOQ_KUBECONFIG": None, "POD_NAME": self.pod_name, **self.env,
+                           "PYTHONPATH": os.pathsep.join(p for p in (self.source, str(REPO)) if p)})
+        self.wait(self.ready if wait_ready else self.serving, timeout, "/readyz" if wait_ready else "/metrics")
         return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def wait(self, check, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -106,29 +90,3 @@ class Replica:
 
     def leading(self) -> bool:
         return (self.metric("cronoq_leader") or 0.0) >= 1.0
-
-    def rss(self) -> int:
-        return procstat.rss_bytes(self.pid)
-
-    def cpu(self) -> float:
-        return procstat.cpu_seconds(self.pid)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.alive():
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if not self.alive():
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""

@@ -36,7 +36,6 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import ranges, report  # noqa: E402
-from bench.archive import archive_ab  # noqa: E402
 from bench.backlog import backlog  # noqa: E402
 from bench.cluster import DEFAULT_DIR, DEFAULT_OFFSET, BenchCluster, log  # noqa: E402
 from bench.deep import deep  # noqa: E402
@@ -44,6 +43,7 @@ from bench.failover import LEASE, failover  # noqa: E402
 from bench.fairness import fairness, gaming  # noqa: E402
 from bench.idle import idle  # noqa: E402
 from bench.kopf_ab import kopf_ab  # noqa: E402
+from bench import onoff  # noqa: E402
 from bench.load import DEFAULT_CREATORS  # noqa: E402
 from bench.procstat import load_average  # noqa: E402
 from bench.soak import DEFAULT_MAX_RATE, soak  # noqa: E402
@@ -146,8 +146,10 @@ SCENARIOS = (
              "N Tasks in a pool whose attempts Kueue admits (admission.kueue), the same quota as kueue"),
     Scenario("argo", True, _row("argo", lambda b, n: argo(b.ctx, b.bins, n)), "N Argo Workflows (v3.7.14)"),
     Scenario("paced", True, _paced, "each system again at half the slowest one's burst rate (--paced-sizes)"),
-    Scenario("archive", True, _row("archive", lambda b, n: archive_ab(b.ctx, n)),
-             "N Tasks with the operator's --archive off, then on (SQLite): the same run (only when --only names it)"),
+    *(Scenario(name, True, _row(name, lambda b, n, f=getattr(onoff, name): f(b.ctx, n)), what + " (only when --only names it)")
+      for name, what in (("archive", "N Tasks with the operator's --archive off, then on (SQLite)"),
+                         ("keys", "N Tasks over two pools without, then with, 4 concurrency keys of limit 25"),
+                         ("tracing", "N Tasks with the operator's tracing off, then on (OTLP to a local Jaeger)"))),
     Scenario("lean", False, _once("lean", lambda b: cronoq(b.ctx, b.args.lean, label="lean", leaseTTL="0s",
                                                            operator_args=("--events=warnings",))),
              "--lean Tasks, leaseTTL 0s, --events=warnings: writes per task"),
@@ -168,7 +170,9 @@ SCENARIOS = (
                                                                   b.args.kopf_rounds)),
              "the operator's watches beside kopf's (only when --only names it)"),
 )
-DEFAULT = tuple(s.name for s in SCENARIOS if s.name not in ("deep", "kopf-ab", "archive"))
+NAMED = ("deep", "kopf-ab", "archive", "keys", "tracing")
+"""Run only when --only names them: a run of their own, or the burst twice."""
+DEFAULT = tuple(s.name for s in SCENARIOS if s.name not in NAMED)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -212,7 +216,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kopf-rounds", type=int, default=2, help="bursts and idle measurements of each side of kopf-ab")
     p.add_argument("--quick", action="store_true", help="N=200, backlog 300, one failover round, idle 500, soak 1000")
     p.add_argument("--only", default=",".join(DEFAULT),
-                   help=f"scenarios to run, of {','.join(s.name for s in SCENARIOS)} (default: all but deep and kopf-ab)")
+                   help=f"scenarios to run, of {','.join(s.name for s in SCENARIOS)} (default: all but {','.join(NAMED)})")
     p.add_argument("--source", default="HEAD", help="git revision of operator/ to run, or `worktree`")
     p.add_argument("--cluster-dir", type=Path, default=DEFAULT_DIR)
     p.add_argument("--port-offset", type=int, default=DEFAULT_OFFSET)

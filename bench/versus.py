@@ -9,6 +9,7 @@ Job's Complete condition and the Workflow's Succeeded phase.
 """
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -16,14 +17,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench import peers, workload
-from bench.audit import AuditLog, breakdown
-from bench.cluster import OPERATOR_USER, log
+from bench.cluster import log
 from bench.kubeapi import jobs_path, workflows_path
 from bench.latency import between, summary
 from bench.load import submit
 from bench.observer import ObserverProcess
-from bench.procstat import PeakRss, load_average
-from bench.throughput import Context, _fmt, _spent, cronoq, throughput, wait_until
+from bench.procstat import wait_until
+from bench.throughput import Context, Window, _fmt, cronoq, throughput
 
 PROBE_CLASS, PROBE_PRIORITY = "bench-high", 1000
 PROBE_CONCURRENCY = 50
@@ -38,19 +38,15 @@ class Peers:
 
     @classmethod
     def install(cls, ctx: Context, which: set[str]) -> Peers:
-        out = cls(versions={})
-        cluster = ctx.cluster
+        out, cluster = cls(versions={}), ctx.cluster
+        for name, module, crds in (("kueue", peers.KUEUE_MODULE, "config/components/crd/bases"),
+                                   ("argo", peers.ARGO_MODULE, "manifests/base/crds/minimal")):
+            if name in which:
+                setattr(out, name, peers.build(name))
+                out.versions[name] = peers.version(name, module)
+                peers.apply_crds(cluster.kubectl, cluster.kubeconfig, peers.module_dir(name, module) / crds)
         if "kueue" in which:
-            out.kueue = peers.build("kueue")
-            out.versions["kueue"] = peers.version("kueue", peers.KUEUE_MODULE)
-            crds = peers.module_dir("kueue", peers.KUEUE_MODULE) / "config" / "components" / "crd" / "bases"
-            peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
             cluster.api.ensure("/api/v1/namespaces", {"metadata": {"name": peers.KUEUE_NAMESPACE}})
-        if "argo" in which:
-            out.argo = peers.build("argo")
-            out.versions["argo"] = peers.version("argo", peers.ARGO_MODULE)
-            crds = peers.module_dir("argo", peers.ARGO_MODULE) / "manifests" / "base" / "crds" / "minimal"
-            peers.apply_crds(cluster.kubectl, cluster.kubeconfig, crds)
         return out
 
 
@@ -59,35 +55,19 @@ def _measure(ctx: Context, *, system: str, label: str, n: int, ns: str, controll
              milestones: Callable[[dict[str, Any]], tuple[dict[str, float], dict[str, float]]],
              during: Callable[[ObserverProcess], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Submit `objects`, wait for the observer's goal, and measure as the cronoq scenario does."""
-    audit = AuditLog(ctx.cluster.audit_log)
-    mark = audit.mark()
-    observer = ObserverProcess(ctx.cluster.kubeconfig, ns, ctx.work / f"obs-{ns}.json", until=until,
-                               workflows=workflows)
-    cpu_before, rss_before, load_before = controller.cpu(), controller.rss(), load_average()
-    cluster_cpu = ctx.cluster.component_cpu()
-    peak = PeakRss(controller.pid).start()
+    window = Window(ctx, ns, controller.pid, until=until, workflows=workflows)
     sub = submit(ctx.cluster.api, path, objects, creators=ctx.creators, rate=rate)
-    extra = during(observer) if during else {}
-    seen = observer.result()
-    cpu_after, rss_after, rss_peak = controller.cpu(), controller.rss(), peak.stop()
-    load_after, cluster_cpu = load_average(), _spent(cluster_cpu, ctx.cluster.component_cpu())
-    audit.settle()
-    requests = audit.requests(mark, OPERATOR_USER)
-    running, succeeded = milestones(seen)
-    names = [o["metadata"]["name"] for o in objects]
-    sent = {name: sub.sent[name] for name in names if name in sub.sent}
-    done = [v for k, v in succeeded.items() if k in sent and v]
+    extra = during(window.observer) if during else {}
     items = len(objects)
+    seen, figures = window.close(items, sub, leader_lease=())
+    running, succeeded = milestones(seen)
+    done = [v for k, v in succeeded.items() if k in sub.sent and v]
     result = {
-        "system": system, "n": items, "label": label, "paced_rate": rate, "submitted": len(sub.sent),
-        "submit_errors": len(sub.errors), "submit_rate": sub.rate, "timed_out": seen["timed_out"],
+        "system": system, "n": items, "label": label, "paced_rate": rate, **figures,
         "succeeded": len(done), "throughput": throughput(items, sub.started, done),
-        "latency": {"to_running": summary(between(sent, running)), "to_succeeded": summary(between(sent, succeeded))},
-        "operator": {"cpu_seconds": cpu_after - cpu_before, "cpu_seconds_per_task": (cpu_after - cpu_before) / items,
-                     "rss_before": rss_before, "rss_after": rss_after, "rss_peak": rss_peak},
-        "api": breakdown(requests, items),
-        "load_average": {"before": load_before, "after": load_after},
-        "cluster_cpu_seconds": cluster_cpu, "namespace": ns, **extra,
+        "latency": {"to_running": summary(between(sub.sent, running)),
+                    "to_succeeded": summary(between(sub.sent, succeeded))},
+        "namespace": ns, **extra,
     }
     if not controller.alive():
         result["error"] = f"the {system} controller exited with {controller.process.returncode}; see {controller.log_path}"
@@ -164,7 +144,7 @@ def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
         result = _measure(ctx, system="kueue", label="backlog", n=n, ns=ns, controller=controller,
                           path=jobs_path(ns), objects=jobs, rate=None, until=f"jobs={n + len(probes)}",
                           workflows=False, milestones=_job_milestones, during=send_probes)
-    seen = _read_observation(ctx, ns)
+    seen = json.loads((ctx.work / f"obs-{ns}.json").read_text())  # the observer's, kept
     for p in result["probes"]:
         started = (seen["jobs"].get(p["name"]) or {}).get("started")
         p["dispatch_seconds"] = started - p.pop("sent") if started else None
@@ -173,11 +153,6 @@ def kueue_probe(ctx: Context, bins: Peers, n: int) -> dict[str, Any]:
                                         if p["dispatch_seconds"] is not None), default=None)
     result["version"] = bins.versions["kueue"]
     return result
-
-
-def _read_observation(ctx: Context, ns: str) -> dict[str, Any]:
-    import json
-    return json.loads((ctx.work / f"obs-{ns}.json").read_text())
 
 
 class _kueue_running:
@@ -194,7 +169,7 @@ class _kueue_running:
             api.ensure(path, body)
         assert self.bins.kueue is not None
         self.controller = peers.start_kueue(self.bins.kueue, self.ctx.cluster.operator_kubeconfig, self.ctx.work)
-        peers.wait_for(lambda: _cq_active(api, self.queue) or not self.controller.alive(), 180,
+        wait_until(lambda: _cq_active(api, self.queue) or not self.controller.alive(), 180, what=
                        f"Kueue to make ClusterQueue {self.queue} active")
         if not self.controller.alive():
             raise RuntimeError(f"Kueue exited; see {self.controller.log_path}")

@@ -158,3 +158,16 @@ def test_the_gaming_tenants_share_is_judged_by_submitter_and_the_default_is_show
         "gaming.gamer_share"].ok
     text = "\n".join(report._gaming(gaming))
     assert "| default (no fairShare) | 0.93 |" in text and "| fairShare by submitter | 0.51 |" in text
+
+
+def test_a_feature_off_and_on_is_judged_by_the_ratio_of_its_two_bursts_and_the_on_bursts_writes():
+    ranges_ = {**RANGES, "keys.throughput_vs_off": R(0.5, 1.1), "keys.operator_cpu_vs_off": R(0.9, 1.5),
+               "keys.writes_per_task": R(3.95, 4.6)}
+    ab = {"n": 200, "off": burst(200, 200, 4.0, throughput=20.0, cpu_ms=5.0),
+          "on": burst(200, 200, 4.5, throughput=15.0, cpu_ms=8.0)}
+    checks = by_figure(ranges.check({"throughput": [{"n": 200, "keys": ab}]}, ranges_))
+    assert checks["keys.throughput_vs_off"].value == 0.75 and checks["keys.writes_per_task"].value == 4.5
+    assert checks["keys.operator_cpu_vs_off"].value == 8.0 / 5.0 and not checks["keys.operator_cpu_vs_off"].ok
+    ab["on"] = burst(200, 199, 4.5)  # a retry in either burst: no figure
+    checks = by_figure(ranges.check({"throughput": [{"n": 200, "keys": ab}]}, ranges_))
+    assert checks["keys.throughput_vs_off"].value is None and not checks["keys.throughput_vs_off"].ok
