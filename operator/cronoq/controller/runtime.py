@@ -83,6 +83,11 @@ class Runtime:
             c.notify_with(Notifier(writer, c.store, c.term, clock))
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
                                    workers=self.options.workers)
+        notifier = self.controller.notifier
+        if notifier is not None:  # schedules' pauses after failures are notified too
+            schedules = self.schedules
+            notifier.schedules = lambda: schedules.schedules.values()
+            schedules.on_pause = notifier.offer_schedule
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -29,8 +29,8 @@ from cronoq import metrics
 from cronoq.api import TaskSchedule, TaskScheduleStatus
 from cronoq.controller.clock import Clock, LoopClock
 from cronoq.controller.workqueue import WorkQueue
-from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, rejected,
-                                    task_manifest)
+from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, paused_after_failures,
+                                    rejected, task_manifest)
 from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
 from cronoq.apiserver.errors import Conflict
 from cronoq.kube.writes import NotLeader, Rejected, Writer
@@ -67,6 +67,9 @@ class Schedules:
         """(namespace, schedule) → when its next sync is queued for (its next fire, at most IDLE_SECONDS on)."""
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.acting = True
+        self.on_pause: Callable[[str, str, str, str], None] | None = None
+        """Told (namespace, name, uid, pool) when a status write pauses a schedule after failures
+        (the notifier's offer_schedule, with --notifications)."""
 
     # ------------------------------------------------------------------ watch events
 
@@ -171,6 +174,9 @@ class Schedules:
                     self.on_schedule(None, fresh)
                 return
             self._keep(key, written)  # decided on already: no sync again for it
+            if self.on_pause is not None and paused_after_failures(status) is not None and \
+                    paused_after_failures(schedule.status) is None:
+                self.on_pause(key[0], key[1], schedule.metadata.uid or "", schedule.spec.task_template.spec.pool)
             name = f"{key[0]}/{key[1]}"
             if decision.missed:
                 metrics.SCHEDULE_FIRES.labels(name, "missed").inc(decision.missed)
