@@ -28,7 +28,9 @@ from pydantic import ValidationError
 from cronoq import metrics
 from cronoq.api import TaskSchedule, TaskScheduleStatus
 from cronoq.controller.clock import Clock, LoopClock
+from cronoq.controller.tracing import Tracing
 from cronoq.controller.workqueue import WorkQueue
+from cronoq.engine.spans import fire_span
 from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, paused_after_failures,
                                     rejected, task_manifest)
 from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
@@ -52,7 +54,7 @@ def _rv(raw: dict[str, Any]) -> int:
 
 class Schedules:
     def __init__(self, writer: Writer, *, clock: Clock | None = None, min_interval: timedelta = timedelta(),
-                 workers: int = 8) -> None:
+                 workers: int = 8, tracing: Tracing | None = None) -> None:
         self.io = ScheduleWriter(writer)
         self.clock: Clock = clock or LoopClock()
         self.workers = workers
@@ -67,6 +69,8 @@ class Schedules:
         """(namespace, schedule) → when its next sync is queued for (its next fire, at most IDLE_SECONDS on)."""
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.acting = True
+        self.tracing = tracing
+        """Sends each fire's span (engine.spans.fire_span) when traces are on."""
         self.on_pause: Callable[[str, str, str, str], None] | None = None
         """Told (namespace, name, uid, pool) when a status write pauses a schedule after failures
         (the notifier's offer_schedule, with --notifications)."""
@@ -194,6 +198,20 @@ class Schedules:
         facts = self.tasks[key].get(name)
         return facts.uid if facts is not None else None
 
+    def _trace(self, schedule: TaskSchedule, fire_time: datetime, stored: dict[str, Any], trigger: str) -> None:
+        """Send the fire's span, linked to its Task (a fire found made sends the same span again)."""
+        assert self.tracing is not None
+        meta = stored.get("metadata") or {}
+        created = meta.get("creationTimestamp")
+        try:
+            created_at = datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None
+        except ValueError:
+            created_at = None
+        span = fire_span(schedule, fire_time, meta.get("name") or "", meta.get("uid"), meta.get("annotations"),
+                         created_at, trigger)
+        if span is not None:
+            self.tracing.emit((span,))
+
     async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision,
                     fire_time: datetime) -> TaskScheduleStatus | None:
         """Create the Task of the fire at `fire_time` (`decision.create`); the status to write afterwards."""
@@ -215,6 +233,8 @@ class Schedules:
                 metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "conflict").inc()
                 return conflicting(schedule, decision, name, holder, self.clock.now())
             log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
+        if self.tracing is not None:
+            self._trace(schedule, fire_time, stored, "backfill" if decision.backfill else "schedule")
         # Known at once, so a decision before the watch event sees the fire as made.
         self.tasks[key].setdefault(name, Fired(name=name, fire_time=fire_time, owner_uid=uid,
                                                uid=(stored.get("metadata") or {}).get("uid")))

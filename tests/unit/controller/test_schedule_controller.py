@@ -256,3 +256,25 @@ def test_the_write_that_pauses_a_schedule_after_failures_offers_its_notification
     assert offered == [("ns", "s", "u", "default")]
     asyncio.run(s.sync(("ns", "s")))
     assert offered == [("ns", "s", "u", "default")], "only the write that paused it offers"
+
+
+def test_each_fire_sends_its_span_linked_to_the_task_it_made():
+    from cronoq.engine.spans import fire_ids
+    from cronoq.pod_protocol.tracecontext import TaskTrace
+
+    class Traces:
+        def __init__(self) -> None:
+            self.spans: list = []
+
+        def emit(self, spans) -> None:
+            self.spans.extend(spans)
+
+    s, io, clock = controller()
+    s.tracing = Traces()  # type: ignore[assignment]
+    asyncio.run(s.sync(("ns", "s")))
+    name = task_name("s", T0 + timedelta(seconds=10))
+    (span,) = s.tracing.spans
+    assert (span.name, span.start) == ("fire", T0 + timedelta(seconds=10))
+    assert (span.trace_id, span.span_id) == fire_ids("u", T0 + timedelta(seconds=10))
+    task = TaskTrace(f"task-{name}")
+    assert [(link.trace_id, link.span_id) for link in span.links] == [(task.trace_id, task.task_span)]
