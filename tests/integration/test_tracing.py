@@ -144,3 +144,34 @@ def test_without_the_otel_environment_jobs_carry_no_traceparent(own) -> None:
     job = own.batch.read_namespaced_job("plain-a1", own.namespace)
     assert "TRACEPARENT" not in {e.name for e in job.spec.template.spec.containers[0].env or []}
     assert "tracing on" not in own.operator.log_path.read_text()
+
+
+def test_a_schedule_fire_is_a_span_linked_to_the_task_it_made(own, jaeger) -> None:
+    from datetime import datetime, timezone
+
+    from cronoq.engine.spans import fire_ids
+
+    from tests.support.schedules import Schedules
+
+    own.operator.env = {"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp, "OTEL_BSP_SCHEDULE_DELAY": "200",
+                        "OTEL_SERVICE_NAME": "cronoq-test-operator"}
+    own.operator.start()
+    own.pool()
+    sc = Schedules(own)
+    sc.create("tick", every="5s", plays={"delay": "100ms"})
+    (at, name), *_ = wait_until(lambda: sc.fires("tick"), timeout=60, what="the schedule's first fire")
+    schedule_uid = sc.get("tick")["metadata"]["uid"]
+    task = own.get(name)
+    fire = datetime.fromtimestamp(at, timezone.utc)
+    trace_id, span_id = fire_ids(schedule_uid, fire)
+
+    (span,) = stored(jaeger, trace_id, 1)["spans"]
+    assert (span["operationName"], span["spanID"], parent(span)) == ("fire", span_id, None)
+    seen = tags(span)
+    assert (seen["cronoq.schedule.uid"], seen["cronoq.task.name"], seen["cronoq.task.uid"]) == (
+        schedule_uid, name, task["metadata"]["uid"])
+    assert seen["cronoq.fire.trigger"] == "schedule"
+    assert span["startTime"] == at * 1_000_000, "the span starts at the fire time (Jaeger keeps microseconds)"
+    ids = TaskTrace(task["metadata"]["uid"])
+    links = [(r["traceID"], r["spanID"]) for r in span.get("references", []) if r["refType"] == "FOLLOWS_FROM"]
+    assert links == [(ids.trace_id, ids.task_span)], span.get("references")
