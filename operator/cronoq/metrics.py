@@ -104,7 +104,8 @@ ARCHIVE_QUEUE = Gauge("cronoq_archive_queue_rows", "Rows waiting to be written t
 ARCHIVE_DROPPED = Counter("cronoq_archive_dropped_total", "Rows dropped from a full archive queue (the archive was "
                           "down long); a finished task's are written again from its status before it is deleted.",
                           registry=REGISTRY)
-NOTIFICATIONS = Counter("cronoq_notifications_total", "Sends of outcome notifications to a pool's receivers, by "
+NOTIFICATIONS = Counter("cronoq_notifications_total", "Sends of outcome notifications (tasks' endings, schedules' "
+                        "pauses) to receivers, by "
                         "result: delivered (a 2xx answer), failed (retried later), gave_up (the receiver's "
                         "maxAttempts reached, or refused for good), dropped (the send queue was full; sent "
                         "at the next sweep).", ["result"], registry=REGISTRY)

@@ -180,3 +180,74 @@ def test_a_failover_between_a_500_and_the_200_sends_the_same_id(pair, receiver) 
     assert b.metric("cronoq_notifications_total", result="delivered") == 1
     print(f"\nfailover: {len(sent)} sends ({from_a} x 500 from the killed leader, 1 x 200 from the new one), "
           f"{len(set(ids))} distinct id")
+
+
+def test_a_schedule_paused_after_failures_is_told_once_with_a_stable_id(cq, receiver) -> None:
+    """A schedule's pause goes to the receivers of its tasks' pool that want SchedulePaused, signed,
+    retried after a 500, and recorded in the schedule's status; its tasks' endings go to nobody."""
+    from tests.support.schedules import Schedules
+
+    signing_secret(cq)
+    receiver.failing["/pause"] = 1
+    cq.pool(notifications=[{"name": "ops", "url": f"{receiver.url}/pause", "outcomes": ["SchedulePaused"],
+                            "signingKey": {"name": "notify-key", "key": "hmac"}}])
+    sc = Schedules(cq)
+    sc.create("flaky", every="2s", pauseAfterFailures=2, concurrencyPolicy="Forbid", failedTasksHistoryLimit=20,
+              task={"retry": {"maxAttempts": 1}}, plays={"outcome": "Fail", "delay": "100ms"})
+
+    def recorded() -> dict | None:
+        return next(iter(sc.status("flaky").get("notifications", ())), None)
+
+    entry = wait_until(recorded, timeout=90, what="the pause's delivery recorded in the schedule's status")
+    schedule = sc.get("flaky")
+    pause = next(c for c in schedule["status"]["conditions"] if c["type"] == "Paused")
+    assert (pause["status"], pause["reason"]) == ("True", "ConsecutiveFailures")
+    since = datetime.fromisoformat(pause["lastTransitionTime"].replace("Z", "+00:00"))
+    id = f"{schedule['metadata']['uid']}/Paused/{int(since.timestamp())}"
+    assert (entry["receiver"], entry["id"], entry["result"], entry["attempts"]) == ("ops", id, "Delivered", 2)
+
+    sent = receiver.at("/pause")
+    assert [r["status"] for r in sent] == [500, 200]
+    assert all(r["verified"] for r in sent), "signed with the Secret's key"
+    events = [json.loads(r["body"]) for r in sent]
+    assert {e["id"] for e in events} == {id}
+    event = events[-1]
+    assert (event["type"], event["subject"]) == ("io.cronoq.schedule.paused", f"{cq.namespace}/flaky")
+    data = event["data"]
+    assert data["schedule"] == {"namespace": cq.namespace, "name": "flaky", "uid": schedule["metadata"]["uid"],
+                                "pool": "default"}
+    assert data["reason"] == "ConsecutiveFailures" and data["pauseAfterFailures"] == 2
+    assert data["resume"] == f"cronoq schedule resume flaky -n {cq.namespace}"
+    print("\nthe receiver got:", json.dumps(event, indent=2))
+    # The schedule's failed Tasks were not sent (the receiver wants pauses only).
+    assert len(receiver.requests) == 2
+
+
+def test_namespace_receivers_serve_every_pool_and_a_pools_own_of_that_name_replaces_them(cq, receiver) -> None:
+    cq.pool("alerts", notifications=[{"name": "oncall", "url": f"{receiver.url}/oncall", "scope": "Namespace",
+                                      "outcomes": ["DeadLettered"]}])
+    cq.pool("etl", retry={"maxAttempts": 1}, notifications=[
+        {"name": "local", "url": f"{receiver.url}/local", "outcomes": ["DeadLettered"]}])
+    cq.pool("batch", retry={"maxAttempts": 1}, notifications=[
+        {"name": "oncall", "url": f"{receiver.url}/batch-oncall", "outcomes": ["DeadLettered"]}])
+    cq.pool("plain", retry={"maxAttempts": 1})
+    for name, pool in (("e", "etl"), ("b", "batch"), ("p", "plain")):
+        cq.task(name, pool=pool, outcome="Fail", exit_code=1, delay="100ms")
+    for name in ("e", "b", "p"):
+        cq.wait_phase(name, "DeadLettered")
+
+    def receivers(name: str) -> list[str] | None:
+        found = sorted(n["receiver"] for n in cq.status(name).get("notifications", ()) if n["result"] == "Delivered")
+        return found or None
+
+    assert wait_until(lambda: (r := receivers("e")) and len(r) == 2 and r, timeout=60,
+                      what="e told to its pool's and the namespace's") == ["local", "oncall"]
+    assert wait_until(lambda: receivers("b"), timeout=60, what="b told") == ["oncall"]
+    assert wait_until(lambda: receivers("p"), timeout=60, what="p told") == ["oncall"]
+
+    def subjects(path: str) -> list[str]:
+        return sorted(json.loads(r["body"])["subject"].split("/")[1] for r in receiver.at(path))
+
+    assert subjects("/oncall") == ["e", "p"], "the namespace's receiver: every pool but the one replacing it"
+    assert subjects("/local") == ["e"]
+    assert subjects("/batch-oncall") == ["b"], "batch's own oncall replaced the namespace's"

@@ -1,10 +1,12 @@
 """The operator's traces end to end (issue 55 item 1, docs/how-to/tracing.md): an operator with the
 standard OTEL_* environment sends its spans over OTLP to a real Jaeger (built from hack/jaeger) on
 loopback, and the test reads back what Jaeger stored through its query API: a task that fails once
-and then succeeds, in its producer's trace, and a push task. Parentage (producer → task → attempt
-→ wait) and attributes (attempt number, outcome, reason, exit and response codes) are checked
-against the Tasks' own statuses, and the ids the attempts' Jobs and push requests carry are the
-ones Jaeger stored."""
+and then succeeds, in its producer's trace, a push task, a pull task whose real worker's handler
+makes a span of its own (a child of the attempt span, sent by the worker), and a schedule's fire
+span linked to its Task. Parentage (producer → task → attempt → wait, attempt → handler) and
+attributes (attempt number, outcome, reason, exit and response codes) are checked against the
+Tasks' own statuses, and the ids the attempts' Jobs and push requests carry are the ones Jaeger
+stored."""
 from __future__ import annotations
 
 import json
@@ -144,3 +146,68 @@ def test_without_the_otel_environment_jobs_carry_no_traceparent(own) -> None:
     job = own.batch.read_namespaced_job("plain-a1", own.namespace)
     assert "TRACEPARENT" not in {e.name for e in job.spec.template.spec.containers[0].env or []}
     assert "tracing on" not in own.operator.log_path.read_text()
+
+
+def test_a_schedule_fire_is_a_span_linked_to_the_task_it_made(own, jaeger) -> None:
+    from datetime import datetime, timezone
+
+    from cronoq.engine.spans import fire_ids
+
+    from tests.support.schedules import Schedules
+
+    own.operator.env = {"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp, "OTEL_BSP_SCHEDULE_DELAY": "200",
+                        "OTEL_SERVICE_NAME": "cronoq-test-operator"}
+    own.operator.start()
+    own.pool()
+    sc = Schedules(own)
+    sc.create("tick", every="5s", plays={"delay": "100ms"})
+    (at, name), *_ = wait_until(lambda: sc.fires("tick"), timeout=60, what="the schedule's first fire")
+    schedule_uid = sc.get("tick")["metadata"]["uid"]
+    task = own.get(name)
+    fire = datetime.fromtimestamp(at, timezone.utc)
+    trace_id, span_id = fire_ids(schedule_uid, fire)
+
+    (span,) = stored(jaeger, trace_id, 1)["spans"]
+    assert (span["operationName"], span["spanID"], parent(span)) == ("fire", span_id, None)
+    seen = tags(span)
+    assert (seen["cronoq.schedule.uid"], seen["cronoq.task.name"], seen["cronoq.task.uid"]) == (
+        schedule_uid, name, task["metadata"]["uid"])
+    assert seen["cronoq.fire.trigger"] == "schedule"
+    assert span["startTime"] == at * 1_000_000, "the span starts at the fire time (Jaeger keeps microseconds)"
+    ids = TaskTrace(task["metadata"]["uid"])
+    links = [(r["traceID"], r["spanID"]) for r in span.get("references", []) if r["refType"] == "FOLLOWS_FROM"]
+    assert links == [(ids.trace_id, ids.task_span)], span.get("references")
+
+
+def test_a_pull_workers_handler_span_is_a_child_of_the_attempt_span(own, jaeger, api, kubeconfig, tmp_path) -> None:
+    from tests.support.workers import Workers, served_task, wait_worker
+
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    own.operator.env = {**otel, "OTEL_SERVICE_NAME": "cronoq-test-operator"}
+    own.operator.start()
+    own.pool(delivery="Workers", leaseTTL="3s")
+    workers = Workers(own.namespace, kubeconfig, tmp_path)
+    try:
+        workers.start("w-traced", env={**otel, "OTEL_SERVICE_NAME": "test-worker"})
+        wait_worker(api, own.namespace, "w-traced")
+        served_task(own, "pulled", {"span": "handle-order"})
+        status = own.wait_phase("pulled", "Succeeded", timeout=60)
+    finally:
+        workers.stop()
+    uid = own.get("pulled")["metadata"]["uid"]
+    ids = TaskTrace(uid)
+    assert json.loads(status["output"]) == {"traceparent": f"00-{ids.trace_id}-{ids.attempt_span(1)}-01"}, \
+        "the handler was given the attempt span's context"
+
+    trace = stored(jaeger, ids.trace_id, 4)
+    (tmp_path / "pulled-trace.json").write_text(json.dumps(trace, indent=1))
+    spans = by_name(trace)
+    assert sorted(spans) == sorted([("task", None), ("attempt", 1), ("wait", 1), ("handle-order", None)])
+    attempt, handler = spans[("attempt", 1)], spans[("handle-order", None)]
+    assert attempt["spanID"] == ids.attempt_span(1)
+    assert tags(attempt)["cronoq.attempt.delivery"] == "Workers"
+    assert tags(attempt)["cronoq.attempt.worker"] == "w-traced"
+    assert parent(handler) == (ids.trace_id, attempt["spanID"]), "the handler's span is the attempt's child"
+    assert trace["processes"][handler["processID"]]["serviceName"] == "test-worker"
+    assert tags(handler)["handler.task"] == "pulled"
+    assert attempt["startTime"] <= handler["startTime"] <= attempt["startTime"] + attempt["duration"]

@@ -2,9 +2,10 @@
 NAME JOURNAL [CONCURRENCY [TTL [GRACE]]]` (namespace and credentials from CRONOQ_NAMESPACE and KUBECONFIG).
 
 Its handler does what the task's payload says — `{"sleep": s, "fail": "retryable"|"permanent",
-"deaf": true, "inputs": true, "checkpoint": true, "until": path}` (`inputs` returns `ctx.inputs`; `checkpoint`:
+"deaf": true, "inputs": true, "checkpoint": true, "until": path, "span": name}` (`inputs` returns `ctx.inputs`; `checkpoint`:
 attempt 1 saves a checkpoint and fails, a later one returns the checkpoint it started from; `until`: it returns
-once the file `path` exists) — and writes a line to
+once the file `path` exists; `span`: it makes an OpenTelemetry span of that name, child of `ctx.traceparent`,
+exported over OTLP as the worker's OTEL_* environment says, and returns the traceparent it was given) — and writes a line to
 JOURNAL (JSON) when an attempt starts and when it ends
 (`how`: returned, raised, cancelled, abandoned), so a test can tell what ran where and when.
 A coroutine handler serves the tasks labelled `cronoq.io/handler: async`, a synchronous one the
@@ -31,6 +32,24 @@ def journal(path: str, ctx: Context, event: str, **more) -> None:
         f.write(json.dumps(line) + "\n")
 
 
+def traced(ctx: Context, name: str) -> dict:
+    """A span of the handler's own, as user code makes one: a child of the attempt's span
+    (ctx.traceparent), exported before the handler returns."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    provider = TracerProvider(resource=Resource.create({}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
+    parent = TraceContextTextMapPropagator().extract({"traceparent": ctx.traceparent or ""})
+    with provider.get_tracer("test-worker").start_as_current_span(name, context=parent) as span:
+        span.set_attribute("handler.task", ctx.name)
+    provider.shutdown()
+    return {"traceparent": ctx.traceparent}
+
+
 def main() -> int:
     pool, name, path = sys.argv[1:4]
     concurrency = int(sys.argv[4]) if len(sys.argv) > 4 else 4
@@ -45,6 +64,10 @@ def main() -> int:
                 ctx.checkpoint({"savedBy": ctx.attempt})
                 raise cronoq.worker.Retryable("failed after saving a checkpoint", retry_after=0)
             return {"echo": payload.get("echo"), "resumed": ctx.checkpoint_data}
+        if payload.get("span"):
+            done = traced(ctx, payload["span"])
+            journal(path, ctx, "end", how="returned")
+            return done
         until = time.monotonic() + float(payload.get("sleep", 0))
         released = (lambda: os.path.exists(payload["until"])) if payload.get("until") else \
             (lambda: time.monotonic() >= until)

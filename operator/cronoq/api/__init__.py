@@ -10,7 +10,7 @@ from cronoq.api.model import snake_case
 from cronoq.api.pod import EnvVar, PodMetadata, PodSettings, Resources, Toleration
 from cronoq.api.retry import Jitter, RetryOverride, RetryPolicy, RetryRule, RuleAction
 from cronoq.api.durations import DurationError
-from cronoq.api.notify import NotificationResult, Notified, NotifyFormat, NotifyOn, Receiver
+from cronoq.api.notify import NotificationResult, Notified, NotifyFormat, NotifyOn, Receiver, ReceiverScope
 from cronoq.api.pool import (
     SUBMITTER, Debounce, FairShare, KeyLimit, PhaseCounts, PoolTemplate, QueueMark, QueueMarks, RateLimit, TaskPool, TaskPoolSpec, TaskPoolStatus,
 )
@@ -28,6 +28,6 @@ __all__ = [
     "RetryPolicy", "RetryRule", "RuleAction",
     "TERMINAL_PHASES", "Task", "TaskPhase", "TaskPool", "TaskPoolSpec", "TaskPoolStatus", "TaskSpec", "TaskStatus",
     "Toleration", "snake_case",
-    "NotificationResult", "Notified", "NotifyFormat", "NotifyOn", "Receiver",
+    "NotificationResult", "Notified", "NotifyFormat", "NotifyOn", "Receiver", "ReceiverScope",
     "ConcurrencyPolicy", "TaskSchedule", "TaskScheduleSpec", "TaskScheduleStatus", "TaskTemplate",
 ]

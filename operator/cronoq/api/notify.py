@@ -14,17 +14,30 @@ from cronoq.api.http import KeyRef
 from cronoq.api.model import Model, ObjectName, Timestamp, rule, validations
 
 RECEIVERS_MOST: Final = 8
-"""Receivers a pool names at most (and so entries of a task's status.notifications)."""
+"""Receivers a pool names at most."""
+NOTIFIED_MOST: Final = 16
+"""Receivers one pool's tasks and schedules are notified to at most: its own and the namespace's
+(`scope: Namespace`) together; so also the entries of a status's `notifications`."""
 EVENT_ID_LIMIT: Final = 128
 ReceiverTimeout = Annotated[timedelta, DurationBounds("1s", "60s")]
 
 
 class NotifyOn(StrEnum):
-    """The outcomes a receiver can be told about: a task's terminal phases worth a message."""
+    """The outcomes a receiver can be told about: a task's terminal phases worth a message, and a
+    schedule that stopped firing."""
 
     DEAD_LETTERED = "DeadLettered"
     FAILED = "Failed"
     SUCCEEDED = "Succeeded"
+    SCHEDULE_PAUSED = "SchedulePaused"
+    """A TaskSchedule whose tasks go to the pool paused after pauseAfterFailures failures in a row."""
+
+
+class ReceiverScope(StrEnum):
+    POOL = "Pool"
+    """The pool's own tasks and schedules."""
+    NAMESPACE = "Namespace"
+    """Those of every pool of the namespace: a namespace default."""
 
 
 class NotifyFormat(StrEnum):
@@ -50,8 +63,14 @@ class Receiver(Model):
     """Absolute http:// or https:// URL the notification is POSTed to (at most 2048 characters).
     Link-local and cloud metadata addresses are refused unless the pool sets allowLinkLocal, as
     for push tasks."""
-    outcomes: tuple[NotifyOn, ...] = Field(min_length=1, max_length=3, json_schema_extra={"x-kubernetes-list-type": "set"})
-    """The outcomes to notify: DeadLettered, Failed and/or Succeeded."""
+    outcomes: tuple[NotifyOn, ...] = Field(min_length=1, max_length=4, json_schema_extra={"x-kubernetes-list-type": "set"})
+    """The outcomes to notify: DeadLettered, Failed and/or Succeeded (a task's end), and/or
+    SchedulePaused (a TaskSchedule whose tasks go to this pool stopped firing after
+    pauseAfterFailures failures in a row)."""
+    scope: ReceiverScope = ReceiverScope.POOL
+    """Pool (default): this pool's tasks and schedules. Namespace: those of every pool of the
+    namespace, this one included — a namespace default that no other pool needs to repeat; a
+    pool's own receiver of the same name replaces it for that pool."""
     format: NotifyFormat = NotifyFormat.CLOUD_EVENT
     """CloudEvent (default: structured JSON) or Slack (a message with `text`, for a Slack-compatible
     incoming webhook)."""
@@ -73,13 +92,14 @@ class NotificationResult(StrEnum):
 
 
 class Notified(Model):
-    """What became of one receiver's notification of this task: recorded by the leader once the
-    receiver answered 2xx, or once maxAttempts failed."""
+    """What became of one receiver's notification of this task (or schedule): recorded by the
+    leader once the receiver answered 2xx, or once maxAttempts failed."""
 
     receiver: ObjectName
-    """The pool's receiver (its name)."""
+    """The receiver (its name, in the pool or the namespace)."""
     id: str = Field(min_length=1, max_length=EVENT_ID_LIMIT)
-    """The event's id, the same in every copy sent (`<task uid>/<phase>/<attempt>`)."""
+    """The event's id, the same in every copy sent (`<task uid>/<phase>/<attempt>`, or for a
+    schedule `<schedule uid>/Paused/<unix seconds of the pause>`)."""
     result: NotificationResult
     """Delivered, or GaveUp after maxAttempts."""
     attempts: int = Field(ge=1, le=20)

@@ -316,9 +316,10 @@ class TaskPoolSpec(Model):
     notifications: tuple[Receiver, ...] = Field((), max_length=RECEIVERS_MOST, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})
     """Receivers told about the pool's tasks' outcomes (at most 8): an HTTP POST of a signed
-    CloudEvent (or a Slack message) when a task ends DeadLettered, Failed or Succeeded, as each
-    receiver's `outcomes` say; at least once, with an id stable across failovers
-    (docs/how-to/notifications.md). Empty (the default): none."""
+    CloudEvent (or a Slack message) when a task ends DeadLettered, Failed or Succeeded, or a
+    schedule of the pool's tasks pauses (SchedulePaused), as each receiver's `outcomes` say; at
+    least once, with an id stable across failovers (docs/how-to/notifications.md). A receiver of
+    `scope: Namespace` serves every pool of the namespace. Empty (the default): none."""
     @model_validator(mode="after")
     def _kueue_admits_jobs(self) -> TaskPoolSpec:
         if self.admission is not None and self.admission.kueue is not None and self.delivery != "Job":

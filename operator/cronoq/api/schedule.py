@@ -22,6 +22,7 @@ from cronoq.api import durations
 from cronoq.api.pool import SUBMITTER
 from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
 from cronoq.api.model import LabelValue, Model, Timestamp, rule, validations
+from cronoq.api.notify import NOTIFIED_MOST, Notified
 from cronoq.api.task import TaskSpec
 
 MACROS = {
@@ -264,6 +265,11 @@ class TaskScheduleStatus(Model):
     `Paused` (True with reason `ConsecutiveFailures` after pauseAfterFailures failures in a row)."""
     backfills: tuple[BackfillProgress, ...] = Field((), max_length=20)
     """How far each of spec.backfills has run, in its order."""
+    notifications: tuple[Notified, ...] = Field((), max_length=NOTIFIED_MOST, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["receiver"]})
+    """Once the schedule paused after pauseAfterFailures: what became of each notification the
+    receivers of its tasks' pool (outcome SchedulePaused) wanted, so that no leader sends a
+    recorded one again."""
     fires_of: str | None = Field(None, max_length=64)
     """A digest of the spec without its backfills, as last decided on: a new generation whose
     digest is the same changed only the backfills, which is not an edit of the fires."""

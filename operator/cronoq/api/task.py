@@ -38,7 +38,7 @@ from cronoq.pod_protocol.jsontext import JSON_DEPTH, value_depth
 
 from cronoq.api.http import HTTPRequest, StatusCode
 from cronoq.api.meta import API_VERSION, Conditions, ObjectMeta
-from cronoq.api.notify import RECEIVERS_MOST, Notified
+from cronoq.api.notify import NOTIFIED_MOST, Notified
 from cronoq.api.model import (
     LabelValue, Model, ObjectName, TIMEOUT_RANGE, Timeout, Timestamp, on_create, rule, validations,
 )
@@ -492,9 +492,9 @@ class TaskStatus(Model):
     """Conditions, following Kubernetes API conventions."""
     observed_generation: int | None = Field(None, ge=0, le=2**53)
     """The metadata.generation this status was computed from."""
-    notifications: tuple[Notified, ...] = Field((), max_length=RECEIVERS_MOST, json_schema_extra={
+    notifications: tuple[Notified, ...] = Field((), max_length=NOTIFIED_MOST, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["receiver"]})
-    """Once the task has finished: what became of each notification its pool's receivers wanted
+    """Once the task has finished: what became of each notification its pool's (and namespace's) receivers wanted
     (delivered or given up), so that no leader sends a recorded one again. Unset while none was."""
     epoch: int = Field(0, ge=0, le=2**31 - 1, json_schema_extra=_never_goes_back(
         "epoch", "a status written by an older leader is refused"))

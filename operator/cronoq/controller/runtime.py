@@ -70,6 +70,7 @@ class Runtime:
             keep = self.options.archive_retention
             archiver = Archiver(Database(self.options.archive), clock, keep=keep or None,
                                 keep_success=self.options.archive_retention_success)
+        traces = tracing.start()
         self.controller = Controller(writer, epoch=self.options.epoch, workers=self.options.workers, clock=clock,
                                      sidecar_image=self.options.sidecar_image, skew=SKEW.offset,
                                      warnings_only=self.options.events == "warnings",
@@ -77,12 +78,17 @@ class Runtime:
                                      task_service_account=self.options.task_pods, archiver=archiver,
                                      archive_wait=self.options.archive_wait,
                                      queue_marks_from=self.options.queue_marks_from,
-                                     tracing=tracing.start())
+                                     tracing=traces)
         if self.options.notifications:
             c = self.controller
             c.notify_with(Notifier(writer, c.store, c.term, clock))
         self.schedules = Schedules(writer, clock=clock, min_interval=self.options.min_schedule_interval,
-                                   workers=self.options.workers)
+                                   workers=self.options.workers, tracing=traces)
+        notifier = self.controller.notifier
+        if notifier is not None:  # schedules' pauses after failures are notified too
+            schedules = self.schedules
+            notifier.schedules = lambda: schedules.schedules.values()
+            schedules.on_pause = notifier.offer_schedule
         if self.options.probe_port:
             await self._serve_probes(self.options.probe_port)
         if self.options.metrics_port:

@@ -21,16 +21,18 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from cronoq import metrics
 from cronoq.api import TaskSchedule, TaskScheduleStatus
 from cronoq.controller.clock import Clock, LoopClock
+from cronoq.controller.tracing import Tracing
 from cronoq.controller.workqueue import WorkQueue
-from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, rejected,
-                                    task_manifest)
+from cronoq.engine.spans import fire_span
+from cronoq.engine.schedule import (Decision, Fired, conflicting, decide, fired_cleanly, lag, paused_after_failures,
+                                    rejected, task_manifest)
 from cronoq.kube.schedules import ScheduleWriter, controller_of, fired
 from cronoq.apiserver.errors import Conflict
 from cronoq.kube.writes import NotLeader, Rejected, Writer
@@ -52,7 +54,7 @@ def _rv(raw: dict[str, Any]) -> int:
 
 class Schedules:
     def __init__(self, writer: Writer, *, clock: Clock | None = None, min_interval: timedelta = timedelta(),
-                 workers: int = 8) -> None:
+                 workers: int = 8, tracing: Tracing | None = None) -> None:
         self.io = ScheduleWriter(writer)
         self.clock: Clock = clock or LoopClock()
         self.workers = workers
@@ -67,6 +69,11 @@ class Schedules:
         """(namespace, schedule) → when its next sync is queued for (its next fire, at most IDLE_SECONDS on)."""
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.acting = True
+        self.tracing = tracing
+        """Sends each fire's span (engine.spans.fire_span) when traces are on."""
+        self.on_pause: Callable[[str, str, str, str], None] | None = None
+        """Told (namespace, name, uid, pool) when a status write pauses a schedule after failures
+        (the notifier's offer_schedule, with --notifications)."""
 
     # ------------------------------------------------------------------ watch events
 
@@ -171,6 +178,9 @@ class Schedules:
                     self.on_schedule(None, fresh)
                 return
             self._keep(key, written)  # decided on already: no sync again for it
+            if self.on_pause is not None and paused_after_failures(status) is not None and \
+                    paused_after_failures(schedule.status) is None:
+                self.on_pause(key[0], key[1], schedule.metadata.uid or "", schedule.spec.task_template.spec.pool)
             name = f"{key[0]}/{key[1]}"
             if decision.missed:
                 metrics.SCHEDULE_FIRES.labels(name, "missed").inc(decision.missed)
@@ -187,6 +197,20 @@ class Schedules:
         """The uid of the schedule's Task `name`, as seen (every cancel and delete carries it)."""
         facts = self.tasks[key].get(name)
         return facts.uid if facts is not None else None
+
+    def _trace(self, schedule: TaskSchedule, fire_time: datetime, stored: dict[str, Any], trigger: str) -> None:
+        """Send the fire's span, linked to its Task (a fire found made sends the same span again)."""
+        assert self.tracing is not None
+        meta = stored.get("metadata") or {}
+        created = meta.get("creationTimestamp")
+        try:
+            created_at = datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None
+        except ValueError:
+            created_at = None
+        span = fire_span(schedule, fire_time, meta.get("name") or "", meta.get("uid"), meta.get("annotations"),
+                         created_at, trigger)
+        if span is not None:
+            self.tracing.emit((span,))
 
     async def _fire(self, key: Key, schedule: TaskSchedule, decision: Decision,
                     fire_time: datetime) -> TaskScheduleStatus | None:
@@ -209,6 +233,8 @@ class Schedules:
                 metrics.SCHEDULE_FIRES.labels(f"{key[0]}/{key[1]}", "conflict").inc()
                 return conflicting(schedule, decision, name, holder, self.clock.now())
             log.info("Task %s/%s of schedule %s existed already: the fire had happened", key[0], name, key[1])
+        if self.tracing is not None:
+            self._trace(schedule, fire_time, stored, "backfill" if decision.backfill else "schedule")
         # Known at once, so a decision before the watch event sees the fire as made.
         self.tasks[key].setdefault(name, Fired(name=name, fire_time=fire_time, owner_uid=uid,
                                                uid=(stored.get("metadata") or {}).get("uid")))

@@ -581,6 +581,12 @@ def _failures(schedule: TaskSchedule, tasks: Sequence[Fired], now: datetime, edi
     return Failing(dict(consecutive_failures=count, failures_counted_through=through), tuple(conditions), paused)
 
 
+def paused_after_failures(status: TaskScheduleStatus | None) -> Condition | None:
+    """The Paused condition while pauseAfterFailures holds the schedule paused."""
+    return next((c for c in status.conditions if c.type == PAUSED and c.status.value == "True"
+                 and c.reason == CONSECUTIVE_FAILURES), None) if status is not None else None
+
+
 def rejected(schedule: TaskSchedule, decision: Decision, message: str, now: datetime) -> TaskScheduleStatus:
     """The status after the API server refused a fire's Task (a template that cannot make a valid
     Task): the fire is counted as missed, and Ready says why, so it is not retried forever."""

@@ -12,15 +12,19 @@ write replayed by a new leader) is the same span twice.
   or response code, and `dispatched` and `started` events; made by the write that ends it.
 - the task (`task`): from its creation to its end, child of the producer's span when the Task
   carries one; made by the write that finishes it.
+- a schedule's fire (`fire`): from the fire time to the creation of its Task, linked to the Task's
+  task span; a trace of its own whose ids follow from the schedule's uid and the fire time, so any
+  leader that makes (or finds made) the fire's Task sends the same span.
 
 Pure: the exporter (controller/tracing.py) turns these into OpenTelemetry's spans."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
-from cronoq.api import Attempt, AttemptOutcome, Task, TaskPhase, TaskStatus
+from cronoq.api import Attempt, AttemptOutcome, Task, TaskPhase, TaskSchedule, TaskStatus
 from cronoq.engine.history import Identity, delivery_of
 from cronoq.pod_protocol.tracecontext import TaskTrace
 
@@ -167,3 +171,34 @@ def spans(task: Task, before: TaskStatus | None, after: TaskStatus, links: tuple
 def dependency_links(traces: Mapping[str, TaskTrace]) -> tuple[Link, ...]:
     """Links to the task spans of a task's dependencies (by name → their trace)."""
     return tuple(Link(t.trace_id, t.task_span) for _, t in sorted(traces.items()))
+
+
+def fire_ids(schedule_uid: str, fire_time: datetime) -> tuple[str, str]:
+    """(trace id, span id) of a schedule's fire: from the schedule's uid and the fire time alone."""
+    digest = hashlib.sha256(f"{schedule_uid}/fire/{int(fire_time.timestamp())}".encode()).hexdigest()
+    trace_id, span_id = digest[:32], digest[32:48]
+    return (trace_id if trace_id.strip("0") else "1".rjust(32, "0"),
+            span_id if span_id.strip("0") else "1".rjust(16, "0"))
+
+
+def fire_span(schedule: TaskSchedule, fire_time: datetime, task_name: str, task_uid: str | None,
+              task_annotations: Mapping[str, str] | None, created_at: datetime | None, trigger: str) -> Span | None:
+    """The span of a schedule's fire that made (or found made) its Task: from the fire time to the
+    Task's creation (its lag), linked to the Task's task span. None without the schedule's uid."""
+    uid = schedule.metadata.uid
+    if not uid:
+        return None
+    trace_id, span_id = fire_ids(uid, fire_time)
+    attributes: dict[str, Value] = {
+        "cronoq.schedule.namespace": schedule.metadata.namespace or "", "cronoq.schedule.name": schedule.metadata.name
+        or "", "cronoq.schedule.uid": uid, "cronoq.fire.time": fire_time.isoformat().replace("+00:00", "Z"),
+        "cronoq.fire.trigger": trigger, "cronoq.task.name": task_name,
+        "cronoq.task.pool": schedule.spec.task_template.spec.pool}
+    links: tuple[Link, ...] = ()
+    if task_uid:
+        attributes["cronoq.task.uid"] = task_uid
+        task = TaskTrace.of(task_uid, task_annotations)
+        if task.sampled:
+            links = (Link(task.trace_id, task.task_span),)
+    end = created_at if created_at is not None and created_at >= fire_time else fire_time
+    return Span("fire", trace_id, span_id, None, fire_time, end, attributes, links=links)

@@ -132,6 +132,15 @@ class Writer:
         except NotFound:
             return None
 
+    async def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", f"{custom_objects(namespace, 'taskschedules')}/{name}")
+        except NotFound:
+            return None
+
+    async def replace_schedule_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return await self.replace_status("taskschedules", raw, status)
+
     async def read_secret_key(self, namespace: str, name: str, key: str) -> bytes | None:
         """One key of a Secret, decoded (a notification's signing key); None when the Secret or
         the key is not there. Forbidden (no right to read Secrets) is raised."""

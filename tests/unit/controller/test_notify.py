@@ -19,9 +19,21 @@ KEY = b"k3y"
 
 
 class Writer(FakeWriter):
+    schedule: dict[str, Any] | None = None
+
     async def read_secret_key(self, namespace: str, name: str, key: str) -> bytes | None:
         self.calls.append(("read-secret", f"{name}/{key}"))
         return KEY if (name, key) == ("hook", "hmac") else None
+
+    async def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("read-schedule", name))
+        return copy.deepcopy(self.schedule) if self.schedule and self.schedule["metadata"]["name"] == name else None
+
+    async def replace_schedule_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        assert self.schedule is not None
+        self.calls.append(("schedule-status", raw["metadata"]["name"]))
+        self.schedule = self._bump({**self.schedule, "status": copy.deepcopy(status)})
+        return copy.deepcopy(self.schedule)
 
 
 class Post:
@@ -34,7 +46,8 @@ class Post:
     async def __call__(self, url: str, body: bytes, headers: dict[str, str], timeout: float,
                        allow_link_local: bool) -> tuple[int | None, str]:
         code = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        self.sent.append({"url": url, "body": body, "headers": headers, "timeout": timeout, "code": code})
+        self.sent.append({"url": url, "body": body, "headers": headers, "timeout": timeout, "code": code,
+                          "allow_link_local": allow_link_local})
         return code, "" if code == 200 else f"HTTP {code}"
 
 
@@ -189,4 +202,77 @@ def test_a_full_queue_drops_the_offer_and_the_sweep_brings_it_back() -> None:
         running.cancel()
 
     assert T0.tzinfo is not None
+    asyncio.run(scenario())
+
+
+def paused_schedule(pool_name: str = "p") -> dict[str, Any]:
+    return {"apiVersion": "cronoq.io/v1alpha1", "kind": "TaskSchedule",
+            "metadata": {"name": "nightly", "namespace": NS, "uid": "uid-s", "generation": 1, "resourceVersion": "7"},
+            "spec": {"every": "1h", "pauseAfterFailures": 2, "taskTemplate": {"spec": {"pool": pool_name, "image": "x"}}},
+            "status": {"consecutiveFailures": 2, "conditions": [
+                {"type": "Paused", "status": "True", "reason": "ConsecutiveFailures", "lastTransitionTime": T0.isoformat(),
+                 "message": "2 Tasks in a row ended Failed or DeadLettered"}]}}
+
+
+def test_a_paused_schedule_is_told_to_its_pools_receivers_once_recorded_in_its_status() -> None:
+    async def scenario() -> None:
+        post = Post(500, 200)
+        world, notifier = world_with(post, outcomes=["SchedulePaused"])
+        world.writer.schedule = paused_schedule()
+        notifier.schedules = lambda: [world.writer.schedule] if world.writer.schedule else []
+        running = asyncio.create_task(notifier.run())  # its sweep at start finds the pause
+        await world.clock.idle()
+        await world.clock.advance(1)
+        id = f"uid-s/Paused/{int(T0.timestamp())}"
+        assert [s["code"] for s in post.sent] == [500, 200]
+        assert {json.loads(s["body"])["id"] for s in post.sent} == {id}
+        assert all(notify.verify(KEY, s["headers"]["Cronoq-Signature"], s["body"], world.clock.now())
+                   for s in post.sent)
+        assert json.loads(post.sent[-1]["body"])["type"] == "io.cronoq.schedule.paused"
+        (entry,) = world.writer.schedule["status"]["notifications"]
+        assert (entry["receiver"], entry["id"], entry["result"], entry["attempts"]) == ("ops", id, "Delivered", 2)
+        assert world.writer.schedule["status"]["conditions"][0]["type"] == "Paused", "the rest of the status is kept"
+
+        notifier.offer_schedule(NS, "nightly", "uid-s", "p")  # offered again (e.g. by a new leader): recorded
+        await world.clock.advance(61)
+        assert len(post.sent) == 2
+        running.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_task_pool_receiver_hears_no_pause_and_a_pause_receiver_no_task() -> None:
+    async def scenario() -> None:
+        post = Post(200)
+        world, notifier = world_with(post)  # outcomes DeadLettered only
+        world.writer.schedule = paused_schedule()
+        notifier.schedules = lambda: [world.writer.schedule]
+        notifier.offer_schedule(NS, "nightly", "uid-s", "p")
+        running = asyncio.create_task(notifier.run())
+        await world.clock.advance(1)
+        assert post.sent == []
+        running.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_namespace_receiver_of_another_pool_serves_this_pool_and_a_pool_one_does_not() -> None:
+    async def scenario() -> None:
+        post = Post(200)
+        world, notifier = world_with(post, name="local", url="https://local.example.com/")
+        other = pool(1, notifications=[{**RECEIVER, "name": "wide", "url": "https://wide.example.com/",
+                                        "scope": "Namespace"},
+                                       {**RECEIVER, "name": "theirs", "url": "https://theirs.example.com/"}],
+                     allowLinkLocal=True)
+        other["metadata"] = {**other["metadata"], "name": "alerts", "uid": "pool-alerts"}
+        world.controller.intake.on_pool(None, other)
+        await dead_letter(world)
+        running = asyncio.create_task(notifier.run())
+        await world.clock.advance(1)
+        assert sorted((s["url"], s["allow_link_local"]) for s in post.sent) == [
+            ("https://local.example.com/", False), ("https://wide.example.com/", True)], \
+            "each receiver is checked by its own pool's allowLinkLocal"
+        assert sorted(n["receiver"] for n in world.status("a")["notifications"]) == ["local", "wide"]
+        running.cancel()
+
     asyncio.run(scenario())

@@ -235,3 +235,46 @@ def test_tasks_with_forged_labels_are_not_the_schedules():
     asyncio.run(s.sync(("ns", "s")))
     assert ("create", task_name("s", T0 + timedelta(seconds=10))) in io.calls
     assert "forged" not in s.tasks[("ns", "s")]
+
+
+def test_the_write_that_pauses_a_schedule_after_failures_offers_its_notification_once():
+    s, io, clock = controller()
+    s.schedules[("ns", "s")]["spec"]["pauseAfterFailures"] = 1
+    offered: list[tuple[str, str, str, str]] = []
+    s.on_pause = lambda *args: offered.append(args)
+    asyncio.run(s.sync(("ns", "s")))
+    assert offered == []
+    name = task_name("s", T0 + timedelta(seconds=10))
+    s.on_task(None, {"metadata": {"name": name, "namespace": "ns", "uid": f"task-{name}",
+                                  "labels": {"cronoq.io/schedule": "s", "cronoq.io/fire-time": str(int(at(10).timestamp()))},
+                                  "ownerReferences": [{"kind": "TaskSchedule", "name": "s", "uid": "u", "controller": True}]},
+                     "status": {"phase": "Failed", "finishedAt": at(11).isoformat()}})
+    clock.now = lambda: at(12)  # type: ignore[method-assign]
+    asyncio.run(s.sync(("ns", "s")))
+    paused = next(c for c in io.stored["status"]["conditions"] if c["type"] == "Paused")
+    assert paused["status"] == "True"
+    assert offered == [("ns", "s", "u", "default")]
+    asyncio.run(s.sync(("ns", "s")))
+    assert offered == [("ns", "s", "u", "default")], "only the write that paused it offers"
+
+
+def test_each_fire_sends_its_span_linked_to_the_task_it_made():
+    from cronoq.engine.spans import fire_ids
+    from cronoq.pod_protocol.tracecontext import TaskTrace
+
+    class Traces:
+        def __init__(self) -> None:
+            self.spans: list = []
+
+        def emit(self, spans) -> None:
+            self.spans.extend(spans)
+
+    s, io, clock = controller()
+    s.tracing = Traces()  # type: ignore[assignment]
+    asyncio.run(s.sync(("ns", "s")))
+    name = task_name("s", T0 + timedelta(seconds=10))
+    (span,) = s.tracing.spans
+    assert (span.name, span.start) == ("fire", T0 + timedelta(seconds=10))
+    assert (span.trace_id, span.span_id) == fire_ids("u", T0 + timedelta(seconds=10))
+    task = TaskTrace(f"task-{name}")
+    assert [(link.trace_id, link.span_id) for link in span.links] == [(task.trace_id, task.task_span)]

@@ -144,3 +144,73 @@ def test_a_pool_names_receivers_with_bounds():
                 {"timeout": "2m"}, {"name": "Not_A_Label"}):
         with pytest.raises(ValidationError):
             Receiver.model_validate({"name": "ops", "url": "https://h/x", "outcomes": ["Failed"], **bad})
+
+
+# --------------------------------------------------------------------------- schedules and namespace receivers
+
+def paused(since: float = 10, *, notifications=(), reason: str = "ConsecutiveFailures", status: str = "True"):
+    from cronoq.api import TaskSchedule
+    return TaskSchedule.model_validate({
+        "metadata": {"name": "nightly", "namespace": "shop", "uid": "uid-s", "generation": 1},
+        "spec": {"every": "1h", "pauseAfterFailures": 3, "taskTemplate": {"spec": {"pool": "etl", "image": "x"}}},
+        "status": {"consecutiveFailures": 3, "notifications": list(notifications), "conditions": [
+            {"type": "Paused", "status": status, "reason": reason, "message": "3 Tasks in a row ended Failed",
+             "lastTransitionTime": at(since).isoformat()}]}})
+
+
+def test_a_pause_has_an_id_from_the_schedule_uid_and_the_transition_time():
+    id = f"uid-s/Paused/{int(at(10).timestamp())}"
+    assert notify.schedule_event_id(paused()) == id
+    assert notify.schedule_event_id(paused()) == notify.schedule_event_id(paused()), "any leader computes the same"
+    assert notify.schedule_event_id(paused(20)) != id, "a later pause (after a resume) is another notification"
+    assert notify.schedule_event_id(paused(status="False", reason="Resumed")) is None
+    assert len(id) <= 128
+
+
+def test_only_receivers_that_want_schedule_paused_and_have_no_record_are_owed_a_pause():
+    ops = receiver("ops", outcomes=("SchedulePaused",))
+    tasks_only = receiver("tasks")
+    assert notify.schedule_owed([ops, tasks_only], paused(), at(11)) == (ops,)
+    done = {"receiver": "ops", "id": notify.schedule_event_id(paused()), "result": "Delivered", "attempts": 1,
+            "at": at(12).isoformat()}
+    assert notify.schedule_owed([ops], paused(notifications=[done]), at(13)) == ()
+    assert notify.schedule_owed([ops], paused(notifications=[{**done, "id": "uid-s/Paused/1"}]), at(13)) == (ops,)
+    assert notify.schedule_owed([ops], paused(0), T0 + notify.WITHIN + timedelta(seconds=1)) == ()
+    assert notify.schedule_owed([ops], paused(status="False", reason="Resumed"), at(11)) == ()
+
+
+def test_the_pause_event_names_the_schedule_its_pool_and_how_to_resume():
+    note = notify.PauseNote.of(paused())
+    event = json.loads(notify.body(note, NotifyFormat.CLOUD_EVENT))
+    assert (event["type"], event["subject"], event["id"]) == (
+        "io.cronoq.schedule.paused", "shop/nightly", notify.schedule_event_id(paused()))
+    assert event["source"] == "/apis/cronoq.io/v1alpha1/namespaces/shop/taskschedules/nightly"
+    data = event["data"]
+    assert data["schedule"] == {"namespace": "shop", "name": "nightly", "uid": "uid-s", "pool": "etl"}
+    assert (data["reason"], data["consecutiveFailures"], data["pauseAfterFailures"]) == ("ConsecutiveFailures", 3, 3)
+    assert data["resume"] == "cronoq schedule resume nightly -n shop"
+    slack = json.loads(notify.body(note, NotifyFormat.SLACK))["text"]
+    assert "*shop/nightly*" in slack and "paused after 3 failed Tasks" in slack and note.id in slack
+
+
+def test_a_pools_receivers_are_its_own_then_the_namespaces_its_own_winning_a_name():
+    mine = receiver("ops", outcomes=("Failed",))
+    wide = receiver("ops", outcomes=("DeadLettered",), scope="Namespace")
+    chat = receiver("chat", scope="Namespace")
+    other = receiver("chat", scope="Namespace", url="https://other.example.com/")
+    local = receiver("local")
+    pools = {"etl": ((mine, local), False), "alerts": ((wide, chat), True), "zz": ((other,), False)}
+    serving = notify.receivers(pools, "etl")
+    assert [(s.receiver, s.pool, s.allow_link_local) for s in serving] == [
+        (mine, "etl", False), (local, "etl", False), (chat, "alerts", True)]
+    # A pool naming none, or not there at all, hears the namespace's; a Pool-scoped receiver serves only its own.
+    assert [(s.receiver, s.pool) for s in notify.receivers(pools, "batch")] == [(wide, "alerts"), (chat, "alerts")]
+    assert [s.receiver for s in notify.receivers(pools, "alerts")] == [wide, chat]
+    many = {f"p{i:02}": (tuple(receiver(f"r{i}-{j}", scope="Namespace") for j in range(8)), False) for i in range(4)}
+    assert len(notify.receivers(many, "p00")) == 16, "bounded"
+
+
+def test_a_receiver_scope_is_pool_or_namespace():
+    assert receiver().scope.value == "Pool"
+    with pytest.raises(ValidationError):
+        receiver(scope="Cluster")

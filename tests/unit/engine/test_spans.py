@@ -108,3 +108,35 @@ def test_a_finished_task_links_to_its_dependencies_spans() -> None:
 def test_a_task_that_ends_without_running_has_only_its_task_span() -> None:
     made = spans(TASK, status("Queued"), status("Cancelled", finishedAt=at(5).isoformat()))
     assert [(s.name, s.start, s.end, s.error) for s in made] == [("task", T0, at(5), None)]
+
+
+def test_a_fire_span_has_ids_from_the_schedule_and_the_fire_time_and_links_to_its_task() -> None:
+    from datetime import timedelta
+
+    from cronoq.api import TaskSchedule
+    from cronoq.engine.spans import fire_ids, fire_span
+
+    schedule = TaskSchedule.model_validate({
+        "metadata": {"name": "nightly", "namespace": "shop", "uid": "uid-s"},
+        "spec": {"every": "1h", "taskTemplate": {"spec": {"pool": "etl", "image": "x"}}}})
+    fire = at(0)
+    span = fire_span(schedule, fire, "nightly-1", "uid-t", None, fire + timedelta(seconds=2), "schedule")
+    again = fire_span(schedule, fire, "nightly-1", "uid-t", None, fire + timedelta(seconds=2), "schedule")
+    assert span is not None and span == again, "any leader sends the same span"
+    assert (span.trace_id, span.span_id) == fire_ids("uid-s", fire)
+    assert fire_ids("uid-s", fire + timedelta(hours=1)) != fire_ids("uid-s", fire)
+    assert fire_ids("uid-other", fire) != fire_ids("uid-s", fire)
+    assert len(span.trace_id) == 32 and len(span.span_id) == 16 and span.parent_id is None
+    assert (span.name, span.start, span.end) == ("fire", fire, fire + timedelta(seconds=2))
+    task = TaskTrace("uid-t")
+    assert span.links == (Link(task.trace_id, task.task_span),)
+    assert span.attributes["cronoq.schedule.uid"] == "uid-s" and span.attributes["cronoq.task.uid"] == "uid-t"
+    assert span.attributes["cronoq.fire.trigger"] == "schedule" and span.attributes["cronoq.task.pool"] == "etl"
+    # A Task created before its fire time by a clock a little off: the span does not end before it starts.
+    early = fire_span(schedule, fire, "nightly-1", "uid-t", None, fire - timedelta(seconds=1), "schedule")
+    assert early is not None and early.end == early.start
+    # A Task in a producer's trace: the link goes to its task span there.
+    traced = fire_span(schedule, fire, "nightly-1", "uid-t",
+                       {"cronoq.io/traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, None,
+                       "backfill")
+    assert traced is not None and traced.links[0].trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
