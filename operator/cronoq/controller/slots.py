@@ -188,9 +188,7 @@ class Slots:
         while free > 0 and (candidate := waiting.pop(eligible, held if key_holds is not None else None)) is not None:
             key = candidate.key
             self.waits_in.pop(key, None)
-            entry = self.store.tasks.get(key)
-            task = entry.task if entry is not None and key not in self.grants else None  # (read once: it may be packed)
-            if task is None or not is_ready(task, now):
+            if not self._ready(key, now):
                 continue  # gone, cancelled or started meanwhile: its next reconcile says what it wants
             self.grants[key] = Grant(pool, now, token=most is not None)
             self.key_waits.pop(key, None)
@@ -203,6 +201,20 @@ class Slots:
         if not waiting:
             del self.waiting[pool]
         return granted
+
+    def _ready(self, key: Key, now: datetime) -> bool:
+        """Whether the task taken from the queue may have the slot: still there, not granted one
+        already, and waiting for nothing but a slot. A packed task answers from its brief: its
+        decision reads it whole anyway, and a second parse of each dispatched task showed in a deep
+        queue's drain (issue 56); only what the brief cannot tell (a Blocked task) reads the task."""
+        entry = self.store.tasks.get(key)
+        if entry is None or key in self.grants:
+            return False
+        told = entry.brief.ready(now) if entry.brief is not None else None
+        if told is not None:
+            return told
+        task = entry.task  # (read once: it may be packed)
+        return task is not None and is_ready(task, now)
 
     def by_group(self, pool: Key, fair: FairShare | None = None) -> Counter[str]:
         """Slots in use per fairness group (as `fair` takes groups): running attempts, grants,

@@ -106,6 +106,16 @@ class Brief:
     """It has no status yet, or its status says Debouncing: for a Debounce concurrency key, it is
     not released yet (engine.keylimits)."""
 
+    def ready(self, now: datetime) -> bool | None:
+        """`engine.attempts.is_ready` as far as the brief tells it, without reading the task whole:
+        None when only the whole task can say (a Blocked one: by what). A slot granted to a packed
+        task is granted on this, so a drain parses each dispatched task once, for its decision."""
+        if self.cancel or delay.until(self.not_before, now):
+            return False
+        if self.phase is None or self.phase is TaskPhase.QUEUED:
+            return True
+        return None
+
     @classmethod
     def of(cls, task: Task) -> Brief:
         meta, spec, status = task.metadata, task.spec, task.status

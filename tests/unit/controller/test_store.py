@@ -334,3 +334,62 @@ def test_a_task_waiting_for_its_first_attempt_is_kept_packed_and_read_whole_agai
     started = store.put_task(raw("w", 2, {"phase": "Running", "attempt": 1}, pool="p", key="k", env=env), T0)
     assert started.parsed is not None and started.packed is None and started.brief is None
     assert started.task.spec.env[0].name == "E0" and store.running[("ns", "p")] == {("ns", "w")}
+
+
+def test_a_packed_tasks_brief_says_whether_it_is_ready_as_the_whole_task_does() -> None:
+    """Issue 56: a slot is granted to a packed task on its brief (`Brief.ready`), which agrees with
+    `is_ready` of the whole task whenever it answers, and leaves to the whole task what it cannot
+    tell (a Blocked task: by its start time, or by a key or a dependency)."""
+    from cronoq.engine.attempts import is_ready
+
+    later = at(60).isoformat().replace("+00:00", "Z")
+    cases = {
+        "new": raw("new", 1),
+        "queued": raw("queued", 1, {"phase": "Queued"}),
+        "cancelled": raw("cancelled", 1, {"phase": "Queued"}, cancel=True),
+        "later": raw("later", 1, notBefore=later),
+        "delayed": raw("delayed", 1, startDelay="30s"),
+        "blocked-time": raw("blocked-time", 1, {"phase": "Blocked", "conditions": [
+            {"type": "Running", "status": "False", "reason": "WaitingForStartTime", "lastTransitionTime": T0.isoformat()}]}, notBefore=later),
+        "blocked-key": raw("blocked-key", 1, {"phase": "Blocked", "conditions": [
+            {"type": "Running", "status": "False", "reason": "DuplicateKey", "lastTransitionTime": T0.isoformat()}]}, key="k"),
+    }
+    store = Store()
+    answered = {}
+    for name, came in cases.items():
+        entry = store.put_task(came, T0)
+        assert entry.brief is not None, name
+        for now in (T0, at(61)):
+            told = entry.brief.ready(now)
+            if told is not None:
+                assert told == is_ready(entry.task, now), (name, now)
+            answered[(name, now)] = told
+    assert answered[("new", T0)] is True and answered[("queued", T0)] is True
+    assert answered[("cancelled", at(61))] is False
+    assert answered[("later", T0)] is False and answered[("later", at(61))] is True
+    assert answered[("delayed", T0)] is False and answered[("delayed", at(61))] is True
+    assert answered[("blocked-time", at(61))] is None and answered[("blocked-key", T0)] is None
+
+
+def test_a_slot_is_granted_to_a_packed_task_without_reading_it_whole(monkeypatch) -> None:
+    """Issue 56: granting reads the brief; the task is read whole once, by its decision. A
+    cancelled one is passed over, a Blocked one is read whole to judge."""
+    from cronoq.controller import store as stored
+    from cronoq.controller.slots import Slots
+    from cronoq.engine.admission import Candidate
+
+    store = Store()
+    slots = Slots(store)
+    waiting = {"a": raw("a", 1), "b": raw("b", 1, {"phase": "Queued"}, cancel=True),
+               "c": raw("c", 1, {"phase": "Blocked", "conditions": [
+                   {"type": "Running", "status": "False", "reason": "WaitingForStartTime",
+                    "lastTransitionTime": T0.isoformat()}]})}
+    for i, (name, came) in enumerate(waiting.items()):
+        store.put_task(came, T0)
+        slots.want(("ns", "default"), Candidate.of("ns", name, 0, at(i), None, None, ()), T0)
+    reads: list[bytes] = []
+    unpack = stored.unpack
+    monkeypatch.setattr(stored, "unpack", lambda packed: reads.append(packed) or unpack(packed))
+    granted = slots.admit(("ns", "default"), 10, at(10))
+    assert granted == [("ns", "a"), ("ns", "c")]
+    assert reads == [store.tasks[("ns", "c")].packed], "only the Blocked task was read whole"
