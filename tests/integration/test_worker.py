@@ -1,7 +1,13 @@
 """The worker SDK and the heartbeat sidecar against the real API server (DESIGN §3, §6): each
 runs as a local process with the CRONOQ_* environment an attempt's pod gets and a kubeconfig,
 renewing a Lease created as the operator creates it; the tests watch the Lease, then take it
-over or delete it to see the process fence itself."""
+over or delete it to see the process fence itself.
+
+What is asserted is order and cause, never how soon: renewals while the handler runs, the handler
+let go only once the test has seen them, the reason a process gives for fencing itself. The lease's
+TTL is 12 s (renewals every 4 s, each request allowed up to 4 s) so that a starved API server on a
+loaded machine does not let it lapse: at 3 s it did (issue 52 item 7), and the processes fenced
+themselves for a reason the tests were not about."""
 from __future__ import annotations
 
 import json
@@ -9,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -18,16 +23,18 @@ from kubernetes import client
 
 from tests.support.waiting import wait_until
 
-TTL = 3
+TTL = 12
 LEASE = "job-a1"
 HOLDER = "e1-a1"
 
-SLEEP_THEN_SUCCEED = """
+WAIT_THEN_SUCCEED = """
+import os
 import time
 from cronoq.worker import run
 
 def handle(ctx):
-    time.sleep(4)
+    while not os.path.exists(os.environ["GO_ON"]):  # the test has seen the lease renewed meanwhile
+        time.sleep(0.05)
     return {"attempt": ctx.attempt, "payload": ctx.payload, "renewed": ctx.heartbeat()}
 
 run(handle)
@@ -136,19 +143,23 @@ class RenewTimes:
         return [(b - a).total_seconds() for a, b in zip(times, times[1:])]
 
 
-def test_the_sdk_renews_the_lease_every_third_of_the_ttl_and_reports_success(leases, namespace, start):
+def test_the_sdk_renews_the_lease_while_the_handler_runs_and_reports_success(leases, namespace, start, tmp_path):
     renewals = RenewTimes(leases, namespace)
-    worker = start(SLEEP_THEN_SUCCEED)
+    go_on = tmp_path / "go-on"
+    worker = start(WAIT_THEN_SUCCEED, {"GO_ON": str(go_on)})
 
+    wait_until(lambda: (renewals.poll() and len(renewals.seen) >= 3) or worker.exited(), timeout=120, interval=0.05,
+               what="three renewals while the handler runs")
+    assert not worker.exited(), worker.why()
+    go_on.touch()
     wait_until(lambda: renewals.poll() and worker.exited(), timeout=60, interval=0.05, what="the worker to finish")
 
     assert worker.code == 0, worker.why()
     assert worker.message() == {"outcome": "success", "message": "",
                                 "output": '{"attempt":1,"payload":{"n":7},"renewed":true}'}
-    # At start, then every TTL/3 while the handler sleeps 4s, plus the handler's own heartbeat().
+    # At start, then at its ticks while the handler waits, then the handler's own heartbeat().
     assert len(renewals.seen) >= 4, renewals.seen
-    assert all(gap > 0 for gap in renewals.gaps()), renewals.seen
-    assert max(renewals.gaps()) < TTL / 3 + 0.5, renewals.seen
+    assert all(0 < gap < TTL for gap in renewals.gaps()), f"renewed in order, never lapsed: {renewals.seen}"
     assert leases.read_namespaced_lease(LEASE, namespace).spec.holder_identity == HOLDER
 
 
@@ -173,10 +184,9 @@ def test_another_holder_fences_the_worker_at_once_and_its_lease_is_left_alone(le
 
     taken = leases.patch_namespaced_lease(LEASE, namespace, {"spec": {"holderIdentity": "e1-a2"}},
                                           _content_type="application/merge-patch+json")
-    took_over = time.monotonic()
-    wait_until(worker.exited, timeout=TTL + 1, what="the worker to fence itself")
+    wait_until(worker.exited, timeout=60, what="the worker to fence itself")
 
-    assert time.monotonic() - took_over <= TTL
+    # At its next renewal, not when its TTL lapsed: the reason is the other holder, not the time.
     assert worker.code == 3, worker.why()
     doc = worker.message()
     assert doc["outcome"] == "retryable" and doc["reason"] == "LeaseLost"
@@ -192,10 +202,8 @@ def test_a_deleted_lease_fences_the_worker(leases, namespace, start):
     wait_renewed(renewals, worker)
 
     leases.delete_namespaced_lease(LEASE, namespace)
-    deleted = time.monotonic()
-    wait_until(worker.exited, timeout=TTL + 1, what="the worker to fence itself")
+    wait_until(worker.exited, timeout=60, what="the worker to fence itself")
 
-    assert time.monotonic() - deleted <= TTL
     assert worker.code == 3, worker.why()
     doc = worker.message()
     assert doc["outcome"] == "retryable" and doc["reason"] == "LeaseLost"
@@ -206,16 +214,14 @@ def test_the_sidecar_renews_until_sigterm_then_exits_0(leases, namespace, start)
     renewals = RenewTimes(leases, namespace)
     sidecar = start(SIDECAR)
 
-    wait_until(lambda: renewals.poll() and len(renewals.seen) >= 3, timeout=60, interval=0.05,
+    wait_until(lambda: renewals.poll() and len(renewals.seen) >= 3, timeout=120, interval=0.05,
                what=f"three renewals by the sidecar ({sidecar.why() if sidecar.exited() else 'still running'})")
     assert not sidecar.exited()
     sidecar.popen.send_signal(signal.SIGTERM)
-    stopped = time.monotonic()
-    wait_until(sidecar.exited, timeout=5, what="the sidecar to exit on SIGTERM")
+    wait_until(sidecar.exited, timeout=60, what="the sidecar to exit on SIGTERM")
 
-    assert time.monotonic() - stopped < 2
     assert sidecar.code == 0, sidecar.why()
-    assert max(renewals.gaps()) < TTL / 3 + 0.5, renewals.seen
+    assert all(0 < gap < TTL for gap in renewals.gaps()), f"renewed in order, never lapsed: {renewals.seen}"
     assert not sidecar.log.exists()  # the task container's termination message is not the sidecar's to write
 
 
@@ -226,7 +232,7 @@ def test_the_sidecar_stops_and_exits_3_when_another_attempt_holds_the_lease(leas
 
     leases.patch_namespaced_lease(LEASE, namespace, {"spec": {"holderIdentity": "e1-a2"}},
                                   _content_type="application/merge-patch+json")
-    wait_until(sidecar.exited, timeout=TTL + 1, what="the sidecar to fence itself")
+    wait_until(sidecar.exited, timeout=60, what="the sidecar to fence itself")
 
     assert sidecar.code == 3, sidecar.why()
     assert f"no longer held by {HOLDER}" in sidecar.stderr.read_text()
@@ -267,7 +273,7 @@ def test_the_sidecar_carries_the_checkpoint_file_and_sends_the_last_one_at_sigte
 
     path.write_text('{"done": 2}')  # the task writes its last one and ends: the kubelet sends SIGTERM
     sidecar.popen.send_signal(signal.SIGTERM)
-    wait_until(sidecar.exited, timeout=5, what="the sidecar to exit on SIGTERM")
+    wait_until(sidecar.exited, timeout=60, what="the sidecar to exit on SIGTERM")
 
     assert sidecar.code == 0, sidecar.why()
     assert checkpoint_on(leases, namespace) == '{"done":2}', "sent at SIGTERM, not lost with the pod"
