@@ -66,12 +66,17 @@ def test_every_2s_fires_for_20s_with_no_duplicate_and_no_gap(cq):
         >= len(times)
 
 
-def test_lag_from_fire_time_to_task_created_every_1s(cq):
-    """The lag as a watcher sees it: the ADDED event's arrival minus the fire time (an upper bound
-    on fire → create). Printed for the report; the test asserts no fire waits for the next."""
+def test_every_1s_fires_each_time_once_in_order_never_early(cq):
+    """Every fire of `every: 1s` for a minute: each fire time's Task once, created in the order of
+    the fire times and never before its time (the ADDED events' order, and each Task's
+    creationTimestamp against its fire time, both the API server's). The lag as a watcher sees it
+    (the ADDED event's arrival minus the fire time) is printed, not asserted: how soon is the
+    machine's to decide (a p99 under 1 s failed at 1.33 s on a loaded 2-core machine, issue 52 item 7)."""
     cq.pool()
     sc = Schedules(cq)
     arrivals: dict[int, float] = {}
+    created: dict[int, int] = {}
+    order: list[int] = []
     stop = threading.Event()
 
     def watcher():
@@ -79,7 +84,12 @@ def test_lag_from_fire_time_to_task_created_every_1s(cq):
         for event in w.stream(cq.custom.list_namespaced_custom_object, GROUP, VERSION, cq.namespace, "tasks",
                               label_selector="cronoq.io/schedule=lag", timeout_seconds=120):
             if event["type"] == "ADDED":
-                arrivals.setdefault(int(event["object"]["metadata"]["labels"][FIRE_TIME_LABEL]), time.time())
+                meta = event["object"]["metadata"]
+                fire = int(meta["labels"][FIRE_TIME_LABEL])
+                if fire not in arrivals:
+                    arrivals[fire] = time.time()
+                    created[fire] = unix(meta["creationTimestamp"])
+                    order.append(fire)
             if stop.is_set():
                 w.stop()
 
@@ -96,7 +106,9 @@ def test_lag_from_fire_time_to_task_created_every_1s(cq):
     print(f"\nschedule lag over {len(lags)} fires of every: 1s: p50 {p50 * 1000:.0f} ms, "
           f"p99 {p99 * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms")
     assert contiguous(fires, 1)
-    assert p99 < 1.0, lags
+    seen = [t for t in order if t in fires]
+    assert seen == fires, f"Tasks created out of fire order: {seen}"
+    assert all(created[t] >= t for t in fires), {t: created[t] - t for t in fires if created[t] < t}
 
 
 # --------------------------------------------------------------------------- crashes and failover
