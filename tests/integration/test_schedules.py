@@ -189,16 +189,17 @@ def test_after_downtime_one_catch_up_fire_and_the_missed_ones_counted(own):
     sc = Schedules(own)
     sc.create("downtime", every="2s", successfulTasksHistoryLimit=100, plays=FAST)
     before = wait_until(lambda: sc.fires("downtime"), timeout=30, what="a fire")[-1][0]
-    wait_until(lambda: recorded(sc, "downtime", before), timeout=10, what="the fire recorded")
+    wait_until(lambda: recorded(sc, "downtime", before), timeout=60, what="the fire recorded")
     own.operator.kill(signal.SIGKILL)
     before = sc.fires("downtime")[-1][0]
     time.sleep(15)  # the point of the test: fire times pass while no operator runs
     own.operator.start()
 
-    wait_until(lambda: sc.fires("downtime")[-1][0] > before + 15, timeout=30, what="fires again")
+    # A new process waits out the killed one's leader Lease (15 s) after starting: minutes on a loaded machine.
+    wait_until(lambda: sc.fires("downtime")[-1][0] > before + 15, timeout=180, what="fires again")
     times = [t for t, _ in sc.fires("downtime")]
     catch_up = next(t for t in times if t > before)
-    status = wait_until(lambda: (s := sc.status("downtime")).get("missedFires") and s, timeout=10, what="counted")
+    status = wait_until(lambda: (s := sc.status("downtime")).get("missedFires") and s, timeout=60, what="counted")
 
     assert catch_up >= before + 16, (before, catch_up)  # the latest fire time before the restart, not the oldest
     assert status["missedFires"] == (catch_up - before) // 2 - 1 >= 5, (before, catch_up, status)
@@ -355,12 +356,12 @@ def test_catch_up_window_runs_the_fires_missed_in_downtime_oldest_first(own):
     restarted = int(time.time())
     own.operator.start()
 
-    wait_until(lambda: sc.fires("catchup")[-1][0] > restarted + 10, timeout=60, what="fires again")
+    wait_until(lambda: sc.fires("catchup")[-1][0] > restarted + 10, timeout=180, what="fires again")
     tasks = sc.tasks("catchup")  # one listing for all that follows (the schedule keeps firing)
     fires = sorted((int(t["metadata"]["labels"][FIRE_TIME_LABEL]), t["metadata"]["name"]) for t in tasks)
     times = [t for t, _ in fires]
     first = next(t for t in times if t > before)
-    status = wait_until(lambda: (s := sc.status("catchup")).get("missedFires") and s, timeout=10, what="counted")
+    status = wait_until(lambda: (s := sc.status("catchup")).get("missedFires") and s, timeout=60, what="counted")
 
     caught_up = [t for t in times if first <= t <= restarted]
     assert len(caught_up) >= 4, (before, restarted, times)  # fire times of the downtime itself, not only the latest
