@@ -122,20 +122,30 @@ def test_timeout_and_cancellation_abort_running_handlers_and_a_late_report_is_st
     assert cq.operator.metric("cronoq_stale_completions_total") >= stale_before + 1
 
 
-def test_workers_scale_up_and_down_under_load_each_attempt_once(cq, api, workers):
-    cq.pool(delivery="Workers", leaseTTL="3s", concurrency=6, retry={"maxAttempts": 3, "initialBackoff": "0s"})
-    first = workers.start("w-a", concurrency=3)
+def test_workers_scale_up_and_down_under_load_each_attempt_once(cq, api, workers, tmp_path):
+    """A second worker takes a share of the backlog, then the first drains and leaves. The first
+    attempts hold until the second worker runs three of its own (so it is seen taking a share by
+    what it runs, not by racing the first through the backlog), and the leases are the shipped
+    15 s (a worker's and an attempt's), not 3 s: on a loaded machine both raced and the 3 s leases
+    lapsed (issue 52 item 7)."""
+    cq.pool(delivery="Workers", leaseTTL="15s", concurrency=6, retry={"maxAttempts": 3, "initialBackoff": "0s"})
+    gate = tmp_path / "go-on"
+    first = workers.start("w-a", concurrency=3, ttl=15.0)
     wait_worker(api, cq.namespace, "w-a")
     for i in range(24):
-        served_task(cq, f"t-{i}", {"sleep": 0.5})
-    wait_until(lambda: sum(1 for line in workers.lines() if line["event"] == "end") >= 3, timeout=60,
-               what="a few done by the first worker")
-    workers.start("w-b", concurrency=3)  # scale up: it takes a share of the backlog
-    wait_until(lambda: any(line["worker"] == "w-b" for line in workers.lines()), timeout=60, what="w-b working")
+        served_task(cq, f"t-{i}", {"until": str(gate)})
+
+    def running(worker: str) -> set[str]:
+        return {line["task"] for line in workers.lines() if line["event"] == "start" and line["worker"] == worker}
+
+    wait_until(lambda: len(running("w-a")) >= 3, timeout=120, what="the first worker running three")
+    workers.start("w-b", concurrency=3, ttl=15.0)  # scale up: it takes a share of the backlog
+    wait_until(lambda: len(running("w-b")) >= 3, timeout=120, what="w-b running three of the backlog")
+    gate.touch()
 
     first.send_signal(signal.SIGTERM)  # scale down: drains, takes nothing new, finishes what it runs
-    assert first.wait(30) == 0, workers.log("w-a")
-    statuses = [cq.wait_phase(f"t-{i}", "Succeeded", timeout=120) for i in range(24)]
+    assert first.wait(120) == 0, workers.log("w-a")
+    statuses = [cq.wait_phase(f"t-{i}", "Succeeded", timeout=180) for i in range(24)]
 
     assert all(len(s["attempts"]) == 1 for s in statuses), "a drained worker lost no attempt"
     by = {s["attempts"][0]["worker"] for s in statuses}
