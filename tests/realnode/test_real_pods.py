@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch as kwatch
 
 from tests.realnode.conftest import OPERATOR_IMAGE, WORKER_IMAGE, placement
 from tests.support.podwatch import PodWatch
@@ -80,6 +80,44 @@ def hook(real_node):
     server.shutdown()
 
 
+class StatusLog:
+    """Every status each Task of a namespace had, with when it was seen (a watch on a thread):
+    what a task said while its pod was held back is read after the fact, whenever its test runs,
+    not raced against the startTimeout that ends it."""
+
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
+        self.custom, self.namespace = custom, namespace
+        self.seen: dict[str, list[tuple[datetime, dict]]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        version = None
+        while not self._stop.is_set():
+            try:
+                w = kwatch.Watch()
+                for event in w.stream(self.custom.list_namespaced_custom_object, "cronoq.io", "v1alpha1",
+                                      self.namespace, "tasks", timeout_seconds=5, resource_version=version):
+                    task = event["object"]
+                    version = task["metadata"]["resourceVersion"]
+                    history = self.seen.setdefault(task["metadata"]["name"], [])
+                    status = task.get("status") or {}
+                    if not history or history[-1][1] != status:
+                        history.append((datetime.now(timezone.utc), status))
+                    if self._stop.is_set():
+                        break
+            except Exception:  # noqa: BLE001 - 410 Gone or a slow API server: watch afresh
+                version = None
+                time.sleep(0.2)
+
+    def first(self, name: str, said) -> tuple[datetime, dict] | None:
+        return next(((at, s) for at, s in list(self.seen.get(name, ())) if said(s)), None)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 @pytest.fixture(scope="module")
 def claims(rq, real_node, hook, api):
     """Every claim task, submitted together; a pod watch records each attempt pod's last state."""
@@ -87,6 +125,7 @@ def claims(rq, real_node, hook, api):
     rq.pool("real", **POOL, template=node)
     rq.pool("sidecar", **POOL, heartbeatSidecar=True, template=node)
     watch = PodWatch(api, rq.namespace).__enter__()
+    statuses = StatusLog(rq.custom, rq.namespace)
     started = time.monotonic()
     worker = {"image": WORKER_IMAGE, "pool": "real"}
     sh = {"image": OPERATOR_IMAGE, "command": ["sh", "-c"]}
@@ -115,11 +154,18 @@ def claims(rq, real_node, hook, api):
                                }]}}),
         "push": dict(pool="real", http={"url": hook, "timeout": "5s"}, payload={"order": 1042}),
     }
+    STATUSES[rq.namespace] = statuses
     for name, spec in tasks.items():
         body = {"apiVersion": "cronoq.io/v1alpha1", "kind": "Task", "metadata": {"name": name}, "spec": spec}
         rq.custom.create_namespaced_custom_object("cronoq.io", "v1alpha1", rq.namespace, "tasks", body)
     yield rq, watch, started
+    statuses.stop()
     watch.__exit__()
+    STATUSES.pop(rq.namespace, None)
+
+
+STATUSES: dict[str, StatusLog] = {}
+"""The claims' status log, by namespace (the `claims` fixture's three values stay as they were)."""
 
 
 def attempts(status: dict) -> list[dict]:
@@ -147,15 +193,14 @@ def test_the_sdk_fences_itself_when_its_lease_is_taken(claims):
     coordination = client.CoordinationV1Api(rq.api)
     held = wait_until(lambda: _get_lease(coordination, job, rq.namespace), timeout=60, what=f"Lease {job} created")
     assert watch.pods[job].ended is None, "still working (60 s) when its Lease is taken"
-    taken_at = time.monotonic()
     coordination.patch_namespaced_lease(job, rq.namespace, {"spec": {"holderIdentity": "someone-else"}})
-    status = rq.wait_status("sdk-fenced", lambda s: attempts(s)[0].get("outcome"), "attempt 1 ended", timeout=60)
+    status = rq.wait_status("sdk-fenced", lambda s: attempts(s)[0].get("outcome"), "attempt 1 ended", timeout=180)
     first = attempts(status)[0]
+    # Fenced for the Lease (exit 3, LeaseLost), not ended by its 60 s of work (exit 0): the cause, not
+    # how soon (a bound of 20 s is the machine's to keep, not the SDK's: issue 52 item 7).
     assert first["exitCode"] == 3 and first["reason"] == "LeaseLost", first
-    # It stopped at its next renewal (every TTL/3, about 7 s) after losing the Lease, not after its 60 s of work.
-    assert time.monotonic() - taken_at < 20
     assert held.spec.holder_identity == first["leaseId"]
-    status = rq.wait_status("sdk-fenced", lambda s: s.get("attempt") == 2, "attempt 2 dispatched", timeout=60)
+    status = rq.wait_status("sdk-fenced", lambda s: s.get("attempt") == 2, "attempt 2 dispatched", timeout=180)
     assert attempts(status)[1]["trigger"] == "Retry"
     rq.patch_task("sdk-fenced", {"cancel": True})  # its 60 s of work need not run again
 
@@ -170,7 +215,8 @@ def _get_lease(coordination, name: str, namespace: str):
 
 
 # ---------------------------------------------------------------- pods that cannot start
-# What a user sees while the pod is held back is checked before startTimeout ends the attempt.
+# What a user saw while the pod was held back is read from the status log: the tests before these
+# may take longer than a startTimeout on a loaded machine (they did, at a load of 16: issue 52 item 7).
 
 
 @pytest.mark.parametrize(("task", "reason", "detail"), [
@@ -179,9 +225,9 @@ def _get_lease(coordination, name: str, namespace: str):
 ])
 def test_a_pod_that_cannot_start_says_why_then_ends_at_its_start_timeout(claims, task, reason, detail):
     rq, _, _ = claims
-    status = rq.wait_status(task, lambda s: "its pod cannot start" in (s.get("message") or ""),
-                            f"{task} saying why its pod cannot start", timeout=60)
-    told = datetime.now(timezone.utc)
+    told, status = wait_until(lambda: STATUSES[rq.namespace].first(
+        task, lambda s: "its pod cannot start" in (s.get("message") or "")), timeout=180,
+        what=f"{task} saying why its pod cannot start")
     running = next(c for c in status["conditions"] if c["type"] == "Running")
     assert (status["phase"], running["reason"]) == ("Running", "PodCannotStart")
     assert reason in status["message"] and detail in status["message"], status["message"]
@@ -271,7 +317,8 @@ def test_a_timeout_sends_sigterm_and_the_next_attempt_runs(claims):
     status = rq.wait_phase("timeout-term", "DeadLettered", timeout=180)
     assert [a["reason"] for a in attempts(status)] == ["Timeout", "Timeout"], "attempt 2 ran after attempt 1's timeout"
     for attempt in attempts(status):
-        assert 3000 <= attempt["durationMs"] < 6000, attempt
+        # Not before its timeout; ended by the SIGTERM it sent (143, below), not by the script's 300 s.
+        assert attempt["durationMs"] >= 3000, attempt
         pod = wait_until(lambda: _terminated(watch, attempt["job"]), timeout=60, what=f"{attempt['job']}'s end")
         assert task_container(pod).state.terminated.exit_code == 143, "it got SIGTERM and handled it"
 
