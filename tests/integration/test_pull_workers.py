@@ -140,7 +140,7 @@ def test_workers_scale_up_and_down_under_load_each_attempt_once(cq, api, workers
 
     wait_until(lambda: len(running("w-a")) >= 3, timeout=120, what="the first worker running three")
     workers.start("w-b", concurrency=3, ttl=15.0)  # scale up: it takes a share of the backlog
-    wait_until(lambda: len(running("w-b")) >= 3, timeout=120, what="w-b running three of the backlog")
+    wait_until(lambda: len(running("w-b")) >= 3, timeout=180, what="w-b running three of the backlog")
     gate.touch()
 
     first.send_signal(signal.SIGTERM)  # scale down: drains, takes nothing new, finishes what it runs
