@@ -30,7 +30,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol, TypeVar
 
 import aiohttp
 
@@ -271,7 +271,7 @@ class Notifier:
 
     async def _due_task(self, send: Send) -> Due | None:
         raw = await self.writer.read_task(send.namespace, send.name)
-        task = _task(raw, send.uid)
+        task = _parsed(Task, raw, send.uid)
         if raw is None or task is None:
             return None
         serving = self._serving(send.namespace, task.spec.pool, send.receiver)
@@ -281,7 +281,7 @@ class Notifier:
 
     async def _due_schedule(self, send: Send) -> Due | None:
         raw = await self.writer.read_schedule(send.namespace, send.name)
-        schedule = _schedule(raw, send.uid)
+        schedule = _parsed(TaskSchedule, raw, send.uid)
         if raw is None or schedule is None:
             return None
         serving = self._serving(send.namespace, schedule.spec.task_template.spec.pool, send.receiver)
@@ -318,14 +318,14 @@ class Notifier:
                 return
             try:
                 if send.kind == SCHEDULE:
-                    schedule = _schedule(raw, send.uid)
+                    schedule = _parsed(TaskSchedule, raw, send.uid)
                     if schedule is None or schedule.status is None or notify.schedule_event_id(schedule) != id:
                         return  # gone, or paused again since: that pause is another notification
                     status = schedule.status.model_copy(update={
                         "notifications": notify.recorded(schedule.status.notifications, entry)})
                     await self.writer.replace_schedule_status(raw, status.to_dict())
                 else:
-                    task = _task(raw, send.uid)
+                    task = _parsed(Task, raw, send.uid)
                     if task is None or task.status is None or notify.task_event_id(task) != id:
                         return  # gone, or ended again since (retried by hand): that ending is another notification
                     task_status = task.status.model_copy(update={
@@ -342,22 +342,15 @@ class Notifier:
                                          self.clock.now())
 
 
-def _task(raw: dict[str, Any] | None, uid: str) -> Task | None:
-    """The Task as read, while it is still the one of this uid."""
+M = TypeVar("M", Task, TaskSchedule)
+
+
+def _parsed(model: type[M], raw: dict[str, Any] | None, uid: str) -> M | None:
+    """The Task or TaskSchedule as read, while it is still the one of this uid."""
     if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
         return None
     try:
-        return Task.model_validate(raw)
-    except ValueError:
-        return None
-
-
-def _schedule(raw: dict[str, Any] | None, uid: str) -> TaskSchedule | None:
-    """The TaskSchedule as read, while it is still the one of this uid."""
-    if raw is None or (raw.get("metadata") or {}).get("uid") != uid:
-        return None
-    try:
-        return TaskSchedule.model_validate(raw)
+        return model.model_validate(raw)
     except ValueError:
         return None
 
@@ -367,4 +360,4 @@ def _paused(raw: dict[str, Any]) -> TaskSchedule | None:
     conditions = (raw.get("status") or {}).get("conditions") or ()
     if not any(isinstance(c, dict) and c.get("type") == "Paused" and c.get("status") == "True" for c in conditions):
         return None
-    return _schedule(raw, (raw.get("metadata") or {}).get("uid") or "")
+    return _parsed(TaskSchedule, raw, (raw.get("metadata") or {}).get("uid") or "")

@@ -103,8 +103,12 @@ class Writer:
             raise Rejected.of(err) from None
 
     async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._read(f"{_jobs(namespace)}/{name}")
+
+    async def _read(self, path: str) -> dict[str, Any] | None:
+        """The object at `path`, or None when it is gone."""
         try:
-            return await self.request("GET", f"{_jobs(namespace)}/{name}")
+            return await self.request("GET", path)
         except NotFound:
             return None
 
@@ -127,16 +131,10 @@ class Writer:
             raise Rejected.of(err) from None
 
     async def read_task(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.request("GET", f"{custom_objects(namespace)}/{name}")
-        except NotFound:
-            return None
+        return await self._read(f"{custom_objects(namespace)}/{name}")
 
     async def read_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.request("GET", f"{custom_objects(namespace, 'taskschedules')}/{name}")
-        except NotFound:
-            return None
+        return await self._read(f"{custom_objects(namespace, 'taskschedules')}/{name}")
 
     async def replace_schedule_status(self, raw: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         return await self.replace_status("taskschedules", raw, status)
